@@ -1,0 +1,78 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// An expected failure, answered with a stable code. The message is for people and never carries a secret.
+public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConvertible {
+    public let status: HTTPResponse.Status
+    public let code: String
+    public let message: String
+    /// Extra response headers, such as `Retry-After`.
+    public var headers: HTTPFields
+
+    public init(_ status: HTTPResponse.Status, code: String, message: String, headers: HTTPFields = [:]) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+    }
+
+    public var description: String { "\(status.code) \(code): \(message)" }
+
+    public static func notFound(_ message: String = "No such resource") -> APIError {
+        APIError(.notFound, code: "not_found", message: message)
+    }
+    public static func badJSON(_ message: String) -> APIError {
+        APIError(.badRequest, code: "bad_json", message: message)
+    }
+    public static func payloadTooLarge(limit: Int) -> APIError {
+        APIError(.contentTooLarge, code: "payload_too_large", message: "The request body is larger than \(limit) bytes")
+    }
+    public static func validation(_ message: String) -> APIError {
+        APIError(.badRequest, code: "validation_failed", message: message)
+    }
+    public static let internalError = APIError(
+        .internalServerError, code: "unexpected_failure", message: "Something went wrong on the server")
+
+    /// The Supabase API version header that selects the newer error format on `/auth/v1`.
+    static let supabaseVersionHeader = HTTPField.Name("X-Supabase-Api-Version")!
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = self.headers
+        headers[.contentType] = "application/json; charset=utf-8"
+        let body: [String: JSONScalar]
+        if request.uri.path.hasPrefix("/auth/v1"), request.headers[Self.supabaseVersionHeader] == nil {
+            // GoTrue's legacy shape, which older Supabase clients parse.
+            body = ["code": .int(Int(status.code)), "error_code": .string(code), "msg": .string(message)]
+        } else {
+            if let version = request.headers[Self.supabaseVersionHeader], request.uri.path.hasPrefix("/auth/v1") {
+                headers[Self.supabaseVersionHeader] = version
+            }
+            body = ["code": .string(code), "message": .string(message)]
+        }
+        let data = try JSONEncoder.sortedKeys.encode(body)
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
+
+/// A JSON string or integer, for error bodies whose `code` is one or the other.
+enum JSONScalar: Encodable {
+    case string(String)
+    case int(Int)
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .string(let value): try container.encode(value)
+        case .int(let value): try container.encode(value)
+        }
+    }
+}
+
+extension JSONEncoder {
+    static let sortedKeys: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+}

@@ -1,0 +1,85 @@
+import Foundation
+import GatehouseAPI
+import Hummingbird
+import Logging
+import Metrics
+import NIOCore
+import Prometheus
+import ServiceLifecycle
+
+/// What handlers share: configuration, the store and the logger. Built once per application and passed in.
+public struct GatehouseServices: Sendable {
+    public let configuration: GatehouseConfiguration
+    public let store: Store
+    public let logger: Logger
+    public let metrics: PrometheusCollectorRegistry
+
+    /// Opens the store named by `configuration`; nothing connects until the application runs.
+    public init(_ configuration: GatehouseConfiguration, logger: Logger? = nil) throws {
+        self.configuration = configuration
+        let logger = logger ?? makeLogger(level: configuration.logLevel, format: configuration.logFormat)
+        self.logger = logger
+        self.metrics = GatehouseMetrics.registry
+        self.store = try Store(
+            location: configuration.storeLocation, connectionsPerLoop: configuration.storeConnectionsPerLoop,
+            logger: logger)
+    }
+}
+
+/// The metrics registry. swift-metrics has one backend per process, so this is bootstrapped once, on first use.
+public enum GatehouseMetrics {
+    public static let registry: PrometheusCollectorRegistry = {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        return registry
+    }()
+}
+
+/// Every route, with the middleware that shapes errors, counts requests and bounds bodies.
+public func buildRouter(_ services: GatehouseServices) throws -> Router<AppRequestContext> {
+    let router = Router(context: AppRequestContext.self)
+    router.add(middleware: MetricsMiddleware())
+    router.add(middleware: ErrorMiddleware())
+    router.add(middleware: BodyLimitMiddleware(limit: services.configuration.maxBodySize))
+    OperationsController(
+        store: services.store, metrics: services.metrics,
+        openAPIDocument: ByteBuffer(data: try GatehouseAPIDocument.yaml())
+    ).addRoutes(to: router)
+    return router
+}
+
+/// The application `gatehouse serve` runs, and tests start the same way.
+public func buildApplication(
+    _ configuration: GatehouseConfiguration,
+    logger: Logger? = nil,
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+) throws -> some ApplicationProtocol {
+    let services = try GatehouseServices(configuration, logger: logger)
+    return buildApplication(services, router: try buildRouter(services), onServerRunning: onServerRunning)
+}
+
+/// Assembles an application from services and a router (tests add routes of their own before this).
+public func buildApplication(
+    _ services: GatehouseServices,
+    router: Router<AppRequestContext>,
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+) -> Application<RouterResponder<AppRequestContext>> {
+    let configuration = services.configuration
+    let logger = services.logger
+    // Hummingbird announces itself at info; our one start line below says more, so quiet its own.
+    var serverLogger = logger
+    if serverLogger.logLevel == .info { serverLogger.logLevel = .notice }
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Gatehouse"),
+        services: [services.store],
+        onServerRunning: { channel in
+            let port = channel.localAddress?.port ?? configuration.port
+            logger.info(
+                "gatehouse listening on http://\(configuration.host):\(port) using \(services.store.location)",
+                metadata: ["host": "\(configuration.host)", "port": "\(port)", "store": "\(services.store.location.kind)"])
+            await onServerRunning(port)
+        },
+        logger: serverLogger
+    )
+}

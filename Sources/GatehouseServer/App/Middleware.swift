@@ -1,0 +1,105 @@
+import Foundation
+import Hummingbird
+import Logging
+
+/// Turns every failure into `{code, message}`: expected ones keep their code, anything else is logged once as a 500.
+struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as APIError {
+            return try error.response(from: request, context: context)
+        } catch let error as HTTPError {
+            return try Self.translate(error).response(from: request, context: context)
+        } catch {
+            context.logger.error("unexpected failure", metadata: ["error.type": "\(type(of: error))", "error": "\(error)"])
+            return try APIError.internalError.response(from: request, context: context)
+        }
+    }
+
+    /// Hummingbird's own errors (unknown route, oversized body, bad query) in our shape.
+    static func translate(_ error: HTTPError) -> APIError {
+        var translated: APIError
+        switch error.status {
+        case .notFound:
+            translated = .notFound("No route matches this method and path")
+        case .contentTooLarge:
+            translated = APIError(.contentTooLarge, code: "payload_too_large", message: "The request body is too large")
+        case .methodNotAllowed:
+            translated = APIError(.methodNotAllowed, code: "method_not_allowed", message: "This method is not allowed here")
+        case let status where status.kind == .clientError:
+            translated = APIError(status, code: "bad_request", message: error.body ?? "The request could not be read")
+        default:
+            translated = .internalError
+        }
+        translated.headers.append(contentsOf: error.headers)
+        return translated
+    }
+}
+
+/// Applies the configured body limit: refuses a declared oversized body at once, and bounds decoding.
+struct BodyLimitMiddleware: RouterMiddleware {
+    let limit: Int
+
+    func handle(
+        _ request: Request, context: AppRequestContext,
+        next: (Request, AppRequestContext) async throws -> Response
+    ) async throws -> Response {
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
+            throw APIError.payloadTooLarge(limit: limit)
+        }
+        var context = context
+        context.maxUploadSize = limit
+        return try await next(request, context)
+    }
+}
+
+extension Request {
+    /// Decodes a JSON body within the context's size limit, with a stable error for malformed or oversized input.
+    public func decodeJSON<T: Decodable>(as type: T.Type, context: AppRequestContext) async throws -> T {
+        let buffer: ByteBuffer
+        do {
+            buffer = try await body.collect(upTo: context.maxUploadSize)
+        } catch {
+            throw APIError.payloadTooLarge(limit: context.maxUploadSize)
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: buffer)
+        } catch let error as DecodingError {
+            throw APIError.badJSON(Self.describe(error))
+        }
+    }
+
+    /// Names the field at fault without echoing any value the client sent.
+    private static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            let names = context.codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }
+            return names.isEmpty ? "the body" : "'\(names.joined(separator: "."))'"
+        }
+        switch error {
+        case .dataCorrupted(let context) where context.codingPath.isEmpty:
+            return "The request body is not valid JSON"
+        case .dataCorrupted(let context):
+            return "\(path(context)) has an invalid value"
+        case .keyNotFound(let key, let context):
+            let parent = context.codingPath.map(\.stringValue) + [key.stringValue]
+            return "'\(parent.joined(separator: "."))' is required"
+        case .typeMismatch(let type, let context):
+            return "\(path(context)) must be \(Self.jsonName(of: type))"
+        case .valueNotFound(let type, let context):
+            return "\(path(context)) must be \(Self.jsonName(of: type)), not null"
+        @unknown default:
+            return "The request body could not be read"
+        }
+    }
+
+    private static func jsonName(of type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Int.Type, is Int64.Type, is Double.Type: "a number"
+        case is Bool.Type: "true or false"
+        case is [Any].Type: "an array"
+        default: "an object"
+        }
+    }
+}

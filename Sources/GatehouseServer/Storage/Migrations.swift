@@ -1,0 +1,106 @@
+import Foundation
+import SQLKit
+
+/// One versioned schema change. Versions are consecutive from 1 and never reused.
+public struct Migration: Sendable {
+    public let version: Int
+    public let name: String
+    /// Applies the change inside the migrator's transaction.
+    public let apply: @Sendable (any SQLDatabase) async throws -> Void
+
+    public init(version: Int, name: String, apply: @escaping @Sendable (any SQLDatabase) async throws -> Void) {
+        self.version = version
+        self.name = name
+        self.apply = apply
+    }
+}
+
+/// What a migration run did.
+public struct MigrationReport: Sendable, Equatable {
+    /// The schema version after the run.
+    public let version: Int
+    /// Versions applied by this run, oldest first; empty when the schema was current.
+    public let applied: [Int]
+}
+
+/// A schema this binary must not touch.
+public enum MigrationError: Error, CustomStringConvertible, Equatable {
+    case schemaNewerThanBinary(database: Int, binary: Int)
+
+    public var description: String {
+        switch self {
+        case .schemaNewerThanBinary(let database, let binary):
+            "the database schema is version \(database), newer than this gatehouse knows (\(binary)); "
+                + "run a gatehouse release that knows schema \(database) or later"
+        }
+    }
+}
+
+/// Applies migrations in order, recording each in `gatehouse_migrations`, one transaction per run.
+struct Migrator {
+    let store: Store
+    let migrations: [Migration]
+
+    /// Arbitrary constant key for PostgreSQL's advisory lock, so concurrent instances migrate one at a time.
+    private static let advisoryLockKey = 0x6761_7465
+
+    func run() async throws -> MigrationReport {
+        precondition(
+            migrations.enumerated().allSatisfy { $0.offset + 1 == $0.element.version },
+            "migration versions must run 1, 2, 3, … without gaps")
+        if case .sqlite = store.location {
+            // WAL persists in the file: readers never block the writer.
+            _ = try await store.database.raw("PRAGMA journal_mode=WAL").all()
+        }
+        let known = migrations.last?.version ?? 0
+        return try await store.transaction { db in
+            if case .postgres = store.location {
+                try await db.raw("SELECT pg_advisory_xact_lock(\(literal: Self.advisoryLockKey))").run()
+            }
+            try await db.create(table: "gatehouse_migrations")
+                .ifNotExists()
+                .column("version", type: .bigint, .primaryKey(autoIncrement: false))
+                .column("name", type: .text, .notNull)
+                .column("applied_at", type: .bigint, .notNull)
+                .run()
+            let current =
+                try await db.raw("SELECT COALESCE(MAX(version), 0) AS version FROM gatehouse_migrations")
+                .first(decodingColumn: "version", as: Int.self) ?? 0
+            guard current <= known else {
+                throw MigrationError.schemaNewerThanBinary(database: current, binary: known)
+            }
+            var applied: [Int] = []
+            for migration in migrations where migration.version > current {
+                try await migration.apply(db)
+                try await db.insert(into: "gatehouse_migrations")
+                    .columns("version", "name", "applied_at")
+                    .values(
+                        SQLBind(migration.version), SQLBind(migration.name),
+                        SQLBind(Int(Date().timeIntervalSince1970)))
+                    .run()
+                applied.append(migration.version)
+            }
+            return MigrationReport(version: max(current, known), applied: applied)
+        }
+    }
+}
+
+/// The schema, in order. Features add their tables here.
+public enum Migrations {
+    public static let all: [Migration] = [
+        Migration(version: 1, name: "audit events") { db in
+            try await db.create(table: "audit_events")
+                .column("id", type: .bigint, .primaryKey(autoIncrement: true))
+                .column("occurred_at", type: .bigint, .notNull)
+                .column("action", type: .text, .notNull)
+                .column("account_id", type: .text)
+                .column("company_id", type: .text)
+                .column("ip", type: .text)
+                .column("user_agent", type: .text)
+                .column("detail", type: .text)
+                .run()
+            try await db.create(index: "audit_events_account").on("audit_events").column("account_id").column("id").run()
+            try await db.create(index: "audit_events_company").on("audit_events").column("company_id").column("id").run()
+        }
+    ]
+}

@@ -1,0 +1,221 @@
+import Foundation
+import Logging
+import Metrics
+import NIOCore
+import NIOPosix
+import PostgresKit
+import SQLKit
+import SQLiteKit
+import ServiceLifecycle
+import Synchronization
+
+/// Which database holds Gatehouse's data.
+public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
+    case sqlite(path: String)
+    /// `searchPath` puts every table in one schema; tests use it to keep databases apart.
+    case postgres(url: String, searchPath: String? = nil)
+
+    /// Short store name for logs and readiness: `sqlite` or `postgres`.
+    public var kind: String {
+        switch self {
+        case .sqlite: "sqlite"
+        case .postgres: "postgres"
+        }
+    }
+
+    /// A description safe for logs: the file path, or host, port and database without credentials.
+    public var description: String {
+        switch self {
+        case .sqlite(let path):
+            return "sqlite at \(path)"
+        case .postgres(let url, _):
+            guard let parsed = URL(string: url) else { return "postgres" }
+            let database = parsed.path.isEmpty ? "" : parsed.path
+            return "postgres at \(parsed.host ?? "localhost"):\(parsed.port ?? 5432)\(database)"
+        }
+    }
+}
+
+/// Validation of PostgreSQL URLs, kept next to the store that uses them.
+enum SQLPostgresURL {
+    static func validate(_ url: String) throws -> SQLPostgresConfiguration {
+        try SQLPostgresConfiguration(url: url)
+    }
+}
+
+/// The connection pool to one store, and its lifecycle: it migrates at start (retrying while the
+/// database is down), reports readiness, and closes when the service group shuts down.
+public final class Store: Service, Sendable {
+    /// Where the data lives.
+    public let location: StoreLocation
+    let logger: Logger
+    private let backend: Backend
+    private let state = Mutex(State())
+    private let inUse = Atomic<Int>(0)
+    private let inUseGauge: Gauge
+    private let maxGauge: Gauge
+    private let readyGauge: Gauge
+
+    // The AsyncKit pool predates Sendable checking; it guards its own state with locks.
+    private enum Backend: @unchecked Sendable {
+        case sqlite(EventLoopGroupConnectionPool<SQLiteConnectionSource>)
+        case postgres(EventLoopGroupConnectionPool<PostgresConnectionSource>)
+    }
+
+    private struct State {
+        var schemaVersion: Int?
+        var closed = false
+    }
+
+    /// Opens a pool to `location`. Nothing connects until the first query; an SQLite file's folder is created.
+    public init(
+        location: StoreLocation,
+        connectionsPerLoop: Int = 4,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger
+    ) throws {
+        self.location = location
+        self.logger = logger
+        let labels = [("store", location.kind)]
+        inUseGauge = Gauge(label: "gatehouse_store_connections_in_use", dimensions: labels)
+        maxGauge = Gauge(label: "gatehouse_store_connections_max", dimensions: labels)
+        readyGauge = Gauge(label: "gatehouse_store_ready", dimensions: labels)
+        switch location {
+        case .sqlite(let path):
+            let folder = (path as NSString).deletingLastPathComponent
+            if !folder.isEmpty {
+                try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            }
+            let source = SQLiteConnectionSource(configuration: .init(storage: .file(path: path), enableForeignKeys: true))
+            backend = .sqlite(
+                EventLoopGroupConnectionPool(
+                    source: source, maxConnectionsPerEventLoop: connectionsPerLoop, logger: logger, on: eventLoopGroup))
+        case .postgres(let url, let searchPath):
+            var configuration = try SQLPostgresConfiguration(url: url)
+            if let searchPath { configuration.searchPath = [searchPath] }
+            backend = .postgres(
+                EventLoopGroupConnectionPool(
+                    source: PostgresConnectionSource(sqlConfiguration: configuration),
+                    maxConnectionsPerEventLoop: connectionsPerLoop,
+                    requestTimeout: .seconds(10), logger: logger, on: eventLoopGroup))
+        }
+        maxGauge.record(connectionsPerLoop * eventLoopGroup.makeIterator().reduce(0) { count, _ in count + 1 })
+        readyGauge.record(0)
+    }
+
+    /// A database handle for queries; each query takes a pooled connection.
+    public var database: any SQLDatabase {
+        switch backend {
+        case .sqlite(let pool): SQLitePoolDatabase(pool: pool, logger: logger)
+        case .postgres(let pool): pool.database(logger: logger).sql()
+        }
+    }
+
+    /// Runs `body` on one connection inside a transaction, committing when it returns and rolling back when it throws.
+    public func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        let begin = location.kind == "sqlite" ? "BEGIN IMMEDIATE" : "BEGIN"
+        return try await withConnection { db in
+            try await db.raw(SQLQueryString(begin)).run()
+            do {
+                let result = try await body(db)
+                try await db.raw("COMMIT").run()
+                return result
+            } catch {
+                try? await db.raw("ROLLBACK").run()
+                throw error
+            }
+        }
+    }
+
+    /// Runs `body` on one pooled connection, counted in the pool gauges.
+    func withConnection<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        inUseGauge.record(inUse.add(1, ordering: .relaxed).newValue)
+        defer { inUseGauge.record(inUse.subtract(1, ordering: .relaxed).newValue) }
+        return try await database.withSession(body)
+    }
+
+    /// The schema version applied by this process, or nil before migrations have run.
+    public var schemaVersion: Int? { state.withLock { $0.schemaVersion } }
+
+    /// Applies pending migrations; a no-op when the schema is current.
+    @discardableResult
+    public func migrate(_ migrations: [Migration] = Migrations.all) async throws -> MigrationReport {
+        let report = try await Migrator(store: self, migrations: migrations).run()
+        state.withLock { $0.schemaVersion = report.version }
+        readyGauge.record(1)
+        return report
+    }
+
+    /// True when the store answers a trivial query and migrations have been applied.
+    public func isReady() async -> Bool {
+        guard schemaVersion != nil else { return false }
+        do {
+            _ = try await database.raw("SELECT 1 AS one").first()
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Migrates, retrying with backoff while the database cannot be reached, then waits for shutdown and closes.
+    public func run() async throws {
+        var nextDelay = Duration.milliseconds(250)
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            let delay = nextDelay
+            do {
+                let report = try await migrate()
+                logger.debug(
+                    "store ready",
+                    metadata: ["store": "\(location)", "schema": "\(report.version)", "applied": "\(report.applied.count)"])
+                break
+            } catch let error as MigrationError {
+                await close()
+                throw error
+            } catch {
+                logger.warning(
+                    "store unavailable, retrying",
+                    metadata: ["store": "\(location)", "retry_in": "\(delay)", "error": "\(String(reflecting: error))"])
+                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: delay) }
+                nextDelay = min(delay * 2, .seconds(10))
+            }
+        }
+        try? await gracefulShutdown()
+        await close()
+    }
+
+    /// Closes every connection; later queries fail.
+    public func close() async {
+        let alreadyClosed = state.withLock { state in
+            defer { state.closed = true }
+            return state.closed
+        }
+        guard !alreadyClosed else { return }
+        readyGauge.record(0)
+        switch backend {
+        case .sqlite(let pool): try? await pool.shutdownAsync()
+        case .postgres(let pool): try? await pool.shutdownAsync()
+        }
+    }
+
+    /// Whether `close()` has run.
+    public var isClosed: Bool { state.withLock { $0.closed } }
+}
+
+/// An SQLKit database over the SQLite pool: each query borrows a connection, a session keeps one.
+private struct SQLitePoolDatabase: SQLDatabase, @unchecked Sendable {
+    let pool: EventLoopGroupConnectionPool<SQLiteConnectionSource>
+    let logger: Logger
+
+    var eventLoop: any EventLoop { pool.eventLoopGroup.any() }
+    var dialect: any SQLDialect { SQLiteDialect() }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
+        pool.withConnection(logger: logger) { $0.sql().execute(sql: query, onRow) }
+    }
+
+    func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
+        let connection = try await pool.requestConnection(logger: logger).get()
+        defer { pool.releaseConnection(connection, logger: logger) }
+        return try await closure(connection.sql())
+    }
+}

@@ -1,0 +1,116 @@
+import ArgumentParser
+import Foundation
+import GatehouseServer
+
+/// `gatehouse`: the server and its operator commands.
+@main
+struct Gatehouse: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Identity, tenancy and sync server.",
+        version: GatehouseVersion.current,
+        subcommands: [Serve.self, Migrate.self]
+    )
+
+    /// Parses and runs; usage and configuration errors print one line and exit 2, run-time failures exit 1.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            if exitCode(for: error) == .success {
+                exit(withError: error)
+            }
+            let message: String
+            let status: Int32
+            switch error {
+            case let error as ConfigurationError:
+                (message, status) = ("invalid configuration: \(error)", 2)
+            case let error as MigrationError:
+                (message, status) = ("\(error)", 1)
+            case is ExitCode, is CleanExit:
+                exit(withError: error)
+            default:
+                let parsed = Self.message(for: error)
+                // Errors from parsing (unknown flag, missing value) are usage errors.
+                (message, status) = (parsed, Self.isUsageError(error) ? 2 : 1)
+            }
+            let line = message.split(separator: "\n").first.map(String.init) ?? message
+            FileHandle.standardError.write(Data("gatehouse: \(line)\n".utf8))
+            Foundation.exit(status)
+        }
+    }
+
+    private static func isUsageError(_ error: any Error) -> Bool {
+        exitCode(for: error) == .validationFailure
+    }
+}
+
+/// Settings shared by every command that opens the store or serves.
+struct ServerOptions: ParsableArguments {
+    @Option(help: "Address to listen on (GATEHOUSE_HOST, default 127.0.0.1).")
+    var host: String?
+    @Option(help: "Port to listen on, 0 for any free port (GATEHOUSE_PORT, default 8080).")
+    var port: String?
+    @Option(help: "Folder for the SQLite store and the mail outbox (GATEHOUSE_DATA_DIR, default ./gatehouse-data).")
+    var dataDir: String?
+    @Option(help: "postgres://user:pass@host:port/db to use PostgreSQL, or sqlite:///path (GATEHOUSE_DATABASE_URL).")
+    var databaseURL: String?
+    @Option(help: "URL users reach this server at, used in mailed links (GATEHOUSE_PUBLIC_URL).")
+    var publicURL: String?
+    @Option(help: "trace, debug, info, notice, warning, error or critical (GATEHOUSE_LOG_LEVEL, default info).")
+    var logLevel: String?
+    @Option(help: "text or json (GATEHOUSE_LOG_FORMAT, default text).")
+    var logFormat: String?
+    @Option(help: "Largest request body in bytes (GATEHOUSE_MAX_BODY_SIZE, default 1048576).")
+    var maxBodySize: String?
+
+    /// Flags over `GATEHOUSE_*` variables over defaults.
+    func resolve() throws -> GatehouseConfiguration {
+        let flags: [ConfigurationKey: String?] = [
+            .host: host, .port: port, .dataDir: dataDir, .databaseURL: databaseURL, .publicURL: publicURL,
+            .logLevel: logLevel, .logFormat: logFormat, .maxBodySize: maxBodySize,
+        ]
+        return try GatehouseConfiguration.resolve(
+            flags: flags.compactMapValues { $0 }, environment: ProcessInfo.processInfo.environment)
+    }
+}
+
+/// `gatehouse serve`: migrate the store and answer HTTP until SIGINT or SIGTERM.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the server.")
+    @OptionGroup var options: ServerOptions
+
+    func run() async throws {
+        let app = try buildApplication(try options.resolve())
+        try await app.runService()
+    }
+}
+
+/// `gatehouse migrate`: apply pending migrations and exit.
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Apply pending schema migrations and exit.")
+    @OptionGroup var options: ServerOptions
+
+    func run() async throws {
+        let configuration = try options.resolve()
+        let logger = makeLogger(level: configuration.logLevel, format: configuration.logFormat)
+        let store = try Store(location: configuration.storeLocation, logger: logger)
+        do {
+            let report = try await store.migrate()
+            await store.close()
+            if report.applied.isEmpty {
+                print("schema already at version \(report.version) (\(store.location))")
+            } else {
+                let versions = report.applied.map(String.init).joined(separator: ", ")
+                print("applied migrations \(versions); schema at version \(report.version) (\(store.location))")
+            }
+        } catch {
+            await store.close()
+            throw error
+        }
+    }
+}
