@@ -11,6 +11,8 @@ public struct GatehouseConfiguration: Sendable, Equatable {
     public var dataDirectory = "./gatehouse-data"
     /// `postgres://…` selects PostgreSQL; `sqlite:///path` names another SQLite file; nil uses the data directory.
     public var databaseURL: String?
+    /// The PostgreSQL schema to keep every table in; unset uses the server's default search path.
+    public var databaseSearchPath: String?
     /// The URL users reach this server at; used in links the server mails out.
     public var publicURL: String?
     public var logLevel: Logger.Level = .info
@@ -30,7 +32,7 @@ public struct GatehouseConfiguration: Sendable, Equatable {
         if databaseURL.hasPrefix("sqlite://") {
             return .sqlite(path: String(databaseURL.dropFirst("sqlite://".count)))
         }
-        return .postgres(url: databaseURL, searchPath: nil)
+        return .postgres(url: databaseURL, searchPath: databaseSearchPath)
     }
 
     /// The public URL, or one derived from host and port.

@@ -1,0 +1,205 @@
+import AsyncHTTPClient
+import Foundation
+import GatehouseServer
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@Suite("Operations endpoints and error shapes")
+struct OperationsTests {
+    /// Starts the router on a fresh store, migrated, with a JSON echo route for body tests.
+    func withApp(_ test: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+        let services = try GatehouseServices(try await TestStore.configuration(), logger: TestStore.quietLogger)
+        try await services.store.migrate()
+        let router = try buildRouter(services)
+        router.post("/test/echo") { request, context -> [String: String] in
+            try await request.decodeJSON(as: [String: String].self, context: context)
+        }
+        try await buildApplication(services, router: router).test(.router, test)
+        await services.store.close()
+    }
+
+    @Test("liveness and readiness answer 200 once migrated")
+    func health() async throws {
+        try await withApp { client in
+            try await client.execute(uri: "/health/live", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(String(buffer: response.body) == #"{"status":"ok"}"#)
+            }
+            try await client.execute(uri: "/health/ready", method: .get) { response in
+                #expect(response.status == .ok)
+                let body = String(buffer: response.body)
+                #expect(body.contains(#""store":"\#(TestStore.kind)""#))
+                #expect(body.contains(#""schema_version":\#(Migrations.all.count)"#))
+            }
+        }
+    }
+
+    @Test("metrics count requests by route and status, with latency histograms and pool gauges")
+    func metrics() async throws {
+        try await withApp { client in
+            _ = try await client.execute(uri: "/health/live", method: .get)
+            _ = try await client.execute(uri: "/no/such/route", method: .get)
+            try await client.execute(uri: "/metrics", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType]?.hasPrefix("text/plain") == true)
+                let text = String(buffer: response.body)
+                #expect(text.contains(#"http_route="/health/live""#))
+                #expect(text.contains(#"http_response_status_code="404""#))
+                #expect(text.contains("http_server_request_duration_bucket"))
+                #expect(text.contains("gatehouse_store_connections_max"))
+                #expect(text.contains("gatehouse_store_connections_in_use"))
+            }
+        }
+    }
+
+    @Test("the OpenAPI document is served")
+    func openAPI() async throws {
+        try await withApp { client in
+            try await client.execute(uri: "/openapi.yaml", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType] == "application/yaml")
+                let text = String(buffer: response.body)
+                #expect(text.hasPrefix("openapi: 3.1.0"))
+                #expect(text.contains("/health/ready:"))
+            }
+        }
+    }
+
+    @Test("an unknown route is 404 not_found in {code, message}")
+    func unknownRoute() async throws {
+        try await withApp { client in
+            try await client.execute(uri: "/v1/nothing-here", method: .get) { response in
+                #expect(response.status == .notFound)
+                #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
+                #expect(String(buffer: response.body) == #"{"code":"not_found","message":"No route matches this method and path"}"#)
+            }
+        }
+    }
+
+    @Test(
+        "malformed JSON is 400 bad_json, naming the field but never echoing the value",
+        arguments: [
+            (#"{"a": "#, "The request body is not valid JSON"),
+            (#"{"a": 12345}"#, "'a' must be a string"),
+            (#"["secret-value"]"#, "the body must be an object"),
+        ])
+    func malformedJSON(body: String, message: String) async throws {
+        try await withApp { client in
+            try await client.execute(uri: "/test/echo", method: .post, body: ByteBuffer(string: body)) { response in
+                #expect(response.status == .badRequest)
+                let text = String(buffer: response.body)
+                #expect(text == #"{"code":"bad_json","message":"\#(message)"}"#)
+                #expect(!text.contains("12345") && !text.contains("secret-value"))
+            }
+            try await client.execute(uri: "/test/echo", method: .post, body: ByteBuffer(string: #"{"a":"b"}"#)) {
+                #expect($0.status == .ok)
+            }
+        }
+    }
+
+    @Test("a body over the limit is 413 payload_too_large, declared or streamed")
+    func oversizedBody() async throws {
+        try await withApp { client in
+            let big = ByteBuffer(repeating: UInt8(ascii: "a"), count: (1 << 20) + 1)
+            try await client.execute(uri: "/test/echo", method: .post, body: big) { response in
+                #expect(response.status == .contentTooLarge)
+                #expect(String(buffer: response.body).contains(#""code":"payload_too_large""#))
+            }
+            // The limit holds on routes that never read the body, too.
+            try await client.execute(uri: "/health/live", method: .post, body: big) { response in
+                #expect(response.status == .contentTooLarge)
+            }
+        }
+    }
+}
+
+@Suite("Readiness and shutdown on a live server")
+struct LifecycleTests {
+    @Test("with PostgreSQL unreachable the server still answers: live 200, ready 503 not_ready")
+    func storeUnavailable() async throws {
+        var configuration = try await TestStore.configuration()
+        // Nothing listens on port 1 of loopback: connections are refused at once.
+        configuration.databaseURL = "postgres://gatehouse@127.0.0.1:1/gatehouse"
+        configuration.databaseSearchPath = nil
+        let server = try await LiveServer.start(configuration)
+        let client = HTTPClient()
+        #expect(try await client.send(.GET, server.baseURL + "/health/live").status == 200)
+        for _ in 0..<3 {
+            let ready = try await client.send(.GET, server.baseURL + "/health/ready")
+            #expect(ready.status == 503)
+            #expect(ready.json["code"] as? String == "not_ready")
+        }
+        try await client.shutdown()
+        try await server.stop()
+        #expect(server.services.store.isClosed)
+    }
+
+    @Test(
+        "a PostgreSQL database that appears after start is retried until ready",
+        .enabled(if: TestStore.postgresURL != nil))
+    func storeRecovers() async throws {
+        let base = try #require(TestStore.postgresURL)
+        let name = "late_" + UUID().uuidString.prefix(8).lowercased()
+        var configuration = try await TestStore.configuration()
+        let url = try #require(URL(string: base)).deletingLastPathComponent().appendingPathComponent(name)
+        configuration.databaseURL = url.absoluteString
+        configuration.databaseSearchPath = nil
+        let server = try await LiveServer.start(configuration)
+        let client = HTTPClient()
+        #expect(try await client.send(.GET, server.baseURL + "/health/ready").status == 503)
+        let admin = try Store(location: .postgres(url: base, searchPath: nil), logger: TestStore.quietLogger)
+        try await admin.database.raw("CREATE DATABASE \(ident: name)").run()
+        let ready = try await LiveServer.eventually {
+            try await client.send(.GET, server.baseURL + "/health/ready").status == 200
+        }
+        #expect(ready)
+        try await client.shutdown()
+        try await server.stop()
+        try await admin.database.raw("DROP DATABASE \(ident: name)").run()
+        await admin.close()
+    }
+
+    @Test("graceful shutdown lets an in-flight request finish, then closes the store")
+    func gracefulShutdown() async throws {
+        let (entered, enteredContinuation) = AsyncStream.makeStream(of: Void.self)
+        let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
+        let server = try await LiveServer.start(try await TestStore.configuration()) { router in
+            router.get("/test/slow") { _, _ -> String in
+                enteredContinuation.yield()
+                for await _ in release { break }
+                return "finished"
+            }
+        }
+        let client = HTTPClient()
+        let ready = try await LiveServer.eventually {
+            try await client.send(.GET, server.baseURL + "/health/ready").status == 200
+        }
+        #expect(ready)
+        let inFlight = Task { try await client.send(.GET, server.baseURL + "/test/slow") }
+        for await _ in entered { break }
+        let stopping = Task { try await server.stop() }
+        // The server stops accepting new connections while the slow request is still running.
+        let refusing = try await LiveServer.eventually {
+            let fresh = HTTPClient()
+            let refused: Bool
+            do {
+                _ = try await fresh.send(.GET, server.baseURL + "/health/live")
+                refused = false
+            } catch {
+                refused = true
+            }
+            try await fresh.shutdown()
+            return refused
+        }
+        #expect(refusing)
+        #expect(!server.services.store.isClosed)
+        releaseContinuation.yield()
+        let reply = try await inFlight.value
+        #expect(reply.status == 200)
+        #expect(reply.body == "finished")
+        try await stopping.value
+        #expect(server.services.store.isClosed)
+        try await client.shutdown()
+    }
+}

@@ -1,0 +1,84 @@
+import AsyncHTTPClient
+import Foundation
+import GatehouseServer
+import Hummingbird
+import Logging
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+
+/// A Gatehouse application running on a loopback port in this process, as `gatehouse serve` runs it.
+struct LiveServer {
+    let port: Int
+    let services: GatehouseServices
+    let group: ServiceGroup
+    let run: Task<Void, any Error>
+
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    /// Starts the application (with any extra test routes) and returns once it listens.
+    static func start(
+        _ configuration: GatehouseConfiguration,
+        logger: Logger = TestStore.quietLogger,
+        routes: (Router<AppRequestContext>) -> Void = { _ in }
+    ) async throws -> LiveServer {
+        let services = try GatehouseServices(configuration, logger: logger)
+        let router = try buildRouter(services)
+        routes(router)
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = buildApplication(services, router: router) { port in continuation.yield(port) }
+        let group = ServiceGroup(services: [app], gracefulShutdownSignals: [], logger: logger)
+        let run = Task { try await group.run() }
+        guard let port = await ports.first(where: { _ in true }) else { throw CancellationError() }
+        return LiveServer(port: port, services: services, group: group, run: run)
+    }
+
+    /// Shuts down gracefully and waits until the application has stopped.
+    func stop() async throws {
+        await group.triggerGracefulShutdown()
+        try await run.value
+    }
+
+    /// Polls `condition` until it holds or `timeout` passes.
+    static func eventually(
+        timeout: Duration = .seconds(10), _ condition: () async throws -> Bool
+    ) async throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try await condition() { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+}
+
+/// A response read whole.
+struct HTTPReply {
+    let status: Int
+    let headers: [String: String]
+    let body: String
+
+    var json: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:]
+    }
+}
+
+extension HTTPClient {
+    /// Sends one request and reads the whole answer.
+    func send(
+        _ method: HTTPMethod, _ url: String, body: String? = nil, headers: [(String, String)] = []
+    ) async throws -> HTTPReply {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: body))
+        }
+        let response = try await execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 16 << 20)
+        var fields: [String: String] = [:]
+        for header in response.headers { fields[header.name.lowercased()] = header.value }
+        return HTTPReply(status: Int(response.status.code), headers: fields, body: String(buffer: bytes))
+    }
+}
