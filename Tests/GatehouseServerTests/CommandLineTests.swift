@@ -1,0 +1,148 @@
+import AsyncHTTPClient
+import Foundation
+import GatehouseServer
+import Synchronization
+import Testing
+
+/// Splits a byte stream into lines as it arrives.
+final class LineBuffer: Sendable {
+    private let pending = Mutex(Data())
+
+    func append(_ data: Data) -> [String] {
+        pending.withLock { pending in
+            pending.append(data)
+            var lines: [String] = []
+            while let newline = pending.firstIndex(of: 0x0A) {
+                lines.append(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
+                pending.removeSubrange(pending.startIndex...newline)
+            }
+            return lines
+        }
+    }
+}
+
+/// The `gatehouse` binary, run as a user runs it.
+@Suite("gatehouse command line")
+struct CommandLineTests {
+    /// The executable SwiftPM built next to this test bundle.
+    static let executable: URL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        .appendingPathComponent("gatehouse")
+
+    struct Outcome {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    static func run(_ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil) throws -> Outcome {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
+            .merging(environment) { $1 }
+        if let folder { process.currentDirectoryURL = folder }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Outcome(
+            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+            stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    static func scratchFolder() throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder
+    }
+
+    @Test(
+        "bad flags and settings print one line and exit 2",
+        arguments: [
+            (["serve", "--no-such-flag"], [String: String](), "Unknown option '--no-such-flag'"),
+            (["serve", "--port", "99999"], [:], "--port must be a port number"),
+            (["serve"], ["GATEHOUSE_LOG_FORMAT": "xml"], "GATEHOUSE_LOG_FORMAT must be text or json"),
+            (["migrate", "--database-url", "mysql://x"], [:], "--database-url must start with"),
+            (["frobnicate"], [:], "Unexpected argument 'frobnicate'"),
+        ])
+    func badInput(arguments: [String], environment: [String: String], message: String) throws {
+        let outcome = try Self.run(arguments, environment: environment, in: try Self.scratchFolder())
+        #expect(outcome.status == 2)
+        let lines = outcome.stderr.split(separator: "\n")
+        #expect(lines.count == 1)
+        #expect(outcome.stderr.contains(message))
+        #expect(!outcome.stderr.contains("Fatal error") && !outcome.stderr.contains("Stack"))
+    }
+
+    @Test("gatehouse migrate applies the schema once, then reports it current")
+    func migrate() throws {
+        let folder = try Self.scratchFolder()
+        let first = try Self.run(["migrate"], in: folder)
+        #expect(first.status == 0)
+        #expect(first.stdout.contains("applied migrations 1"))
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("gatehouse-data/gatehouse.sqlite").path))
+        let second = try Self.run(["migrate"], in: folder)
+        #expect(second.status == 0)
+        #expect(second.stdout.contains("schema already at version"))
+    }
+
+    @Test("gatehouse serve with no flags: ./gatehouse-data, one start line, ready, and a clean stop on SIGTERM")
+    func serve() async throws {
+        let folder = try Self.scratchFolder()
+        let process = Process()
+        process.executableURL = Self.executable
+        // Port 0 stands in for 8080 so parallel runs do not collide; everything else is default.
+        process.arguments = ["serve"]
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
+            .merging(["GATEHOUSE_PORT": "0"]) { $1 }
+        process.currentDirectoryURL = folder
+        let err = Pipe()
+        process.standardError = err
+        let (lines, sink) = AsyncStream.makeStream(of: String.self)
+        let buffer = LineBuffer()
+        err.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+                sink.finish()
+            } else {
+                for line in buffer.append(data) { sink.yield(line) }
+            }
+        }
+        try process.run()
+        var iterator = lines.makeAsyncIterator()
+        let startLine = await iterator.next() ?? ""
+        #expect(startLine.contains("gatehouse listening on http://127.0.0.1:"))
+        #expect(startLine.contains("using sqlite at ./gatehouse-data/gatehouse.sqlite"))
+        let port = try #require(startLine.firstMatch(of: /port=(\d+)/).map { String($0.1) })
+
+        let client = HTTPClient()
+        var ready = false
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline, !ready {
+            ready = (try? await client.send(.GET, "http://127.0.0.1:\(port)/health/ready").status) == 200
+            if !ready { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(ready)
+        try await client.shutdown()
+
+        process.terminate()  // SIGTERM
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 0)
+        var rest = ""
+        while let line = await iterator.next() { rest += line + "\n" }
+        #expect(!rest.contains("error"))
+
+        let store = try Store(
+            location: .sqlite(path: folder.appendingPathComponent("gatehouse-data/gatehouse.sqlite").path),
+            logger: TestStore.quietLogger)
+        let mode = try await store.database.raw("PRAGMA journal_mode").first(decodingColumn: "journal_mode", as: String.self)
+        #expect(mode == "wal")
+        await store.close()
+    }
+}
