@@ -8,7 +8,7 @@ struct Gatehouse: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Identity, tenancy and sync server.",
         version: GatehouseVersion.current,
-        subcommands: [Serve.self, Migrate.self]
+        subcommands: [Serve.self, Migrate.self, Keys.self]
     )
 
     /// Parses and runs; usage and configuration errors print one line and exit 2, run-time failures exit 1.
@@ -67,12 +67,35 @@ struct ServerOptions: ParsableArguments {
     var logFormat: String?
     @Option(help: "Largest request body in bytes (GATEHOUSE_MAX_BODY_SIZE, default 1048576).")
     var maxBodySize: String?
+    @Option(help: "smtp://user:pass@host:587, smtp+starttls://… or smtps://…; unset writes mail to <data-dir>/outbox (GATEHOUSE_SMTP_URL).")
+    var smtpURL: String?
+    @Option(help: "Sender address of every mail (GATEHOUSE_MAIL_FROM, default no-reply@gatehouse.local).")
+    var mailFrom: String?
+    @Option(help: "Where magic links land when no allowed redirect is given (GATEHOUSE_SITE_URL, default the public URL).")
+    var siteURL: String?
+    @Option(help: "Comma-separated redirect URLs magic links may go to; a trailing * allows a prefix (GATEHOUSE_REDIRECT_URLS).")
+    var redirectURLs: String?
+    @Option(help: "Access token lifetime in seconds (GATEHOUSE_ACCESS_TOKEN_TTL, default 900).")
+    var accessTokenTTL: String?
+    @Option(help: "Seconds a session may go unrefreshed (GATEHOUSE_SESSION_IDLE_TIMEOUT, default 1209600 = 14 days).")
+    var sessionIdleTimeout: String?
+    @Option(help: "Seconds a session lasts at most (GATEHOUSE_SESSION_LIFETIME, default 7776000 = 90 days).")
+    var sessionLifetime: String?
+    @Option(help: "Comma-separated bundle ids for Sign in with Apple (GATEHOUSE_APPLE_AUDIENCES; unset disables it).")
+    var appleAudiences: String?
+    @Option(help: "Apple's key set URL (GATEHOUSE_APPLE_JWKS_URL).")
+    var appleJWKSURL: String?
+    @Option(help: "true to take client addresses from X-Forwarded-For behind a proxy (GATEHOUSE_TRUST_FORWARDED_FOR).")
+    var trustForwardedFor: String?
 
     /// Flags over `GATEHOUSE_*` variables over defaults.
     func resolve() throws -> GatehouseConfiguration {
         let flags: [ConfigurationKey: String?] = [
             .host: host, .port: port, .dataDir: dataDir, .databaseURL: databaseURL, .publicURL: publicURL,
-            .logLevel: logLevel, .logFormat: logFormat, .maxBodySize: maxBodySize,
+            .logLevel: logLevel, .logFormat: logFormat, .maxBodySize: maxBodySize, .smtpURL: smtpURL,
+            .mailFrom: mailFrom, .siteURL: siteURL, .redirectURLs: redirectURLs, .accessTokenTTL: accessTokenTTL,
+            .sessionIdleTimeout: sessionIdleTimeout, .sessionLifetime: sessionLifetime,
+            .appleAudiences: appleAudiences, .appleJWKSURL: appleJWKSURL, .trustForwardedFor: trustForwardedFor,
         ]
         return try GatehouseConfiguration.resolve(
             flags: flags.compactMapValues { $0 }, environment: ProcessInfo.processInfo.environment)
@@ -111,6 +134,36 @@ struct Migrate: AsyncParsableCommand {
         } catch {
             await store.close()
             throw error
+        }
+    }
+}
+
+/// `gatehouse keys`: the access-token signing keys.
+struct Keys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage the keys that sign access tokens.", subcommands: [Rotate.self])
+
+    /// `gatehouse keys rotate`: sign with a new key from now on; the old one stays published until its tokens expire.
+    struct Rotate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Start signing with a new key.")
+        @OptionGroup var options: ServerOptions
+
+        func run() async throws {
+            let configuration = try options.resolve()
+            let logger = makeLogger(level: configuration.logLevel, format: configuration.logFormat)
+            let store = try Store(location: configuration.storeLocation, logger: logger)
+            do {
+                try await store.migrate()
+                let rotated = try await SigningKeys.rotate(store)
+                try await store.recordAudit(
+                    AuditEvent(
+                        "signing_key_rotated", detail: ["new": rotated.new, "retired": rotated.retired.joined(separator: ",")]))
+                await store.close()
+                print("signing with key \(rotated.new); retired \(rotated.retired.isEmpty ? "none" : rotated.retired.joined(separator: ", "))")
+            } catch {
+                await store.close()
+                throw error
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseAPI
 import HTTPTypes
 import Hummingbird
 
@@ -9,12 +10,18 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
     public let message: String
     /// Extra response headers, such as `Retry-After`.
     public var headers: HTTPFields
+    /// Extra body fields, such as `weak_password: {reasons}`.
+    public var details: [String: JSONValue]
 
-    public init(_ status: HTTPResponse.Status, code: String, message: String, headers: HTTPFields = [:]) {
+    public init(
+        _ status: HTTPResponse.Status, code: String, message: String, headers: HTTPFields = [:],
+        details: [String: JSONValue] = [:]
+    ) {
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers
+        self.details = details
     }
 
     public var description: String { "\(status.code) \(code): \(message)" }
@@ -31,6 +38,19 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
     public static func validation(_ message: String) -> APIError {
         APIError(.badRequest, code: "validation_failed", message: message)
     }
+    /// Too many requests: the answer says when to come back.
+    public static func rateLimited(_ code: String, retryAfter seconds: Int, message: String? = nil) -> APIError {
+        APIError(
+            .tooManyRequests, code: code,
+            message: message ?? "Too many requests: try again in \(seconds) seconds",
+            headers: [.retryAfter: String(seconds)])
+    }
+    public static let noAuthorization = APIError(
+        .unauthorized, code: "no_authorization", message: "This endpoint requires a Bearer token")
+    public static let badJWT = APIError(
+        .forbidden, code: "bad_jwt", message: "invalid JWT: unable to parse or verify signature, token is expired or invalid")
+    public static let sessionNotFound = APIError(
+        .forbidden, code: "session_not_found", message: "Session from session_id claim in JWT does not exist")
     public static let internalError = APIError(
         .internalServerError, code: "unexpected_failure", message: "Something went wrong on the server")
 
@@ -40,32 +60,21 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
-        let body: [String: JSONScalar]
+        var body = details
         if request.uri.path.hasPrefix("/auth/v1"), request.headers[Self.supabaseVersionHeader] == nil {
             // GoTrue's legacy shape, which older Supabase clients parse.
-            body = ["code": .int(Int(status.code)), "error_code": .string(code), "msg": .string(message)]
+            body["code"] = .int(Int64(status.code))
+            body["error_code"] = .string(code)
+            body["msg"] = .string(message)
         } else {
             if let version = request.headers[Self.supabaseVersionHeader], request.uri.path.hasPrefix("/auth/v1") {
                 headers[Self.supabaseVersionHeader] = version
             }
-            body = ["code": .string(code), "message": .string(message)]
+            body["code"] = .string(code)
+            body["message"] = .string(message)
         }
         let data = try JSONEncoder.sortedKeys.encode(body)
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
-    }
-}
-
-/// A JSON string or integer, for error bodies whose `code` is one or the other.
-enum JSONScalar: Encodable {
-    case string(String)
-    case int(Int)
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        switch self {
-        case .string(let value): try container.encode(value)
-        case .int(let value): try container.encode(value)
-        }
     }
 }
 

@@ -13,16 +13,61 @@ public struct GatehouseServices: Sendable {
     public let store: Store
     public let logger: Logger
     public let metrics: PrometheusCollectorRegistry
+    public let clock: any GatehouseClock
+    public let keys: SigningKeys
+    let accounts: AccountsEnvironment
 
-    /// Opens the store named by `configuration`; nothing connects until the application runs.
-    public init(_ configuration: GatehouseConfiguration, logger: Logger? = nil) throws {
+    /// Opens the store named by `configuration`; nothing connects until the application runs. Tests pass their own
+    /// clock, and may pass a mail transport (production picks SMTP or the outbox from configuration).
+    public init(
+        _ configuration: GatehouseConfiguration, logger: Logger? = nil, clock: any GatehouseClock = SystemClock(),
+        mailTransport: (any MailTransport)? = nil
+    ) throws {
         self.configuration = configuration
         let logger = logger ?? makeLogger(level: configuration.logLevel, format: configuration.logFormat)
         self.logger = logger
         self.metrics = GatehouseMetrics.registry
-        self.store = try Store(
+        self.clock = clock
+        let store = try Store(
             location: configuration.storeLocation, connectionsPerLoop: configuration.storeConnectionsPerLoop,
             logger: logger)
+        self.store = store
+        let settings = configuration.auth
+        let keys = SigningKeys(store: store, clock: clock, tokenLifetime: settings.accessTokenLifetime)
+        self.keys = keys
+        let publicURL = configuration.effectivePublicURL
+        let transport = try mailTransport ?? Self.mailTransport(configuration, logger: logger)
+        self.accounts = AccountsEnvironment(
+            store: store, clock: clock, settings: settings,
+            sessions: SessionService(
+                store: store, keys: keys, clock: clock, settings: settings, issuer: publicURL + "/auth/v1"),
+            keys: keys, mailer: Mailer(transport: transport, from: configuration.mailFrom),
+            hasher: PasswordHasher(), limiter: RateLimiter(clock: clock),
+            apple: AppleIdentityVerifier(jwksURL: settings.appleJWKSURL, audiences: settings.appleAudiences),
+            publicURL: publicURL, logger: logger)
+    }
+
+    /// SMTP when a URL is configured, else the development outbox under the data directory.
+    static func mailTransport(_ configuration: GatehouseConfiguration, logger: Logger) throws -> any MailTransport {
+        guard let smtpURL = configuration.smtpURL, let url = URLComponents(string: smtpURL), let host = url.host else {
+            let folder = (configuration.dataDirectory as NSString).appendingPathComponent("outbox")
+            return OutboxTransport(directory: folder, logger: logger)
+        }
+        var smtp = SMTPConfiguration(host: host)
+        switch url.scheme {
+        case "smtps":
+            smtp.security = .implicitTLS
+            smtp.port = url.port ?? 465
+        case "smtp+starttls":
+            smtp.security = .startTLS
+            smtp.port = url.port ?? 587
+        default:
+            smtp.security = .startTLSIfOffered
+            smtp.port = url.port ?? 587
+        }
+        smtp.username = url.user?.removingPercentEncoding
+        smtp.password = url.password?.removingPercentEncoding
+        return SMTPTransport(configuration: smtp)
     }
 }
 
@@ -45,6 +90,8 @@ public func buildRouter(_ services: GatehouseServices) throws -> Router<AppReque
         store: services.store, metrics: services.metrics,
         openAPIDocument: ByteBuffer(data: try GatehouseAPIDocument.yaml())
     ).addRoutes(to: router)
+    AuthController(env: services.accounts).addRoutes(to: router)
+    SessionsController(env: services.accounts).addRoutes(to: router)
     return router
 }
 

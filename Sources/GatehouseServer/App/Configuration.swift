@@ -21,6 +21,13 @@ public struct GatehouseConfiguration: Sendable, Equatable {
     public var maxBodySize = 1 << 20
     /// How many connections each event loop may open to the store.
     public var storeConnectionsPerLoop = 4
+    /// Sessions, codes, limits and sign-in providers.
+    public var auth = AuthSettings()
+    /// `smtp://user:pass@host:587` (STARTTLS when offered), `smtp+starttls://…` (required), `smtps://…` (TLS from
+    /// the start); unset writes mail to the development outbox under the data directory.
+    public var smtpURL: String?
+    /// The sender of every mail.
+    public var mailFrom = "no-reply@gatehouse.local"
 
     public init() {}
 
@@ -51,6 +58,16 @@ public enum ConfigurationKey: String, CaseIterable, Sendable {
     case logLevel = "log-level"
     case logFormat = "log-format"
     case maxBodySize = "max-body-size"
+    case smtpURL = "smtp-url"
+    case mailFrom = "mail-from"
+    case siteURL = "site-url"
+    case redirectURLs = "redirect-urls"
+    case accessTokenTTL = "access-token-ttl"
+    case sessionIdleTimeout = "session-idle-timeout"
+    case sessionLifetime = "session-lifetime"
+    case appleAudiences = "apple-audiences"
+    case appleJWKSURL = "apple-jwks-url"
+    case trustForwardedFor = "trust-forwarded-for"
 
     /// `GATEHOUSE_DATA_DIR` for `data-dir`, and so on.
     public var environmentName: String {
@@ -80,6 +97,22 @@ extension GatehouseConfiguration {
             try config.apply(key, value, source: source)
         }
         return config
+    }
+
+    private static func httpURL(_ value: String, source: String) throws(ConfigurationError) -> String {
+        guard let url = URL(string: value), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+            throw ConfigurationError("\(source) must be an http:// or https:// URL, got '\(value)'")
+        }
+        return value
+    }
+
+    private static func seconds(
+        _ value: String, source: String, range: ClosedRange<Int>
+    ) throws(ConfigurationError) -> TimeInterval {
+        guard let seconds = Int(value), range.contains(seconds) else {
+            throw ConfigurationError("\(source) must be a number of seconds from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return TimeInterval(seconds)
     }
 
     private mutating func apply(_ key: ConfigurationKey, _ value: String, source: String) throws(ConfigurationError) {
@@ -126,6 +159,86 @@ extension GatehouseConfiguration {
                 throw ConfigurationError("\(source) must be a byte count of at least 1024, got '\(value)'")
             }
             maxBodySize = size
+        case .smtpURL:
+            guard let url = URL(string: value), ["smtp", "smtps", "smtp+starttls"].contains(url.scheme ?? ""),
+                url.host != nil
+            else {
+                throw ConfigurationError("\(source) must be smtp://, smtp+starttls:// or smtps:// with a host")
+            }
+            smtpURL = value
+        case .mailFrom:
+            guard value.contains("@"), !value.contains(where: { "\r\n<>".contains($0) }) else {
+                throw ConfigurationError("\(source) must be a plain email address, got '\(value)'")
+            }
+            mailFrom = value
+        case .siteURL:
+            auth.siteURL = try Self.httpURL(value, source: source)
+        case .redirectURLs:
+            auth.redirectAllowList = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
+        case .accessTokenTTL:
+            auth.accessTokenLifetime = try Self.seconds(value, source: source, range: 60...86_400)
+        case .sessionIdleTimeout:
+            auth.sessionIdleTimeout = try Self.seconds(value, source: source, range: 300...31_536_000)
+        case .sessionLifetime:
+            auth.sessionLifetime = try Self.seconds(value, source: source, range: 300...31_536_000)
+        case .appleAudiences:
+            auth.appleAudiences = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
+        case .appleJWKSURL:
+            auth.appleJWKSURL = try Self.httpURL(value, source: source)
+        case .trustForwardedFor:
+            guard let flag = ["true": true, "1": true, "yes": true, "false": false, "0": false, "no": false][value.lowercased()]
+            else { throw ConfigurationError("\(source) must be true or false, got '\(value)'") }
+            auth.trustForwardedFor = flag
         }
     }
+}
+
+/// Account and session policy (DESIGN §10). Defaults are documented in the README.
+public struct AuthSettings: Sendable, Equatable {
+    /// Access token lifetime, seconds.
+    public var accessTokenLifetime: TimeInterval = 15 * 60
+    /// How long an already rotated refresh token still returns the current pair (client races), seconds.
+    public var refreshReuseGrace: TimeInterval = 10
+    /// A session not refreshed for this long ends, seconds.
+    public var sessionIdleTimeout: TimeInterval = 14 * 24 * 3600
+    /// A session ends this long after sign-in whatever its use, seconds.
+    public var sessionLifetime: TimeInterval = 90 * 24 * 3600
+    /// Mailed codes and links live this long, seconds.
+    public var codeLifetime: TimeInterval = 10 * 60
+    /// Wrong codes allowed before a code is void.
+    public var codeMaxAttempts = 5
+    /// Least time between two mails of one kind to one address, seconds.
+    public var resendCooldown: TimeInterval = 60
+    /// Where magic links land when no allowed redirect is asked for; the public URL when unset.
+    public var siteURL: String?
+    /// Redirect URLs a magic link may go to: exact URLs, or prefixes ending in `*`. Custom app schemes allowed.
+    public var redirectAllowList: [String] = []
+    /// Bundle ids (Services IDs) an Apple identity token must be issued for; empty disables Sign in with Apple.
+    public var appleAudiences: [String] = []
+    /// Where Apple's signing keys are published.
+    public var appleJWKSURL = "https://appleid.apple.com/auth/keys"
+    /// Take the client's address from `X-Forwarded-For` (only behind a proxy that sets it).
+    public var trustForwardedFor = false
+    public var passwordPolicy = PasswordPolicy()
+    public var limits = AuthLimits()
+
+    public init() {}
+}
+
+/// Abuse limits, after Supabase Auth's defaults.
+public struct AuthLimits: Sendable, Equatable {
+    /// Mails sent on behalf of one IP address.
+    public var emailsPerIP = RateLimit(limit: 30, per: 3600)
+    /// Code and link verifications from one IP address.
+    public var verificationsPerIP = RateLimit(limit: 30, per: 300)
+    /// Refresh token grants from one IP address.
+    public var refreshesPerIP = RateLimit(limit: 150, per: 300, burst: 30)
+    /// Password sign-in attempts from one IP address.
+    public var signInsPerIP = RateLimit(limit: 30, per: 300)
+    /// Failed password sign-ins allowed per account per hour; backoff grows before that.
+    public var failuresPerHour = 100
+
+    public init() {}
 }

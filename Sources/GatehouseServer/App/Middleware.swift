@@ -56,7 +56,7 @@ struct BodyLimitMiddleware: RouterMiddleware {
 
 extension Request {
     /// Decodes a JSON body within the context's size limit, with a stable error for malformed or oversized input.
-    public func decodeJSON<T: Decodable>(as type: T.Type, context: AppRequestContext) async throws -> T {
+    public func decodeJSON<T: Decodable>(as type: T.Type, context: some RequestContext) async throws -> T {
         let buffer: ByteBuffer
         do {
             buffer = try await body.collect(upTo: context.maxUploadSize)

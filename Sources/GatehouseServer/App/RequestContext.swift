@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 import NIOCore
 
@@ -8,9 +9,53 @@ public struct AppRequestContext: RequestContext {
     public var maxUploadSize: Int = 1 << 20
     /// The peer's IP address, for rate limits and the audit trail.
     public let peerAddress: String?
+    /// Set by `AuthMiddleware` once a bearer token has been verified.
+    public var identity: Identity?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         peerAddress = source.channel.remoteAddress?.ipAddress
+    }
+}
+
+/// The context of a request whose bearer token verified and whose session is live: handlers get a non-optional
+/// identity, so no handler can forget to check it.
+public struct AuthenticatedContext: ChildRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let identity: Identity
+    public let peerAddress: String?
+    public let maxUploadSize: Int
+
+    public init(context: AppRequestContext) throws {
+        guard let identity = context.identity else { throw APIError.noAuthorization }
+        self.coreContext = context.coreContext
+        self.identity = identity
+        self.peerAddress = context.peerAddress
+        self.maxUploadSize = context.maxUploadSize
+    }
+}
+
+/// Verifies the bearer token and its session before any handler that needs an identity.
+struct AuthMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+    let sessions: SessionService
+
+    func handle(
+        _ request: Request, context: AppRequestContext,
+        next: (Request, AppRequestContext) async throws -> Response
+    ) async throws -> Response {
+        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else {
+            throw APIError.noAuthorization
+        }
+        let token = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
+        var context = context
+        do {
+            context.identity = try await sessions.identify(bearer: token)
+        } catch .malformed {
+            throw APIError.badJWT
+        } catch .sessionEnded {
+            throw APIError.sessionNotFound
+        }
+        return try await next(request, context)
     }
 }

@@ -51,6 +51,7 @@ public final class Store: Service, Sendable {
     let logger: Logger
     private let backend: Backend
     private let state = Mutex(State())
+    private let writeLock = AsyncLock()
     private let inUse = Atomic<Int>(0)
     private let inUseGauge: Gauge
     private let maxGauge: Gauge
@@ -112,9 +113,25 @@ public final class Store: Service, Sendable {
     }
 
     /// Runs `body` on one connection inside a transaction, committing when it returns and rolling back when it throws.
+    /// Every write goes through here. On SQLite, writers take turns in this process: SQLite allows one writer at a
+    /// time and its busy handler would otherwise spin on the few threads that run queries.
     public func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        let begin = location.kind == "sqlite" ? "BEGIN IMMEDIATE" : "BEGIN"
-        return try await withConnection { db in
+        guard case .sqlite = location else { return try await transaction(begin: "BEGIN", body) }
+        await writeLock.lock()
+        do {
+            let result = try await transaction(begin: "BEGIN IMMEDIATE", body)
+            await writeLock.unlock()
+            return result
+        } catch {
+            await writeLock.unlock()
+            throw error
+        }
+    }
+
+    private func transaction<T: Sendable>(
+        begin: String, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
+        try await withConnection { db in
             try await db.raw(SQLQueryString(begin)).run()
             do {
                 let result = try await body(db)
@@ -217,5 +234,27 @@ private struct SQLitePoolDatabase: SQLDatabase, @unchecked Sendable {
         let connection = try await pool.requestConnection(logger: logger).get()
         defer { pool.releaseConnection(connection, logger: logger) }
         return try await closure(connection.sql())
+    }
+}
+
+/// A first-come, first-served lock that suspends waiters instead of blocking threads.
+actor AsyncLock {
+    private var locked = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func lock() async {
+        guard locked else {
+            locked = true
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func unlock() {
+        if waiters.isEmpty {
+            locked = false
+        } else {
+            waiters.removeFirst().resume()
+        }
     }
 }

@@ -20,9 +20,10 @@ struct LiveServer {
     static func start(
         _ configuration: GatehouseConfiguration,
         logger: Logger = TestStore.quietLogger,
+        clock: any GatehouseClock = SystemClock(),
         routes: (Router<AppRequestContext>) -> Void = { _ in }
     ) async throws -> LiveServer {
-        let services = try GatehouseServices(configuration, logger: logger)
+        let services = try GatehouseServices(configuration, logger: logger, clock: clock)
         let router = try buildRouter(services)
         routes(router)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)

@@ -1,0 +1,194 @@
+import Foundation
+import GatehouseAPI
+import SQLKit
+
+/// An account as stored.
+struct AccountRecord: Sendable {
+    let id: String
+    var email: String
+    var emailConfirmedAt: Date?
+    var passwordHash: String?
+    var userMetadata: [String: JSONValue]
+    let createdAt: Date
+    var updatedAt: Date
+    var lastSignInAt: Date?
+    var disabledAt: Date?
+}
+
+/// An identity row: the email identity, or a linked Apple ID.
+struct IdentityRecord: Sendable {
+    let id: String
+    let accountID: String
+    let provider: String
+    let providerID: String
+    let email: String?
+    let createdAt: Date
+    var lastSignInAt: Date?
+}
+
+/// SQL for accounts and their identities.
+struct AccountRepository {
+    let db: any SQLDatabase
+
+    private static let columns = [
+        "id", "email", "email_confirmed_at", "password_hash", "user_metadata", "created_at", "updated_at",
+        "last_sign_in_at", "disabled_at",
+    ]
+
+    func find(email: String) async throws -> AccountRecord? {
+        try await db.select().columns(Self.columns).from("accounts").where("email", .equal, email).first()
+            .map(Self.decode)
+    }
+
+    func find(id: String) async throws -> AccountRecord? {
+        try await db.select().columns(Self.columns).from("accounts").where("id", .equal, id).first().map(Self.decode)
+    }
+
+    func insert(_ account: AccountRecord) async throws {
+        try await db.insert(into: "accounts").columns(Self.columns)
+            .values(
+                SQLBind(account.id), SQLBind(account.email), SQLBind(account.emailConfirmedAt?.epochMilliseconds),
+                SQLBind(account.passwordHash), SQLBind(Self.encode(account.userMetadata)),
+                SQLBind(account.createdAt.epochMilliseconds), SQLBind(account.updatedAt.epochMilliseconds),
+                SQLBind(account.lastSignInAt?.epochMilliseconds), SQLBind(account.disabledAt?.epochMilliseconds)
+            )
+            .run()
+    }
+
+    /// Writes every mutable field of `account`.
+    func update(_ account: AccountRecord) async throws {
+        try await db.update("accounts")
+            .set("email", to: account.email)
+            .set("email_confirmed_at", to: account.emailConfirmedAt?.epochMilliseconds)
+            .set("password_hash", to: account.passwordHash)
+            .set("user_metadata", to: Self.encode(account.userMetadata))
+            .set("updated_at", to: account.updatedAt.epochMilliseconds)
+            .set("last_sign_in_at", to: account.lastSignInAt?.epochMilliseconds)
+            .set("disabled_at", to: account.disabledAt?.epochMilliseconds)
+            .where("id", .equal, account.id)
+            .run()
+    }
+
+    func delete(id: String) async throws {
+        try await db.delete(from: "accounts").where("id", .equal, id).run()
+    }
+
+    func identities(accountID: String) async throws -> [IdentityRecord] {
+        try await db.select().columns("id", "account_id", "provider", "provider_id", "email", "created_at", "last_sign_in_at")
+            .from("identities").where("account_id", .equal, accountID).orderBy("created_at").all()
+            .map(Self.decodeIdentity)
+    }
+
+    func identity(provider: String, providerID: String) async throws -> IdentityRecord? {
+        try await db.select().columns("id", "account_id", "provider", "provider_id", "email", "created_at", "last_sign_in_at")
+            .from("identities").where("provider", .equal, provider).where("provider_id", .equal, providerID).first()
+            .map(Self.decodeIdentity)
+    }
+
+    func insert(_ identity: IdentityRecord) async throws {
+        try await db.insert(into: "identities")
+            .columns("id", "account_id", "provider", "provider_id", "email", "created_at", "last_sign_in_at")
+            .values(
+                SQLBind(identity.id), SQLBind(identity.accountID), SQLBind(identity.provider), SQLBind(identity.providerID),
+                SQLBind(identity.email), SQLBind(identity.createdAt.epochMilliseconds),
+                SQLBind(identity.lastSignInAt?.epochMilliseconds)
+            )
+            .run()
+    }
+
+    func touchIdentity(provider: String, accountID: String, at time: Date) async throws {
+        try await db.update("identities").set("last_sign_in_at", to: time.epochMilliseconds)
+            .where("provider", .equal, provider).where("account_id", .equal, accountID).run()
+    }
+
+    func updateEmailIdentity(accountID: String, email: String) async throws {
+        try await db.update("identities").set("email", to: email)
+            .where("provider", .equal, "email").where("account_id", .equal, accountID).run()
+    }
+
+    private static func decode(_ row: any SQLRow) throws -> AccountRecord {
+        func date(_ column: String) throws -> Date? {
+            try row.decode(column: column, as: Int64?.self).map(Date.init(epochMilliseconds:))
+        }
+        let metadata = try row.decode(column: "user_metadata", as: String.self)
+        return AccountRecord(
+            id: try row.decode(column: "id", as: String.self),
+            email: try row.decode(column: "email", as: String.self),
+            emailConfirmedAt: try date("email_confirmed_at"),
+            passwordHash: try row.decode(column: "password_hash", as: String?.self),
+            userMetadata: (try? JSONDecoder().decode([String: JSONValue].self, from: Data(metadata.utf8))) ?? [:],
+            createdAt: try date("created_at") ?? Date(timeIntervalSince1970: 0),
+            updatedAt: try date("updated_at") ?? Date(timeIntervalSince1970: 0),
+            lastSignInAt: try date("last_sign_in_at"),
+            disabledAt: try date("disabled_at"))
+    }
+
+    private static func decodeIdentity(_ row: any SQLRow) throws -> IdentityRecord {
+        IdentityRecord(
+            id: try row.decode(column: "id", as: String.self),
+            accountID: try row.decode(column: "account_id", as: String.self),
+            provider: try row.decode(column: "provider", as: String.self),
+            providerID: try row.decode(column: "provider_id", as: String.self),
+            email: try row.decode(column: "email", as: String?.self),
+            createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)),
+            lastSignInAt: try row.decode(column: "last_sign_in_at", as: Int64?.self).map(Date.init(epochMilliseconds:)))
+    }
+
+    static func encode(_ metadata: [String: JSONValue]) -> String {
+        String(decoding: (try? JSONEncoder.sortedKeys.encode(metadata)) ?? Data("{}".utf8), as: UTF8.self)
+    }
+}
+
+extension AccountRecord {
+    /// The account as its owner sees it, in Supabase's user shape.
+    func wire(identities: [IdentityRecord], confirmationSentAt: Date? = nil) -> AuthUser {
+        let providers = identities.map(\.provider).uniqued()
+        return AuthUser(
+            id: id, email: email, emailConfirmedAt: emailConfirmedAt?.iso8601, confirmationSentAt: confirmationSentAt?.iso8601,
+            lastSignInAt: lastSignInAt?.iso8601,
+            appMetadata: [
+                "provider": .string(providers.first ?? "email"), "providers": .array(providers.map { .string($0) }),
+            ],
+            userMetadata: userMetadata,
+            identities: identities.map { identity in
+                var data: [String: JSONValue] = ["sub": .string(identity.providerID)]
+                if let email = identity.email {
+                    data["email"] = .string(email)
+                    data["email_verified"] = .bool(emailConfirmedAt != nil)
+                }
+                return AuthIdentity(
+                    identityID: identity.id, id: identity.providerID, userID: id, identityData: data,
+                    provider: identity.provider, email: identity.email, lastSignInAt: identity.lastSignInAt?.iso8601,
+                    createdAt: identity.createdAt.iso8601, updatedAt: (identity.lastSignInAt ?? identity.createdAt).iso8601)
+            },
+            createdAt: createdAt.iso8601, updatedAt: updatedAt.iso8601)
+    }
+}
+
+extension Array where Element: Hashable {
+    func uniqued() -> [Element] {
+        var seen = Set<Element>()
+        return filter { seen.insert($0).inserted }
+    }
+}
+
+/// Email address rules: trimmed, lower-cased, one `@`, a dotted domain, no spaces or control characters.
+enum EmailAddress {
+    static func normalize(_ raw: String) -> String? {
+        let email = raw.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        guard email.count <= 254, email.unicodeScalars.allSatisfy({ $0.value > 32 && $0.value != 127 }) else { return nil }
+        let parts = email.split(separator: "@", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, parts[0].count <= 64 else { return nil }
+        let domain = parts[1]
+        let labels = domain.split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.count >= 2, labels.allSatisfy({ !$0.isEmpty && $0.count <= 63 }),
+            !email.contains(where: { "<>()[]\\,;:\"".contains($0) })
+        else { return nil }
+        return email
+    }
+
+    /// The part before the `@`, which a password must not equal either.
+    static func localPart(_ email: String) -> String {
+        String(email.split(separator: "@").first ?? "")
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import Logging
+
+/// The mails Gatehouse sends, rendered as plain text and HTML, and handed to the configured transport.
+struct Mailer: Sendable {
+    let transport: any MailTransport
+    let from: String
+    let productName = "Gatehouse"
+
+    /// Which mail to write. Codes and links appear only in the mail body, never in logs.
+    enum Template {
+        case signupConfirmation(code: String, link: String)
+        case magicLink(code: String, link: String)
+        case recovery(code: String, link: String)
+        case emailChange(code: String, link: String, newEmail: String)
+        case reauthentication(code: String)
+        case signupAttempt(signInLink: String)
+    }
+
+    func send(_ template: Template, to recipient: String) async throws {
+        try await transport.send(render(template, to: recipient))
+    }
+
+    func render(_ template: Template, to recipient: String) -> MailMessage {
+        let (subject, lines, action): (String, [String], (label: String, url: String)?)
+        switch template {
+        case .signupConfirmation(let code, let link):
+            subject = "Confirm your email"
+            lines = ["Welcome! Enter this code in the app to confirm your email address:", code,
+                     "Or open the link below on this device. The code and link expire in 10 minutes."]
+            action = ("Confirm my email", link)
+        case .magicLink(let code, let link):
+            subject = "Your sign-in code"
+            lines = ["Enter this code in the app to sign in:", code,
+                     "Or open the link below on this device. The code and link expire in 10 minutes."]
+            action = ("Sign in", link)
+        case .recovery(let code, let link):
+            subject = "Reset your password"
+            lines = ["Someone asked to reset the password of this account. If it was you, enter this code:", code,
+                     "Or open the link below. If it was not you, ignore this mail: nothing changes."]
+            action = ("Reset my password", link)
+        case .emailChange(let code, let link, let newEmail):
+            subject = "Confirm your new email address"
+            lines = ["Confirm that \(newEmail) is the new address of your account with this code:", code,
+                     "Or open the link below. The code and link expire in 10 minutes."]
+            action = ("Confirm the new address", link)
+        case .reauthentication(let code):
+            subject = "Confirm it is you"
+            lines = ["Enter this code to confirm a change to your account:", code, "It expires in 10 minutes."]
+            action = nil
+        case .signupAttempt(let signInLink):
+            subject = "Someone tried to sign up with your email"
+            lines = ["Someone tried to create an account with this email address, which already has one.",
+                     "If it was you, sign in instead. If not, you need not do anything: your account is unchanged."]
+            action = ("Sign in", signInLink)
+        }
+        var text = lines.joined(separator: "\n\n")
+        if let action { text += "\n\n\(action.label): \(action.url)" }
+        text += "\n\n— \(productName)\n"
+        let paragraphs = lines.map { line in
+            line.count == 6 && line.allSatisfy(\.isNumber)
+                ? "<p style=\"font-size:28px;letter-spacing:6px;font-weight:bold\">\(Self.escape(line))</p>"
+                : "<p>\(Self.escape(line))</p>"
+        }.joined(separator: "\n")
+        let button = action.map { "<p><a href=\"\(Self.escape($0.url))\">\(Self.escape($0.label))</a></p>" } ?? ""
+        let html = """
+            <!doctype html>
+            <html><body style="font-family:-apple-system,Helvetica,Arial,sans-serif">
+            \(paragraphs)
+            \(button)
+            <p style="color:#777">— \(productName)</p>
+            </body></html>
+            """
+        return MailMessage(from: from, to: recipient, subject: subject, text: text, html: html)
+    }
+
+    static func escape(_ value: String) -> String {
+        value.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+    }
+}

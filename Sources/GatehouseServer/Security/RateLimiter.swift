@@ -1,0 +1,100 @@
+import Foundation
+import Synchronization
+
+/// A token bucket: `burst` requests at once, refilled at `limit` per `window`.
+public struct RateLimit: Sendable, Equatable {
+    public var limit: Int
+    public var window: TimeInterval
+    public var burst: Int
+
+    public init(limit: Int, per window: TimeInterval, burst: Int? = nil) {
+        self.limit = limit
+        self.window = window
+        self.burst = burst ?? limit
+    }
+
+    var refillPerSecond: Double { Double(limit) / window }
+}
+
+/// The state of one bucket, as a pure value: take a token or learn how long to wait.
+struct TokenBucket: Equatable {
+    var tokens: Double
+    var updatedAt: Date
+
+    /// Takes a token if one is left, else says how many whole seconds until one is.
+    mutating func take(_ rule: RateLimit, now: Date) -> Int? {
+        let elapsed = max(0, now.timeIntervalSince(updatedAt))
+        tokens = min(Double(rule.burst), tokens + elapsed * rule.refillPerSecond)
+        updatedAt = now
+        if tokens >= 1 {
+            tokens -= 1
+            return nil
+        }
+        return max(1, Int(((1 - tokens) / rule.refillPerSecond).rounded(.up)))
+    }
+}
+
+/// Per-key token buckets held in memory by this instance (per IP, per address).
+public final class RateLimiter: Sendable {
+    private let buckets = Mutex<[String: TokenBucket]>([:])
+    private let clock: any GatehouseClock
+
+    public init(clock: any GatehouseClock) {
+        self.clock = clock
+    }
+
+    /// Nil when the request may go ahead; otherwise the seconds to put in `Retry-After`.
+    public func check(_ key: String, _ rule: RateLimit) -> Int? {
+        let now = clock.now
+        return buckets.withLock { buckets in
+            if buckets.count > 50_000 {
+                // Forget buckets that have refilled completely: they hold no information.
+                buckets = buckets.filter { now.timeIntervalSince($0.value.updatedAt) < 3600 }
+            }
+            var bucket = buckets[key] ?? TokenBucket(tokens: Double(rule.burst), updatedAt: now)
+            let wait = bucket.take(rule, now: now)
+            buckets[key] = bucket
+            return wait
+        }
+    }
+}
+
+/// Failed attempts at one secret (a password for one email, a company login): exponential backoff after a
+/// few free tries, and a ceiling per hour. It slows guessing; it never disables the account.
+public struct FailureBackoff: Sendable, Equatable {
+    public var failures: Int
+    public var windowStartedAt: Date
+    public var lastFailureAt: Date
+
+    /// Failures allowed before any delay.
+    public static let freeFailures = 3
+    /// The longest delay between two attempts.
+    public static let maximumDelay: TimeInterval = 15 * 60
+    public static let window: TimeInterval = 3600
+
+    public init(failures: Int, windowStartedAt: Date, lastFailureAt: Date) {
+        self.failures = failures
+        self.windowStartedAt = windowStartedAt
+        self.lastFailureAt = lastFailureAt
+    }
+
+    /// Nil when an attempt may be made now; otherwise whole seconds to wait.
+    public func retryAfter(now: Date, ceiling: Int) -> Int? {
+        if now.timeIntervalSince(windowStartedAt) >= Self.window { return nil }
+        if failures >= ceiling {
+            return max(1, Int(windowStartedAt.addingTimeInterval(Self.window).timeIntervalSince(now).rounded(.up)))
+        }
+        guard failures > Self.freeFailures else { return nil }
+        let delay = min(Self.maximumDelay, pow(2, Double(failures - Self.freeFailures - 1)))
+        let readyAt = lastFailureAt.addingTimeInterval(delay)
+        return readyAt > now ? max(1, Int(readyAt.timeIntervalSince(now).rounded(.up))) : nil
+    }
+
+    /// The state after one more failure at `now`; an hour-old window starts over.
+    public func recordingFailure(now: Date) -> FailureBackoff {
+        if now.timeIntervalSince(windowStartedAt) >= Self.window {
+            return FailureBackoff(failures: 1, windowStartedAt: now, lastFailureAt: now)
+        }
+        return FailureBackoff(failures: failures + 1, windowStartedAt: windowStartedAt, lastFailureAt: now)
+    }
+}

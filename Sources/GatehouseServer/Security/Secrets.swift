@@ -1,0 +1,65 @@
+import Crypto
+import Foundation
+
+/// Random secrets and their stored digests. Tokens are 256 random bits; only SHA-256 digests are stored.
+public enum Secrets {
+    /// A URL-safe random token with 256 bits of entropy.
+    public static func token() -> String {
+        base64URL(SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) })
+    }
+
+    /// A uniformly random six-digit code, leading zeros kept.
+    public static func sixDigitCode() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return String(format: "%06d", Int.random(in: 0..<1_000_000, using: &generator))
+    }
+
+    /// Hex SHA-256 of `value`: what the store keeps instead of a secret.
+    public static func digest(_ value: String) -> String {
+        SHA256.hash(data: Data(value.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// A digest of an email address for logs and the audit trail, so addresses are never written in the clear.
+    public static func emailDigest(_ email: String) -> String {
+        String(digest("email:" + email.lowercased()).prefix(16))
+    }
+
+    /// Compares two strings in time that depends only on their lengths.
+    public static func constantTimeEquals(_ lhs: String, _ rhs: String) -> Bool {
+        let a = Array(lhs.utf8)
+        let b = Array(rhs.utf8)
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for index in a.indices { difference |= a[index] ^ b[index] }
+        return difference == 0
+    }
+
+    /// Base64url without padding (RFC 4648 §5).
+    public static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// A new identifier for a row: a lower-case UUID.
+    public static func identifier() -> String { UUID().uuidString.lowercased() }
+}
+
+/// The time source. Production reads the system clock; tests move their own.
+public protocol GatehouseClock: Sendable {
+    var now: Date { get }
+}
+
+/// The system clock.
+public struct SystemClock: GatehouseClock {
+    public init() {}
+    public var now: Date { Date() }
+}
+
+extension Date {
+    /// Milliseconds since 1970: how the store keeps every time.
+    var epochMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded(.down)) }
+    init(epochMilliseconds: Int64) { self.init(timeIntervalSince1970: Double(epochMilliseconds) / 1000) }
+
+    /// ISO 8601 with fractional seconds, as Supabase clients expect.
+    var iso8601: String { formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true)) }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import SQLKit
+
+/// Failure backoff kept in the store, so every instance behind a load balancer sees the same count.
+/// Keys are digests (`password:<sha256 of email>`), never an address in the clear.
+struct ThrottleRepository {
+    let db: any SQLDatabase
+
+    func load(_ key: String) async throws -> FailureBackoff? {
+        guard
+            let row = try await db.select().columns("failures", "window_started_at", "last_failure_at")
+                .from("auth_throttle").where("key", .equal, key).first()
+        else { return nil }
+        return FailureBackoff(
+            failures: Int(try row.decode(column: "failures", as: Int64.self)),
+            windowStartedAt: Date(epochMilliseconds: try row.decode(column: "window_started_at", as: Int64.self)),
+            lastFailureAt: Date(epochMilliseconds: try row.decode(column: "last_failure_at", as: Int64.self)))
+    }
+
+    func save(_ key: String, _ state: FailureBackoff) async throws {
+        try await db.insert(into: "auth_throttle")
+            .columns("key", "failures", "window_started_at", "last_failure_at")
+            .values(
+                SQLBind(key), SQLBind(Int64(state.failures)), SQLBind(state.windowStartedAt.epochMilliseconds),
+                SQLBind(state.lastFailureAt.epochMilliseconds)
+            )
+            .onConflict(with: ["key"]) { conflict in
+                conflict.set(excludedValueOf: "failures").set(excludedValueOf: "window_started_at")
+                    .set(excludedValueOf: "last_failure_at")
+            }
+            .run()
+    }
+
+    func clear(_ key: String) async throws {
+        try await db.delete(from: "auth_throttle").where("key", .equal, key).run()
+    }
+}
+
+/// A send-or-wait record per address and purpose, used for the resend cooldown whether or not the address
+/// has an account, so the answer never tells which.
+struct CooldownRepository {
+    let db: any SQLDatabase
+
+    /// Seconds left before `key` may be used again, or nil; starts a new period when free.
+    func claim(_ key: String, cooldown: TimeInterval, now: Date) async throws -> Int? {
+        if let row = try await db.select().column("last_failure_at").from("auth_throttle")
+            .where("key", .equal, key).first()
+        {
+            let last = Date(epochMilliseconds: try row.decode(column: "last_failure_at", as: Int64.self))
+            let readyAt = last.addingTimeInterval(cooldown)
+            if readyAt > now { return max(1, Int(readyAt.timeIntervalSince(now).rounded(.up))) }
+        }
+        try await ThrottleRepository(db: db).save(key, FailureBackoff(failures: 0, windowStartedAt: now, lastFailureAt: now))
+        return nil
+    }
+
+    /// Gives back a period whose mail was never sent, so the retry is not made to wait.
+    func release(_ key: String) async throws {
+        try await ThrottleRepository(db: db).clear(key)
+    }
+}

@@ -1,0 +1,158 @@
+import Foundation
+import JWTKit
+import SQLKit
+
+/// The ES256 keys that sign access tokens. They live in the store so every instance signs and verifies alike;
+/// `gatehouse keys rotate` adds a new one, and a retired key stays published until its last token expires.
+public actor SigningKeys {
+    private let store: Store
+    private let clock: any GatehouseClock
+    private let tokenLifetime: TimeInterval
+    private var collection = JWTKeyCollection()
+    private var activeKid: String?
+    private var published: [JWK] = []
+    private var loadedAt: Date?
+
+    /// How long a loaded key set is trusted before the store is read again (a rotation elsewhere shows up then).
+    static let refreshInterval: TimeInterval = 30
+
+    public init(store: Store, clock: any GatehouseClock, tokenLifetime: TimeInterval) {
+        self.store = store
+        self.clock = clock
+        self.tokenLifetime = tokenLifetime
+    }
+
+    /// Signs `claims` with the newest key.
+    func sign(_ claims: AccessTokenClaims) async throws -> String {
+        try await loadIfStale()
+        guard let activeKid else { throw SigningKeyError.noActiveKey }
+        return try await collection.sign(claims, kid: JWKIdentifier(string: activeKid))
+    }
+
+    /// Verifies the signature of `token` against the published keys, re-reading them once for an unknown key id.
+    func verify(_ token: String) async throws -> AccessTokenClaims {
+        try await loadIfStale()
+        do {
+            return try await collection.verify(token, as: AccessTokenClaims.self)
+        } catch let error as JWTError where error.errorType == .unknownKID {
+            try await load()
+            return try await collection.verify(token, as: AccessTokenClaims.self)
+        }
+    }
+
+    /// The public keys, for `/.well-known/jwks.json`.
+    public func jwks() async throws -> JWKS {
+        try await loadIfStale()
+        return JWKS(keys: published)
+    }
+
+    private func loadIfStale() async throws {
+        if let loadedAt, clock.now.timeIntervalSince(loadedAt) < Self.refreshInterval, activeKid != nil { return }
+        try await load()
+    }
+
+    private func load() async throws {
+        var rows = try await Self.publishedRows(store.database, now: clock.now, tokenLifetime: tokenLifetime)
+        if !rows.contains(where: { $0.retiredAt == nil }) {
+            try await Self.createKey(store, now: clock.now)
+            rows = try await Self.publishedRows(store.database, now: clock.now, tokenLifetime: tokenLifetime)
+        }
+        let fresh = JWTKeyCollection()
+        var jwks: [JWK] = []
+        for row in rows {
+            let key = try ES256PrivateKey(pem: row.pem)
+            await fresh.add(ecdsa: key, kid: JWKIdentifier(string: row.kid))
+            if let parameters = key.parameters {
+                jwks.append(
+                    .ecdsa(.es256, identifier: JWKIdentifier(string: row.kid), x: parameters.x, y: parameters.y, curve: .p256))
+            }
+        }
+        collection = fresh
+        published = jwks
+        activeKid = rows.last(where: { $0.retiredAt == nil })?.kid
+        loadedAt = clock.now
+    }
+
+    struct KeyRow {
+        let kid: String
+        let pem: String
+        let retiredAt: Date?
+    }
+
+    static func publishedRows(_ db: any SQLDatabase, now: Date, tokenLifetime: TimeInterval) async throws -> [KeyRow] {
+        let oldestKept = now.addingTimeInterval(-tokenLifetime - 60).epochMilliseconds
+        return try await db.select().columns("kid", "private_key", "retired_at").from("signing_keys")
+            .where { $0.where("retired_at", .is, SQLLiteral.null).orWhere("retired_at", .greaterThan, oldestKept) }
+            .orderBy("created_at").all().map { row in
+                KeyRow(
+                    kid: try row.decode(column: "kid", as: String.self),
+                    pem: try row.decode(column: "private_key", as: String.self),
+                    retiredAt: try row.decode(column: "retired_at", as: Int64?.self).map(Date.init(epochMilliseconds:)))
+            }
+    }
+
+    /// Adds a key when none is active. Concurrent instances may race; the loser's insert is harmless.
+    static func createKey(_ store: Store, now: Date) async throws {
+        let kid = String(Secrets.token().prefix(16))
+        try await store.database.insert(into: "signing_keys")
+            .columns("kid", "algorithm", "private_key", "created_at")
+            .values(SQLBind(kid), SQLBind("ES256"), SQLBind(ES256PrivateKey().pemRepresentation), SQLBind(now.epochMilliseconds))
+            .run()
+    }
+
+    /// Retires the active keys and adds a new one. Returns the new key id and the retired ones.
+    public static func rotate(_ store: Store, now: Date = Date()) async throws -> (new: String, retired: [String]) {
+        try await store.transaction { db in
+            let retired = try await db.select().column("kid").from("signing_keys")
+                .where("retired_at", .is, SQLLiteral.null).all(decodingColumn: "kid", as: String.self)
+            try await db.update("signing_keys").set("retired_at", to: now.epochMilliseconds)
+                .where("retired_at", .is, SQLLiteral.null).run()
+            let kid = String(Secrets.token().prefix(16))
+            try await db.insert(into: "signing_keys")
+                .columns("kid", "algorithm", "private_key", "created_at")
+                .values(
+                    SQLBind(kid), SQLBind("ES256"), SQLBind(ES256PrivateKey().pemRepresentation),
+                    SQLBind(now.epochMilliseconds + 1)
+                )
+                .run()
+            return (kid, retired)
+        }
+    }
+}
+
+enum SigningKeyError: Error {
+    case noActiveKey
+}
+
+/// One authentication method and when it was used (`amr`).
+struct AuthenticationMethod: Codable, Sendable, Equatable {
+    var method: String
+    var timestamp: Int64
+}
+
+/// The claims of a Gatehouse access token (Supabase's shape, plus the company context later).
+struct AccessTokenClaims: JWTPayload, Equatable {
+    var iss: String
+    var aud: String
+    var sub: String
+    var exp: Int64
+    var iat: Int64
+    var nbf: Int64
+    var email: String
+    var phone: String
+    var role: String
+    var aal: String
+    var amr: [AuthenticationMethod]
+    var sessionID: String
+    var sid: String
+    var isAnonymous: Bool
+
+    enum CodingKeys: String, CodingKey {
+        case iss, aud, sub, exp, iat, nbf, email, phone, role, aal, amr, sid
+        case sessionID = "session_id"
+        case isAnonymous = "is_anonymous"
+    }
+
+    /// Time, issuer and audience are checked by `TokenVerifier` against the injected clock, not here.
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+}

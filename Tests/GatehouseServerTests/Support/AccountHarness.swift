@@ -1,0 +1,69 @@
+import AsyncHTTPClient
+import Foundation
+import GatehouseServer
+import Testing
+
+/// A live Gatehouse on a fresh store, mailing through a real SMTP server, with a clock the test moves.
+struct AccountHarness {
+    let server: LiveServer
+    let client: AuthClient
+    let clock: TestClock
+    let log: CapturedLog
+    let http: HTTPClient
+    let sink: SMTPSink
+
+    static func start(_ configure: (inout GatehouseConfiguration) -> Void = { _ in }) async throws -> AccountHarness {
+        let sink = try await SMTPSink.shared()
+        var configuration = try await TestStore.configuration()
+        configuration.smtpURL = "smtp://127.0.0.1:\(sink.port)"
+        // Mailed links name the configured port, so take a real one rather than 0.
+        configuration.port = try SMTPSink.freePort()
+        configuration.auth.trustForwardedFor = true
+        configure(&configuration)
+        let clock = TestClock()
+        let log = CapturedLog()
+        let server = try await LiveServer.start(configuration, logger: log.logger, clock: clock)
+        let http = Self.http
+        let ready = try await LiveServer.eventually {
+            try await http.send(.GET, server.baseURL + "/health/ready").status == 200
+        }
+        #expect(ready)
+        // Each harness is its own client address, so per-IP limits of one test never touch another.
+        let ip = "10.\(Int.random(in: 0...255)).\(Int.random(in: 0...255)).\(Int.random(in: 1...254))"
+        let client = AuthClient(
+            http: http, base: server.baseURL,
+            headers: [("User-Agent", "GatehouseTests/1.0"), ("X-Forwarded-For", ip)])
+        return AccountHarness(server: server, client: client, clock: clock, log: log, http: http, sink: sink)
+    }
+
+    /// One client for every harness, never shut down: a test that fails half-way must not leave a client to crash
+    /// at deinit. It does not follow redirects, so tests see the 303 a browser would get, and nothing leaves
+    /// the machine.
+    static let http = HTTPClient(
+        eventLoopGroupProvider: .singleton,
+        configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+
+    func stop() async throws {
+        try await server.stop()
+    }
+
+    /// A fresh address nobody else in the run uses.
+    static func newEmail(_ tag: String = "user") -> String {
+        "\(tag)-\(UUID().uuidString.prefix(8).lowercased())@example.com"
+    }
+
+    /// Waits for the next mail to `email` whose subject contains `subject`.
+    func mail(to email: String, subject: String) async throws -> ReceivedMail {
+        try await sink.waitForMail(to: email, subject: subject)
+    }
+
+    /// Signs up with a password and confirms the address with the mailed code.
+    func confirmedAccount(_ email: String, password: String = "correct horse battery") async throws -> SignedIn {
+        let signUp = try await client.signUp(email, password: password)
+        #expect(signUp.status == 200)
+        let code = try #require(try await mail(to: email, subject: "Confirm your email").code)
+        let verified = try await client.verify(email, code: code, type: "signup")
+        #expect(verified.status == 200)
+        return try SignedIn(verified)
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import Synchronization
+import Testing
+
+/// A real SMTP server (Python's aiosmtpd, run from Support/smtp_sink.py) that keeps every message it accepts
+/// as a file; tests read the mail a person would get.
+final class SMTPSink: @unchecked Sendable {
+    let port: Int
+    let folder: URL
+    private let process: Process
+    private let stdin: Pipe
+    private let claimed = Mutex<Set<String>>([])
+
+    private init(port: Int, folder: URL, process: Process, stdin: Pipe) {
+        self.port = port
+        self.folder = folder
+        self.process = process
+        self.stdin = stdin
+    }
+
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("smtp_sink.py")
+
+    private static let sharedSink = Task { try await SMTPSink.start() }
+
+    /// One sink for the whole test process; tests tell their mail apart by recipient.
+    static func shared() async throws -> SMTPSink { try await sharedSink.value }
+
+    /// Starts a sink, on `port` when given, and returns once it accepts connections.
+    static func start(port: Int? = nil) async throws -> SMTPSink {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-mail-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script.path, folder.path, "--max-lifetime", "7200"]
+            + (port.map { ["--port", String($0)] } ?? [])
+        let stdin = Pipe()
+        let stdout = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        let (lines, sink) = AsyncStream.makeStream(of: String.self)
+        let buffer = LineBuffer()
+        stdout.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+                sink.finish()
+            } else {
+                for line in buffer.append(data) { sink.yield(line) }
+            }
+        }
+        try process.run()
+        for await line in lines where line.hasPrefix("READY ") {
+            guard let bound = Int(line.dropFirst(6).trimmingCharacters(in: .whitespaces)) else { break }
+            return SMTPSink(port: bound, folder: folder, process: process, stdin: stdin)
+        }
+        throw SinkError.didNotStart
+    }
+
+    enum SinkError: Error { case didNotStart, noMail(String) }
+
+    /// Waits (up to 15 s) for an unread message to `recipient` whose subject contains `subject`.
+    func waitForMail(to recipient: String, subject: String) async throws -> ReceivedMail {
+        let deadline = ContinuousClock.now + .seconds(15)
+        while ContinuousClock.now < deadline {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+            for name in names.sorted() where name.hasSuffix(".eml") {
+                if claimed.withLock({ $0.contains(name) }) { continue }
+                guard let raw = try? String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8) else { continue }
+                let mail = ReceivedMail(raw: raw)
+                let to = raw.split(separator: "\r\n").first { $0.hasPrefix("To: ") }
+                guard to?.contains(recipient) == true, mail.subject.contains(subject) else { continue }
+                if claimed.withLock({ $0.insert(name).inserted }) { return mail }
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw SinkError.noMail("no mail to \(recipient) with subject containing '\(subject)'")
+    }
+
+    func stop() {
+        process.terminate()
+    }
+
+    /// A loopback port nothing listens on right now.
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
