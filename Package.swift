@@ -73,6 +73,7 @@ let package = Package(
                 "GatehouseServer",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ]
         ),
     ],
