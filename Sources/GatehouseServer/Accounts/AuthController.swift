@@ -665,9 +665,9 @@ struct AuthController {
         return response
     }
 
-    static func json(_ value: some Encodable) throws -> Response {
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
         Response(
-            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder.sortedKeys.encode(value))))
     }
 }

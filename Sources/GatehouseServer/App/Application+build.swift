@@ -92,6 +92,8 @@ public func buildRouter(_ services: GatehouseServices) throws -> Router<AppReque
     ).addRoutes(to: router)
     AuthController(env: services.accounts).addRoutes(to: router)
     SessionsController(env: services.accounts).addRoutes(to: router)
+    CompaniesController(env: services.accounts).addRoutes(to: router)
+    CredentialsController(env: services.accounts).addRoutes(to: router)
     return router
 }
 

@@ -11,6 +11,8 @@ public struct AppRequestContext: RequestContext {
     public let peerAddress: String?
     /// Set by `AuthMiddleware` once a bearer token has been verified.
     public var identity: Identity?
+    /// Set by `CompanyAccessMiddleware` for requests inside a company.
+    public var membership: Membership?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
@@ -44,18 +46,23 @@ struct AuthMiddleware: RouterMiddleware {
         _ request: Request, context: AppRequestContext,
         next: (Request, AppRequestContext) async throws -> Response
     ) async throws -> Response {
+        var context = context
+        context.identity = try await Self.identify(request, sessions: sessions)
+        return try await next(request, context)
+    }
+
+    /// The identity behind the request's bearer token, or the matching 401/403.
+    static func identify(_ request: Request, sessions: SessionService) async throws -> Identity {
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else {
             throw APIError.noAuthorization
         }
         let token = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
-        var context = context
         do {
-            context.identity = try await sessions.identify(bearer: token)
+            return try await sessions.identify(bearer: token)
         } catch .malformed {
             throw APIError.badJWT
         } catch .sessionEnded {
             throw APIError.sessionNotFound
         }
-        return try await next(request, context)
     }
 }

@@ -36,7 +36,8 @@ public struct MailMessage: Sendable, Equatable {
             "Date: \(Self.rfc5322Date(date))",
             "Message-ID: <\(messageID)>",
             "MIME-Version: 1.0",
-            "Content-Type: multipart/alternative; boundary=\"\(boundary)\"",
+            // Folded so that every line of the message stays within 78 characters.
+            "Content-Type: multipart/alternative;\r\n boundary=\"\(boundary)\"",
             "",
         ]
         for (type, body) in [("text/plain", text), ("text/html", html)] {

@@ -2,6 +2,8 @@ import Foundation
 import NIOCore
 import NIOPosix
 import NIOSSL
+import NIOTLS
+import Synchronization
 
 /// Where and how to reach the SMTP server (the "smarthost") that delivers Gatehouse's mail.
 public struct SMTPConfiguration: Sendable, Equatable {
@@ -93,11 +95,12 @@ public struct SMTPTransport: MailTransport {
         let content = try message.rfc5322(messageID: message.makeMessageID(), date: Date())
         let credentials = try credentials()
         let tlsContext = try makeTLSContext()
-        let channel = try await connect(tlsContext: tlsContext)
+        let outcome = SMTPClientHandler.Outcome()
+        let channel = try await connect(tlsContext: tlsContext, outcome: outcome)
         do {
             try await withTaskCancellationHandler {
                 let session = SMTPSession(
-                    channel: channel, configuration: configuration, tlsContext: tlsContext,
+                    channel: channel, outcome: outcome, configuration: configuration, tlsContext: tlsContext,
                     serverHostname: serverHostname)
                 try await session.deliver(
                     from: message.from, to: message.to, content: content, credentials: credentials)
@@ -137,7 +140,7 @@ public struct SMTPTransport: MailTransport {
         (try? SocketAddress(ipAddress: configuration.host, port: 0)) == nil ? configuration.host : nil
     }
 
-    private func connect(tlsContext: NIOSSLContext?) async throws -> any Channel {
+    private func connect(tlsContext: NIOSSLContext?, outcome: SMTPClientHandler.Outcome) async throws -> any Channel {
         let implicitTLS = configuration.security == .implicitTLS ? tlsContext : nil
         let hostname = serverHostname
         let timeout = TimeAmount(configuration.timeout)
@@ -149,7 +152,8 @@ public struct SMTPTransport: MailTransport {
                         try channel.pipeline.syncOperations.addHandler(
                             NIOSSLClientHandler(context: implicitTLS, serverHostname: hostname))
                     }
-                    try channel.pipeline.syncOperations.addHandler(SMTPClientHandler(timeout: timeout))
+                    try channel.pipeline.syncOperations.addHandler(
+                        SMTPClientHandler(timeout: timeout, outcome: outcome))
                 }
             }
         do {
@@ -163,10 +167,11 @@ public struct SMTPTransport: MailTransport {
 
     private static func summary(of error: any Error) -> String {
         if let error = error as? NIOConnectionError {
-            if let first = error.connectionErrors.first { return "\(first.error)" }
+            if let first = error.connectionErrors.first { return summary(of: first.error) }
             if let dnsError = error.dnsAAAAError ?? error.dnsAError { return "name resolution failed: \(dnsError)" }
         }
         if let error = error as? ChannelError, case .connectTimeout = error { return "timed out" }
+        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
         return "\(error)"
     }
 }
@@ -174,6 +179,7 @@ public struct SMTPTransport: MailTransport {
 /// One SMTP conversation on a connected channel, step by step.
 private struct SMTPSession {
     let channel: any Channel
+    let outcome: SMTPClientHandler.Outcome
     let configuration: SMTPConfiguration
     let tlsContext: NIOSSLContext?
     let serverHostname: String?
@@ -189,7 +195,7 @@ private struct SMTPSession {
                 let upgrade = SMTPRequest.TLSUpgrade(context: tlsContext, serverHostname: serverHostname)
                 try await step("STARTTLS", stage: "STARTTLS", expecting: [220], upgrade: upgrade)
                 secure = true
-                // RFC 3207 4.2: everything learned before the upgrade is discarded. A failed handshake surfaces here.
+                // RFC 3207 4.2: everything learned before the upgrade is discarded.
                 capabilities = try await hello(stage: "EHLO after STARTTLS")
             } else if configuration.security == .startTLS {
                 throw MailError(.unavailable, stage: "STARTTLS", detail: "the server does not offer STARTTLS")
@@ -264,7 +270,8 @@ private struct SMTPSession {
         do {
             return try await promise.futureResult.get()
         } catch {
-            throw MailError(.unavailable, stage: stage, detail: describe(error))
+            // A write that found the channel already closed knows less than the handler about why it closed.
+            throw MailError(.unavailable, stage: stage, detail: describe(outcome.failure ?? error))
         }
     }
 
@@ -275,9 +282,17 @@ private struct SMTPSession {
             "the connection was closed"
         case SMTPClientHandler.Failure.malformedReply: "malformed reply"
         case SMTPClientHandler.Failure.dataAfterSTARTTLS: "unexpected data after the STARTTLS reply"
-        case is NIOSSLError, is BoringSSLError: "TLS failure: \(error)"
+        case is NIOSSLError, is BoringSSLError: Self.tlsSummary(error)
         default: "connection error: \(error)"
         }
+    }
+
+    /// BoringSSL's own reason (such as CERTIFICATE_VERIFY_FAILED) without its source paths and numeric codes.
+    static func tlsSummary(_ error: any Error) -> String {
+        let text = "\(error)"
+        guard let marker = text.range(of: "OPENSSL_internal:") else { return "TLS failure: \(text)" }
+        let reason = text[marker.upperBound...].prefix { $0.isLetter || $0.isNumber || $0 == "_" }
+        return "TLS handshake failed: " + reason.lowercased().replacingOccurrences(of: "_", with: " ")
     }
 
     private func failure(_ reply: SMTPReply, stage: String, quotesServer: Bool) -> MailError {
@@ -329,7 +344,8 @@ struct SMTPReply: Sendable, Equatable {
     /// The reply text reduced to printable ASCII and a sane length, so it cannot garble a log line.
     var safeText: String? {
         let text = lines.joined(separator: " ")
-        let printable = String(String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }))
+        let printable = String(
+            String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }))
         let trimmed = printable.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { return nil }
         return trimmed.count > 200 ? String(trimmed.prefix(200)) + "…" : trimmed
@@ -363,18 +379,33 @@ final class SMTPClientHandler: ChannelDuplexHandler {
         case dataAfterSTARTTLS
     }
 
+    /// The first failure, readable off the event loop once the channel is gone.
+    final class Outcome: Sendable {
+        private let first = Mutex<(any Error)?>(nil)
+
+        var failure: (any Error)? { first.withLock { $0 } }
+
+        func record(_ error: any Error) {
+            first.withLock { if $0 == nil { $0 = error } }
+        }
+    }
+
     /// RFC 5321 allows 512 octets per reply line; anything far longer is not an SMTP server.
     private static let maximumLineLength = 4096
 
     private let timeout: TimeAmount
+    private let outcome: Outcome
     private var buffer = ByteBuffer()
     private var partial: (code: Int, lines: [String])?
     private var waiting: [(request: SMTPRequest, timer: Scheduled<Void>)] = []
     private var unclaimed: [SMTPReply] = []
+    /// The STARTTLS go-ahead, held back until the handshake completes so TLS failures belong to that step.
+    private var upgrading: (reply: SMTPReply, promise: EventLoopPromise<SMTPReply>, timer: Scheduled<Void>)?
     private var failed: (any Error)?
 
-    init(timeout: TimeAmount) {
+    init(timeout: TimeAmount, outcome: Outcome) {
         self.timeout = timeout
+        self.outcome = outcome
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -384,10 +415,7 @@ final class SMTPClientHandler: ChannelDuplexHandler {
             promise?.fail(failed)
             return
         }
-        let timer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [weak self] () -> Void in
-            self?.fail(Failure.timedOut, context: context)
-        }
-        waiting.append((request, timer))
+        waiting.append((request, startTimer(context: context)))
         if let bytes = request.bytes {
             context.writeAndFlush(wrapOutboundOut(bytes), promise: promise)
         } else {
@@ -396,6 +424,12 @@ final class SMTPClientHandler: ChannelDuplexHandler {
         // A reply may already be here (the greeting usually is).
         while !unclaimed.isEmpty && !waiting.isEmpty {
             deliver(unclaimed.removeFirst(), context: context)
+        }
+    }
+
+    private func startTimer(context: ChannelHandlerContext) -> Scheduled<Void> {
+        context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [weak self] () -> Void in
+            self?.fail(Failure.timedOut, context: context)
         }
     }
 
@@ -449,16 +483,25 @@ final class SMTPClientHandler: ChannelDuplexHandler {
                 fail(Failure.dataAfterSTARTTLS, context: context)
                 return
             }
+            upgrading = (reply, request.reply, startTimer(context: context))
             do {
                 let tls = try NIOSSLClientHandler(context: upgrade.context, serverHostname: upgrade.serverHostname)
                 try context.pipeline.syncOperations.addHandler(tls, position: .first)
             } catch {
-                request.reply.fail(error)
                 fail(error, context: context)
-                return
             }
+            return
         }
         request.reply.succeed(reply)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? TLSUserEvent, case .handshakeCompleted = event, let upgrading {
+            self.upgrading = nil
+            upgrading.timer.cancel()
+            upgrading.promise.succeed(upgrading.reply)
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -477,6 +520,12 @@ final class SMTPClientHandler: ChannelDuplexHandler {
     private func fail(_ error: any Error, context: ChannelHandlerContext) {
         guard failed == nil else { return }
         failed = error
+        outcome.record(error)
+        if let upgrading {
+            self.upgrading = nil
+            upgrading.timer.cancel()
+            upgrading.promise.fail(error)
+        }
         let waiters = waiting
         waiting = []
         for (request, timer) in waiters {

@@ -44,8 +44,15 @@ struct AuditLog {
 
     /// The account's own events, newest first, `limit` at a time, before the event id `before`.
     func page(accountID: String, before: Int64?, limit: Int) async throws -> [AuditEntry] {
+        try await page(companyID: nil, accountID: accountID, before: before, limit: limit)
+    }
+
+    /// Events of one company (all of them, or one account's), or of one account anywhere, newest first.
+    func page(companyID: String?, accountID: String?, before: Int64?, limit: Int) async throws -> [AuditEntry] {
         var query = db.select().columns("id", "occurred_at", "action", "company_id", "ip", "user_agent", "detail")
-            .from("audit_events").where("account_id", .equal, accountID)
+            .from("audit_events")
+        if let companyID { query = query.where("company_id", .equal, companyID) }
+        if let accountID { query = query.where("account_id", .equal, accountID) }
         if let before { query = query.where("id", .lessThan, before) }
         return try await query.orderBy("id", .descending).limit(limit).all().map { row in
             let detail = try row.decode(column: "detail", as: String?.self)

@@ -10,7 +10,17 @@ public struct Identity: Sendable, Equatable {
     public let accountID: String
     public let sessionID: String
     public let email: String
+    /// The company this session is logged in to, if any (from the session row, not only the token).
+    public let companyID: String?
     let claims: AccessTokenClaims
+}
+
+/// What scopes a session to one company: a company login.
+struct CompanyScope: Sendable {
+    let companyID: String
+    let username: String?
+    let idleTimeout: TimeInterval
+    let lifetime: TimeInterval
 }
 
 /// A session just started or refreshed: what the client is given.
@@ -19,6 +29,8 @@ struct IssuedSession {
     let sessionID: String
     let refreshToken: String
     let amr: [AuthenticationMethod]
+    var companyID: String? = nil
+    var username: String? = nil
 }
 
 /// Sessions: starting them, rotating refresh tokens, checking access tokens, ending them.
@@ -42,34 +54,45 @@ final class SessionService: Sendable {
 
     /// Starts a session for `accountID` on one device, within the caller's transaction.
     func start(
-        accountID: String, method: String, ip: String?, userAgent: String?, db: any SQLDatabase
+        accountID: String, method: String, ip: String?, userAgent: String?, db: any SQLDatabase,
+        company: CompanyScope? = nil
     ) async throws -> IssuedSession {
         let now = clock.now
+        let lifetime = company.map { min($0.lifetime, settings.sessionLifetime) } ?? settings.sessionLifetime
         let sessionID = Secrets.identifier()
         let amr = [AuthenticationMethod(method: method, timestamp: Int64(now.timeIntervalSince1970))]
         let refreshToken = Secrets.token()
         try await db.insert(into: "sessions")
-            .columns("id", "account_id", "created_at", "refreshed_at", "expires_at", "user_agent", "ip", "aal", "amr")
+            .columns(
+                "id", "account_id", "created_at", "refreshed_at", "expires_at", "user_agent", "ip", "aal", "amr",
+                "company_id", "username", "idle_timeout")
             .values(
                 SQLBind(sessionID), SQLBind(accountID), SQLBind(now.epochMilliseconds), SQLBind(now.epochMilliseconds),
-                SQLBind(now.addingTimeInterval(settings.sessionLifetime).epochMilliseconds),
+                SQLBind(now.addingTimeInterval(lifetime).epochMilliseconds),
                 SQLBind(userAgent.map { String($0.prefix(512)) }), SQLBind(ip), SQLBind("aal1"),
-                SQLBind(String(decoding: try JSONEncoder().encode(amr), as: UTF8.self))
+                SQLBind(String(decoding: try JSONEncoder().encode(amr), as: UTF8.self)),
+                SQLBind(company?.companyID), SQLBind(company?.username),
+                SQLBind(company.map { Int64($0.idleTimeout) })
             )
             .run()
         try await insertRefreshToken(refreshToken, sessionID: sessionID, now: now, db: db)
-        return IssuedSession(accountID: accountID, sessionID: sessionID, refreshToken: refreshToken, amr: amr)
+        return IssuedSession(
+            accountID: accountID, sessionID: sessionID, refreshToken: refreshToken, amr: amr,
+            companyID: company?.companyID, username: company?.username)
     }
 
-    /// Signs an access token for `issued` and wraps it with the user into Supabase's session object.
-    func response(for issued: IssuedSession, user: AuthUser) async throws -> AuthSession {
+    /// Signs an access token for `issued` and wraps it with the user into Supabase's session object. A company
+    /// session's token also carries the company, the member's role and masks, and the credential's username.
+    func response(for issued: IssuedSession, user: AuthUser, membership: Membership? = nil) async throws -> AuthSession {
         let now = clock.now
         let lifetime = Int(settings.accessTokenLifetime)
         let issuedAt = Int64(now.timeIntervalSince1970)
         let claims = AccessTokenClaims(
             iss: issuer, aud: "authenticated", sub: issued.accountID, exp: issuedAt + Int64(lifetime), iat: issuedAt,
             nbf: issuedAt, email: user.email, phone: "", role: "authenticated", aal: "aal1", amr: issued.amr,
-            sessionID: issued.sessionID, sid: issued.sessionID, isAnonymous: false)
+            sessionID: issued.sessionID, sid: issued.sessionID, isAnonymous: false,
+            cid: membership?.companyID, companyRole: membership?.role.rawValue, deptMask: membership?.deptMask,
+            managerMask: membership?.managerMask, username: issued.username)
         let token = try await keys.sign(claims)
         return AuthSession(
             accessToken: token, expiresIn: lifetime, expiresAt: claims.exp, refreshToken: issued.refreshToken, user: user)
@@ -121,7 +144,7 @@ final class SessionService: Sendable {
                     return .success(
                         IssuedSession(
                             accountID: session.accountID, sessionID: state.sessionID, refreshToken: next,
-                            amr: session.amr))
+                            amr: session.amr, companyID: session.companyID, username: session.username))
                 case .replayWithinGrace:
                     let next = RefreshRotation.successor(of: current, key: key)
                     guard let successor = try await self.tokenRow(Secrets.digest(next), db: db) else {
@@ -131,7 +154,7 @@ final class SessionService: Sendable {
                         return .success(
                             IssuedSession(
                                 accountID: session.accountID, sessionID: state.sessionID, refreshToken: next,
-                                amr: session.amr))
+                                amr: session.amr, companyID: session.companyID, username: session.username))
                     }
                     current = next
                     state = successor
@@ -185,6 +208,8 @@ final class SessionService: Sendable {
     struct LiveSession {
         let accountID: String
         let amr: [AuthenticationMethod]
+        let companyID: String?
+        let username: String?
     }
 
     /// The session when it is neither revoked, idle too long, past its lifetime, nor its account disabled.
@@ -192,7 +217,9 @@ final class SessionService: Sendable {
         guard
             let row = try await db.select()
                 .column(SQLColumn("account_id", table: "sessions"))
-                .columns(SQLColumn("refreshed_at"), SQLColumn("expires_at"), SQLColumn("revoked_at"), SQLColumn("amr"))
+                .columns(
+                    SQLColumn("refreshed_at"), SQLColumn("expires_at"), SQLColumn("revoked_at"), SQLColumn("amr"),
+                    SQLColumn("company_id"), SQLColumn("username"), SQLColumn("idle_timeout"))
                 .column(SQLColumn("disabled_at", table: "accounts"))
                 .from("sessions")
                 .join("accounts", on: SQLColumn("account_id", table: "sessions"), .equal, SQLColumn("id", table: "accounts"))
@@ -200,14 +227,18 @@ final class SessionService: Sendable {
                 .first()
         else { return nil }
         let now = now.epochMilliseconds
+        let idle = try row.decode(column: "idle_timeout", as: Int64?.self) ?? Int64(settings.sessionIdleTimeout)
         guard try row.decode(column: "revoked_at", as: Int64?.self) == nil,
             try row.decode(column: "disabled_at", as: Int64?.self) == nil,
             try row.decode(column: "expires_at", as: Int64.self) > now,
-            try row.decode(column: "refreshed_at", as: Int64.self) + Int64(settings.sessionIdleTimeout * 1000) > now
+            try row.decode(column: "refreshed_at", as: Int64.self) + idle * 1000 > now
         else { return nil }
         let amr = (try? JSONDecoder().decode(
             [AuthenticationMethod].self, from: Data(try row.decode(column: "amr", as: String.self).utf8))) ?? []
-        return LiveSession(accountID: try row.decode(column: "account_id", as: String.self), amr: amr)
+        return LiveSession(
+            accountID: try row.decode(column: "account_id", as: String.self), amr: amr,
+            companyID: try row.decode(column: "company_id", as: String?.self),
+            username: try row.decode(column: "username", as: String?.self))
     }
 
     /// Why an access token was refused.
@@ -235,8 +266,10 @@ final class SessionService: Sendable {
         } catch {
             throw .sessionEnded
         }
-        guard let live, live.accountID == claims.sub else { throw .sessionEnded }
-        return Identity(accountID: claims.sub, sessionID: claims.sessionID, email: claims.email, claims: claims)
+        guard let live, live.accountID == claims.sub, live.companyID == claims.cid else { throw .sessionEnded }
+        return Identity(
+            accountID: claims.sub, sessionID: claims.sessionID, email: claims.email, companyID: live.companyID,
+            claims: claims)
     }
 
     /// The `alg` of a compact JWS header, so only ES256 is ever considered.

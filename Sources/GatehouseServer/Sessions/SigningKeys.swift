@@ -146,11 +146,20 @@ struct AccessTokenClaims: JWTPayload, Equatable {
     var sessionID: String
     var sid: String
     var isAnonymous: Bool
+    /// Company context, present on a company login's tokens.
+    var cid: String? = nil
+    var companyRole: String? = nil
+    var deptMask: Int64? = nil
+    var managerMask: Int64? = nil
+    var username: String? = nil
 
     enum CodingKeys: String, CodingKey {
-        case iss, aud, sub, exp, iat, nbf, email, phone, role, aal, amr, sid
+        case iss, aud, sub, exp, iat, nbf, email, phone, role, aal, amr, sid, cid, username
         case sessionID = "session_id"
         case isAnonymous = "is_anonymous"
+        case companyRole = "company_role"
+        case deptMask = "dept_mask"
+        case managerMask = "manager_mask"
     }
 
     /// Time, issuer and audience are checked by `TokenVerifier` against the injected clock, not here.

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A throwaway SMTP server for Gatehouse's mail tests.
 
-Listens on 127.0.0.1 on a free port, prints "READY <port>" once it accepts connections, and writes every message
-it accepts to OUTDIR as message-NNNN.eml (the raw bytes after dot-unstuffing) and message-NNNN.json (the envelope
-and the message as Python's email package reads it). Each file appears whole, by rename.
+Listens on 127.0.0.1 (on a free port unless --port names one), prints "READY <port>" once it accepts connections,
+and writes every message it accepts to OUTDIR as message-NNNN.eml (the raw bytes after dot-unstuffing) and
+message-NNNN.json (the envelope and the message as Python's email package reads it). Each file appears whole, by
+rename.
 
 RCPT to an address starting with "reject" is answered "550 5.1.1 no such user"; one starting with "defer" gets
 "451 4.3.0 try again later".
@@ -40,6 +41,7 @@ except ImportError:
 def parse_arguments():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("outdir", help="folder that receives the accepted messages")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on; 0 (the default) picks a free one")
     parser.add_argument("--tls", choices=["none", "starttls", "implicit"], default="none",
                         help="offer STARTTLS, or speak TLS from the start, with a fresh self-signed certificate")
     parser.add_argument("--require-starttls", action="store_true", help="refuse commands before STARTTLS")
@@ -51,7 +53,6 @@ def parse_arguments():
     parser.add_argument("--inject-after-starttls", action="store_true",
                         help="a scripted server that sends a plain-text reply right behind its STARTTLS go-ahead, "
                              "as in the STARTTLS command-injection attacks")
-    parser.add_argument("--port", type=int, default=0, help="port to listen on; 0 (the default) picks a free one")
     parser.add_argument("--max-lifetime", type=float, default=300, help="seconds after which the sink exits anyway")
     return parser.parse_args()
 
@@ -206,9 +207,9 @@ async def serve(arguments, stop):
                 await reader.read()
                 writer.close()
 
-            server = await asyncio.start_server(silent, "127.0.0.1", 0)
+            server = await asyncio.start_server(silent, "127.0.0.1", arguments.port)
         elif arguments.inject_after_starttls:
-            server = await asyncio.start_server(injecting, "127.0.0.1", 0)
+            server = await asyncio.start_server(injecting, "127.0.0.1", arguments.port)
         else:
             sink = Sink(arguments.outdir)
             options = {"hostname": "sink.test", "loop": loop}

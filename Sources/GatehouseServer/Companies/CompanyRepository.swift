@@ -1,0 +1,285 @@
+import Foundation
+import GatehouseAPI
+import SQLKit
+
+/// A company as stored.
+struct CompanyRecord: Sendable {
+    let id: String
+    var name: String
+    var logoURL: String?
+    var ownerID: String
+    var tier: CompanyTier
+    var policy: CompanyPolicy
+    let createdAt: Date
+    var updatedAt: Date
+}
+
+/// A share link as stored (its token only as a digest).
+struct ShareLinkRecord: Sendable {
+    let id: String
+    let companyID: String
+    let permission: SharePermission
+    let createdBy: String
+    let createdAt: Date
+    let expiresAt: Date?
+    let maxUses: Int?
+    let uses: Int
+    let revokedAt: Date?
+
+    func usable(at now: Date) -> Bool {
+        revokedAt == nil && (expiresAt.map { $0 > now } ?? true) && (maxUses.map { uses < $0 } ?? true)
+    }
+}
+
+/// SQL for companies, memberships and share links. Every company-scoped method takes the company id and filters
+/// by it in the query itself.
+struct CompanyRepository {
+    let db: any SQLDatabase
+
+    private static let companyColumns = [
+        "id", "name", "logo_url", "owner_id", "tier", "requires_credential", "password_min_length",
+        "session_idle_timeout", "session_lifetime", "managers_can_share", "created_at", "updated_at",
+    ]
+
+    func insert(_ company: CompanyRecord) async throws {
+        try await db.insert(into: "companies").columns(Self.companyColumns)
+            .values(
+                SQLBind(company.id), SQLBind(company.name), SQLBind(company.logoURL), SQLBind(company.ownerID),
+                SQLBind(company.tier.rawValue), SQLBind(company.policy.requiresCredential ? 1 : 0),
+                SQLBind(Int64(company.policy.passwordMinLength)), SQLBind(Int64(company.policy.sessionIdleTimeout)),
+                SQLBind(Int64(company.policy.sessionLifetime)), SQLBind(company.policy.managersCanShare ? 1 : 0),
+                SQLBind(company.createdAt.epochMilliseconds), SQLBind(company.updatedAt.epochMilliseconds)
+            )
+            .run()
+    }
+
+    func company(_ companyID: String) async throws -> CompanyRecord? {
+        try await db.select().columns(Self.companyColumns).from("companies").where("id", .equal, companyID).first()
+            .map(Self.decodeCompany)
+    }
+
+    func update(_ company: CompanyRecord) async throws {
+        try await db.update("companies")
+            .set("name", to: company.name).set("logo_url", to: company.logoURL).set("owner_id", to: company.ownerID)
+            .set("tier", to: company.tier.rawValue)
+            .set("requires_credential", to: company.policy.requiresCredential ? 1 : 0)
+            .set("password_min_length", to: Int64(company.policy.passwordMinLength))
+            .set("session_idle_timeout", to: Int64(company.policy.sessionIdleTimeout))
+            .set("session_lifetime", to: Int64(company.policy.sessionLifetime))
+            .set("managers_can_share", to: company.policy.managersCanShare ? 1 : 0)
+            .set("updated_at", to: company.updatedAt.epochMilliseconds)
+            .where("id", .equal, company.id)
+            .run()
+    }
+
+    /// Removes the company and, by cascade, its memberships, credentials and share links; ends its sessions.
+    func delete(_ companyID: String, now: Date) async throws {
+        try await db.update("sessions").set("revoked_at", to: now.epochMilliseconds)
+            .where("company_id", .equal, companyID).where("revoked_at", .is, SQLLiteral.null).run()
+        try await db.delete(from: "companies").where("id", .equal, companyID).run()
+    }
+
+    /// Every company with its settings, for operators.
+    func all(limit: Int = 1000) async throws -> [CompanyRecord] {
+        try await db.select().columns(Self.companyColumns).from("companies").orderBy("created_at").limit(limit).all()
+            .map(Self.decodeCompany)
+    }
+
+    // MARK: Memberships
+
+    func membership(_ companyID: String, accountID: String) async throws -> Membership? {
+        try await db.select().columns("company_id", "account_id", "role", "dept_mask", "manager_mask")
+            .from("memberships").where("company_id", .equal, companyID).where("account_id", .equal, accountID)
+            .first().map(Self.decodeMembership)
+    }
+
+    func addMember(_ companyID: String, accountID: String, role: MemberRole, now: Date) async throws {
+        try await db.insert(into: "memberships")
+            .columns("company_id", "account_id", "role", "dept_mask", "manager_mask", "joined_at")
+            .values(
+                SQLBind(companyID), SQLBind(accountID), SQLBind(role.rawValue), SQLBind(Int64(0)), SQLBind(Int64(0)),
+                SQLBind(now.epochMilliseconds)
+            )
+            .run()
+    }
+
+    func updateMember(_ companyID: String, accountID: String, role: MemberRole, deptMask: Int64, managerMask: Int64) async throws {
+        try await db.update("memberships").set("role", to: role.rawValue).set("dept_mask", to: deptMask)
+            .set("manager_mask", to: managerMask)
+            .where("company_id", .equal, companyID).where("account_id", .equal, accountID).run()
+    }
+
+    /// Removes a member, their credential, and ends their sessions in this company.
+    func removeMember(_ companyID: String, accountID: String, now: Date) async throws {
+        try await db.delete(from: "memberships").where("company_id", .equal, companyID)
+            .where("account_id", .equal, accountID).run()
+        try await db.delete(from: "company_credentials").where("company_id", .equal, companyID)
+            .where("account_id", .equal, accountID).run()
+        try await endSessions(companyID, accountID: accountID, except: nil, now: now)
+    }
+
+    /// Ends an account's sessions in one company, but for `except`.
+    func endSessions(_ companyID: String, accountID: String, except: String?, now: Date) async throws {
+        var query = db.update("sessions").set("revoked_at", to: now.epochMilliseconds)
+            .where("company_id", .equal, companyID).where("account_id", .equal, accountID)
+            .where("revoked_at", .is, SQLLiteral.null)
+        if let except { query = query.where("id", .notEqual, except) }
+        try await query.run()
+    }
+
+    /// Participants besides the owner.
+    func participantCount(_ companyID: String) async throws -> Int {
+        try await db.raw("SELECT COUNT(*) AS n FROM memberships WHERE company_id = \(bind: companyID) AND role <> 'owner'")
+            .first(decodingColumn: "n", as: Int.self) ?? 0
+    }
+
+    func memberCount(_ companyID: String) async throws -> Int {
+        try await db.raw("SELECT COUNT(*) AS n FROM memberships WHERE company_id = \(bind: companyID)")
+            .first(decodingColumn: "n", as: Int.self) ?? 0
+    }
+
+    /// The companies an account owns or participates in, with what its list shows, in one query.
+    func summaries(accountID: String) async throws -> [CompanySummary] {
+        try await db.raw(
+            """
+            SELECT c.id, c.name, c.tier, c.logo_url, c.requires_credential, m.role,
+                   (SELECT COUNT(*) FROM memberships x WHERE x.company_id = c.id) AS member_count,
+                   (SELECT COUNT(*) FROM company_credentials k WHERE k.company_id = c.id AND k.account_id = m.account_id) AS credentials
+            FROM memberships m JOIN companies c ON c.id = m.company_id
+            WHERE m.account_id = \(bind: accountID)
+            ORDER BY c.name, c.id
+            """
+        ).all().map { row in
+            CompanySummary(
+                id: try row.decode(column: "id", as: String.self), name: try row.decode(column: "name", as: String.self),
+                tier: try row.decode(column: "tier", as: String.self),
+                logoURL: try row.decode(column: "logo_url", as: String?.self),
+                role: try row.decode(column: "role", as: String.self),
+                memberCount: try row.decode(column: "member_count", as: Int.self),
+                hasCredential: try row.decode(column: "credentials", as: Int.self) > 0,
+                requiresCredential: try row.decode(column: "requires_credential", as: Int.self) != 0)
+        }
+    }
+
+    /// A company's members as other members see them: display name and picture, never username or email.
+    func members(_ companyID: String, publicURL: String) async throws -> [MemberInfo] {
+        try await db.raw(
+            """
+            SELECT m.account_id, m.role, m.dept_mask, m.manager_mask, m.joined_at, a.user_metadata,
+                   (SELECT COUNT(*) FROM company_credentials k
+                     WHERE k.company_id = m.company_id AND k.account_id = m.account_id AND k.image IS NOT NULL) AS images
+            FROM memberships m JOIN accounts a ON a.id = m.account_id
+            WHERE m.company_id = \(bind: companyID)
+            ORDER BY m.joined_at, m.account_id
+            """
+        ).all().map { row in
+            let accountID = try row.decode(column: "account_id", as: String.self)
+            let metadata = try row.decode(column: "user_metadata", as: String.self)
+            return MemberInfo(
+                accountID: accountID,
+                displayName: Self.displayName(metadata),
+                imageURL: try row.decode(column: "images", as: Int.self) > 0
+                    ? "\(publicURL)/v1/companies/\(companyID)/members/\(accountID)/image" : nil,
+                role: try row.decode(column: "role", as: String.self),
+                deptMask: try row.decode(column: "dept_mask", as: Int64.self),
+                managerMask: try row.decode(column: "manager_mask", as: Int64.self),
+                joinedAt: Date(epochMilliseconds: try row.decode(column: "joined_at", as: Int64.self)).iso8601)
+        }
+    }
+
+    /// The name other members see: the profile's display name, or first and last name; never the email.
+    static func displayName(_ metadataJSON: String) -> String {
+        let metadata = (try? JSONDecoder().decode([String: JSONValue].self, from: Data(metadataJSON.utf8))) ?? [:]
+        if let name = metadata["display_name"]?.stringValue, !name.isEmpty { return name }
+        let parts = [metadata["first_name"]?.stringValue, metadata["last_name"]?.stringValue].compactMap { $0 }
+            .filter { !$0.isEmpty }
+        return parts.isEmpty ? "Member" : parts.joined(separator: " ")
+    }
+
+    // MARK: Share links
+
+    func insert(_ link: ShareLinkRecord, tokenHash: String) async throws {
+        try await db.insert(into: "share_links")
+            .columns("id", "company_id", "token_hash", "permission", "created_by", "created_at", "expires_at", "max_uses", "uses")
+            .values(
+                SQLBind(link.id), SQLBind(link.companyID), SQLBind(tokenHash), SQLBind(link.permission.rawValue),
+                SQLBind(link.createdBy), SQLBind(link.createdAt.epochMilliseconds), SQLBind(link.expiresAt?.epochMilliseconds),
+                SQLBind(link.maxUses.map(Int64.init)), SQLBind(Int64(0))
+            )
+            .run()
+    }
+
+    private static let shareColumns = [
+        "id", "company_id", "permission", "created_by", "created_at", "expires_at", "max_uses", "uses", "revoked_at",
+    ]
+
+    func shares(_ companyID: String) async throws -> [ShareLinkRecord] {
+        try await db.select().columns(Self.shareColumns).from("share_links").where("company_id", .equal, companyID)
+            .orderBy("created_at", .descending).all().map(Self.decodeShare)
+    }
+
+    func share(tokenHash: String) async throws -> ShareLinkRecord? {
+        try await db.select().columns(Self.shareColumns).from("share_links").where("token_hash", .equal, tokenHash)
+            .first().map(Self.decodeShare)
+    }
+
+    /// Revokes a link of this company; a link of another company is not found.
+    func revokeShare(_ companyID: String, shareID: String, now: Date) async throws -> Bool {
+        try await !db.update("share_links").set("revoked_at", to: now.epochMilliseconds)
+            .where("company_id", .equal, companyID).where("id", .equal, shareID)
+            .where("revoked_at", .is, SQLLiteral.null).returning("id").all().isEmpty
+    }
+
+    /// Counts one use, only while the link is still usable (so concurrent acceptances cannot exceed max_uses).
+    func useShare(_ companyID: String, shareID: String, now: Date) async throws -> Bool {
+        try await !db.raw(
+            """
+            UPDATE share_links SET uses = uses + 1
+            WHERE company_id = \(bind: companyID) AND id = \(bind: shareID) AND revoked_at IS NULL
+              AND (expires_at IS NULL OR expires_at > \(bind: now.epochMilliseconds))
+              AND (max_uses IS NULL OR uses < max_uses)
+            RETURNING id
+            """
+        ).all().isEmpty
+    }
+
+    // MARK: Decoding
+
+    private static func decodeCompany(_ row: any SQLRow) throws -> CompanyRecord {
+        CompanyRecord(
+            id: try row.decode(column: "id", as: String.self), name: try row.decode(column: "name", as: String.self),
+            logoURL: try row.decode(column: "logo_url", as: String?.self),
+            ownerID: try row.decode(column: "owner_id", as: String.self),
+            tier: CompanyTier(rawValue: try row.decode(column: "tier", as: String.self)) ?? .free,
+            policy: CompanyPolicy(
+                requiresCredential: try row.decode(column: "requires_credential", as: Int.self) != 0,
+                passwordMinLength: try row.decode(column: "password_min_length", as: Int.self),
+                sessionIdleTimeout: TimeInterval(try row.decode(column: "session_idle_timeout", as: Int.self)),
+                sessionLifetime: TimeInterval(try row.decode(column: "session_lifetime", as: Int.self)),
+                managersCanShare: try row.decode(column: "managers_can_share", as: Int.self) != 0),
+            createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)),
+            updatedAt: Date(epochMilliseconds: try row.decode(column: "updated_at", as: Int64.self)))
+    }
+
+    private static func decodeMembership(_ row: any SQLRow) throws -> Membership {
+        Membership(
+            companyID: try row.decode(column: "company_id", as: String.self),
+            accountID: try row.decode(column: "account_id", as: String.self),
+            role: MemberRole(rawValue: try row.decode(column: "role", as: String.self)) ?? .readOnly,
+            deptMask: try row.decode(column: "dept_mask", as: Int64.self),
+            managerMask: try row.decode(column: "manager_mask", as: Int64.self))
+    }
+
+    private static func decodeShare(_ row: any SQLRow) throws -> ShareLinkRecord {
+        ShareLinkRecord(
+            id: try row.decode(column: "id", as: String.self),
+            companyID: try row.decode(column: "company_id", as: String.self),
+            permission: SharePermission(rawValue: try row.decode(column: "permission", as: String.self)) ?? .readOnly,
+            createdBy: try row.decode(column: "created_by", as: String.self),
+            createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)),
+            expiresAt: try row.decode(column: "expires_at", as: Int64?.self).map(Date.init(epochMilliseconds:)),
+            maxUses: try row.decode(column: "max_uses", as: Int?.self),
+            uses: try row.decode(column: "uses", as: Int.self),
+            revokedAt: try row.decode(column: "revoked_at", as: Int64?.self).map(Date.init(epochMilliseconds:)))
+    }
+}

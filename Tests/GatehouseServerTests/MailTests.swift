@@ -1,0 +1,792 @@
+import Foundation
+import GatehouseServer
+import Logging
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+@Suite("Mail message rendering")
+struct MailMessageTests {
+    static let date = Date(timeIntervalSince1970: 1_795_306_500)  // Sun, 22 Nov 2026 00:15:00 UTC
+
+    static func render(
+        subject: String = "Hello", text: String = "text", html: String = "<p>html</p>",
+        from: String = "noreply@gatehouse.test", to: String = "ada@example.com"
+    ) throws -> String {
+        try MailMessage(from: from, to: to, subject: subject, text: text, html: html)
+            .rfc5322(messageID: "id-1@gatehouse.test", date: date)
+    }
+
+    @Test("headers, the two quoted-printable parts and the boundary are in place, all with CRLF")
+    func structure() throws {
+        let rendered = try Self.render()
+        let mail = RenderedMail(rendered)
+        #expect(mail.header("From") == "noreply@gatehouse.test")
+        #expect(mail.header("To") == "ada@example.com")
+        #expect(mail.header("Subject") == "Hello")
+        #expect(mail.header("Date") == "Sun, 22 Nov 2026 00:15:00 +0000")
+        #expect(mail.header("Message-ID") == "<id-1@gatehouse.test>")
+        #expect(mail.header("MIME-Version") == "1.0")
+        #expect(mail.header("Content-Type")?.hasPrefix("multipart/alternative; boundary=\"=_") == true)
+        #expect(rendered.components(separatedBy: "\r\n").allSatisfy { $0.utf8.count <= 78 })
+        #expect(mail.parts.count == 2)
+        #expect(
+            mail.parts.first?.headers == [
+                "Content-Type: text/plain; charset=utf-8", "Content-Transfer-Encoding: quoted-printable",
+            ])
+        #expect(
+            mail.parts.last?.headers == [
+                "Content-Type: text/html; charset=utf-8", "Content-Transfer-Encoding: quoted-printable",
+            ])
+        #expect(mail.parts.first?.body == "text")
+        #expect(mail.parts.last?.body == "<p>html</p>")
+        #expect(rendered.hasSuffix("--\(mail.boundary)--\r\n"))
+        let bytes = Array(rendered.utf8)
+        for (index, byte) in bytes.enumerated() where byte == 0x0A {
+            #expect(index > 0 && bytes[index - 1] == 0x0D, "bare LF at byte \(index)")
+        }
+        #expect(bytes.allSatisfy { $0 < 0x80 }, "the message must be 7-bit clean")
+    }
+
+    @Test("each message gets its own boundary")
+    func randomBoundary() throws {
+        #expect(RenderedMail(try Self.render()).boundary != RenderedMail(try Self.render()).boundary)
+    }
+
+    @Test(
+        "quoted-printable output matches RFC 2045 exactly",
+        arguments: [
+            ("Hello, world", "Hello, world"),
+            ("a=b", "a=3Db"),
+            ("caf\u{E9}", "caf=C3=A9"),
+            ("trailing  ", "trailing =20"),
+            ("tab\t", "tab=09"),
+            ("  inner  spaces ok", "  inner  spaces ok"),
+            ("one\ntwo\r\nthree\rfour", "one\r\ntwo\r\nthree\r\nfour"),
+            ("line end \nnext", "line end=20\r\nnext"),
+            ("bell\u{07}", "bell=07"),
+            (".starts with a dot", ".starts with a dot"),
+            (String(repeating: "a", count: 76), String(repeating: "a", count: 76)),
+            (String(repeating: "a", count: 77), String(repeating: "a", count: 75) + "=\r\naa"),
+            (String(repeating: "a", count: 74) + "\u{E9}", String(repeating: "a", count: 74) + "=\r\n=C3=A9"),
+            (String(repeating: "a", count: 73) + "=", String(repeating: "a", count: 73) + "=3D"),
+            (String(repeating: "a", count: 74) + "=", String(repeating: "a", count: 74) + "=\r\n=3D"),
+            (String(repeating: "b", count: 75) + " ", String(repeating: "b", count: 75) + "=\r\n=20"),
+        ])
+    func quotedPrintableExact(input: String, expected: String) throws {
+        let mail = RenderedMail(try Self.render(text: input))
+        #expect(mail.parts.first?.body == expected)
+    }
+
+    @Test("quoted-printable round-trips arbitrary text within the line limits")
+    func quotedPrintableRoundTrip() throws {
+        var random = SplitMix64(seed: 0x6A7E_4055)
+        let pool: [String] = ["a", "Z", "0", " ", " ", "\t", "=", ".", "\n", "\r\n", "é", "€", "😀", "\u{7F}", "?", "_"]
+        for _ in 0..<300 {
+            let length = Int(random.next() % 240)
+            let text = (0..<length).map { _ in pool[Int(random.next() % UInt64(pool.count))] }.joined()
+            let body = try #require(RenderedMail(try Self.render(text: text)).parts.first?.body)
+            for line in body.components(separatedBy: "\r\n") {
+                #expect(line.utf8.count <= 76, "line too long: \(line)")
+                #expect(line.last != " " && line.last != "\t", "unencoded trailing whitespace: \(line)")
+                #expect(line.utf8.allSatisfy { ($0 >= 0x20 && $0 < 0x7F) || $0 == 0x09 })
+            }
+            #expect(decodeQuotedPrintable(body) == text.replacingOccurrences(of: "\r\n", with: "\n"))
+        }
+    }
+
+    @Test("a non-ASCII subject becomes RFC 2047 encoded-words that decode to the original")
+    func encodedSubject() throws {
+        for subject in ["Votre code : 482913 – café ✓", String(repeating: "Ünïcødé 😀 ", count: 12)] {
+            let mail = RenderedMail(try Self.render(subject: subject))
+            let lines = mail.headerLines("Subject")
+            #expect(lines.allSatisfy { $0.utf8.count <= 78 })
+            let words = lines.joined().dropFirst("Subject:".count).split(separator: " ")
+            #expect(words.allSatisfy { $0.hasPrefix("=?utf-8?B?") && $0.hasSuffix("?=") && $0.count <= 75 })
+            let bytes = words.flatMap { Data(base64Encoded: String($0.dropFirst(10).dropLast(2))) ?? Data([0]) }
+            #expect(String(decoding: bytes, as: UTF8.self) == subject)
+        }
+    }
+
+    @Test("a long ASCII subject is folded at spaces and unfolds to the original")
+    func foldedSubject() throws {
+        let subject = (1...30).map { "word\($0)" }.joined(separator: " ")
+        let lines = RenderedMail(try Self.render(subject: subject)).headerLines("Subject")
+        #expect(lines.count > 1)
+        #expect(lines.allSatisfy { $0.utf8.count <= 78 })
+        #expect(lines.joined() == "Subject: " + subject)
+    }
+
+    @Test(
+        "addresses that could inject headers or recipients are refused",
+        arguments: [
+            "ada@example.com\r\nBcc: eve@evil.test", "ada@example.com\nBcc: eve@evil.test", "ada@example.com\r",
+            "Ada <ada@example.com>", "<ada@example.com>", "ada.example.com", "", "ada@example.com, eve@evil.test",
+            "ada @example.com", "@example.com", "ada@", "a@b@c", "adá@example.com",
+        ])
+    func invalidAddresses(address: String) throws {
+        let toError = #expect(throws: MailError.self) { try MailMessageTests.render(to: address) }
+        #expect(toError?.kind == .invalidAddress)
+        #expect(toError?.stage == "To")
+        let fromError = #expect(throws: MailError.self) { try MailMessageTests.render(from: address) }
+        #expect(fromError?.kind == .invalidAddress)
+        #expect(fromError?.stage == "From")
+    }
+
+    @Test("CR and LF in the subject cannot start another header")
+    func subjectInjection() throws {
+        let rendered = try Self.render(subject: "Hi\r\nBcc: eve@evil.test\nX-Evil: 1")
+        let headerBlock = rendered.components(separatedBy: "\r\n\r\n")[0]
+        let names = headerBlock.components(separatedBy: "\r\n").filter { !$0.hasPrefix(" ") }
+            .map { $0.split(separator: ":")[0] }
+        #expect(names == ["From", "To", "Subject", "Date", "Message-ID", "MIME-Version", "Content-Type"])
+        #expect(RenderedMail(rendered).header("Subject") == "Hi  Bcc: eve@evil.test X-Evil: 1")
+    }
+
+    @Test("a message ID that could break its header is refused")
+    func invalidMessageID() throws {
+        let message = MailMessage(from: "a@b.test", to: "c@d.test", subject: "s", text: "t", html: "h")
+        for id in ["x@y\r\nBcc: e@f.test", "no-at-sign", "a b@c", "<a>@b"] {
+            #expect(throws: MailError(.invalidAddress, stage: "Message-ID", detail: "not of the form id@host")) {
+                try message.rfc5322(messageID: id, date: Self.date)
+            }
+        }
+        #expect(RenderedMail(try message.rfc5322(messageID: "<x@y>", date: Self.date)).header("Message-ID") == "<x@y>")
+    }
+
+    @Test("errors describe the stage and reply code")
+    func errorDescription() {
+        #expect(
+            MailError(.rejected, stage: "RCPT TO", replyCode: 550, detail: "5.1.1 no such user").description
+                == "mail rejected at RCPT TO (SMTP 550): 5.1.1 no such user")
+        #expect(MailError(.unavailable, stage: "connect").description == "mail unavailable at connect")
+    }
+
+    @Test("the SMTP configuration never shows its password")
+    func configurationRedactsPassword() {
+        let configuration = SMTPConfiguration(host: "smtp.example.com", username: "mailer", password: "hunter2-secret")
+        var dumped = ""
+        dump(configuration, to: &dumped)
+        for text in [configuration.description, String(reflecting: configuration), "\(configuration)", dumped] {
+            #expect(!text.contains("hunter2-secret"))
+            #expect(text.contains("smtp.example.com"))
+        }
+    }
+}
+
+@Suite("Development outbox")
+struct OutboxTests {
+    @Test("writes a 0600 .eml in a new 0700 folder and logs only the path and the recipient's domain")
+    func writesMessage() async throws {
+        let base = try TemporaryFolder()
+        defer { base.remove() }
+        let folder = base.path + "/nested/outbox"
+        let log = MailLogCapture()
+        let outbox = OutboxTransport(directory: folder, logger: log.logger)
+        let message = MailMessage(
+            from: "noreply@gatehouse.test", to: "ada.lovelace@example.com", subject: "Your sign-in code 482913",
+            text: "Enter this code: 482913\n\n— Gatehouse\n", html: "<p>482913</p>")
+        try await outbox.send(message)
+
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder)
+        try #require(files.count == 1, "expected one file, found \(files)")
+        let name = files[0]
+        #expect(name.wholeMatch(of: /\d{8}T\d{6}Z-[0-9a-f]{6}\.eml/) != nil, "unexpected name \(name)")
+        let path = folder + "/" + name
+        #expect(try permissions(of: path) == 0o600)
+        #expect(try permissions(of: folder) == 0o700)
+        let content = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(content.contains("Enter this code: 482913\r\n"))
+        #expect(content.contains("To: ada.lovelace@example.com\r\n"))
+
+        let lines = log.lines
+        try #require(lines.count == 1)
+        #expect(lines[0].level == .info)
+        #expect(lines[0].text.contains(path))
+        #expect(lines[0].text.contains("example.com"))
+        for secret in ["482913", "sign-in", "ada.lovelace", "Enter this code", "Gatehouse\n"] {
+            #expect(!lines[0].text.contains(secret), "the log line shows \(secret)")
+        }
+    }
+
+    @Test("an invalid address writes nothing")
+    func invalidAddress() async throws {
+        let base = try TemporaryFolder()
+        defer { base.remove() }
+        let log = MailLogCapture()
+        let outbox = OutboxTransport(directory: base.path + "/outbox", logger: log.logger)
+        let message = MailMessage(from: "a@b.test", to: "x@y.test\r\nBcc: e@f.test", subject: "s", text: "t", html: "h")
+        let error = await #expect(throws: MailError.self) { try await outbox.send(message) }
+        #expect(error?.kind == .invalidAddress)
+        #expect(!FileManager.default.fileExists(atPath: base.path + "/outbox"))
+        #expect(log.lines.isEmpty)
+    }
+}
+
+/// These run a real SMTP server (aiosmtpd, through Support/smtp_sink.py) on a loopback port.
+@Suite("SMTP transport")
+struct SMTPTransportTests {
+    static let text = """
+        Enter this code: 482913
+        .a line that starts with a dot
+        ..and one with two
+        .
+        A long line that certainly exceeds seventy-six characters, so quoted-printable must softly break it.
+        Trailing spaces stay \u{20}\u{20}
+        Equals = signs, tabs\tand ünïcødé — all intact.
+
+        — Gatehouse
+
+        """
+    static let message = MailMessage(
+        from: "noreply@gatehouse.test", to: "ada@example.com", subject: "Votre code : 482913 ✓", text: text,
+        html: "<p>Code: <b>482913</b></p>\n<p>.dot</p>")
+
+    private static func configuration(_ sink: MailSink, _ security: SMTPConfiguration.Security) -> SMTPConfiguration {
+        SMTPConfiguration(host: "127.0.0.1", port: sink.port, security: security, timeout: .seconds(10))
+    }
+
+    @Test("delivers a message intact through a real SMTP server, without TLS when none is offered")
+    func delivers() async throws {
+        let sink = try await MailSink.start()
+        defer { sink.stop() }
+        try await SMTPTransport(configuration: Self.configuration(sink, .startTLSIfOffered)).send(Self.message)
+        let received = try await sink.messages(count: 1)[0]
+        #expect(received.mailFrom == "noreply@gatehouse.test")
+        #expect(received.rcptTos == ["ada@example.com"])
+        #expect(received.from == "noreply@gatehouse.test")
+        #expect(received.to == "ada@example.com")
+        #expect(received.subject == Self.message.subject)
+        #expect(received.contentType == "multipart/alternative")
+        #expect(received.mimeVersion == "1.0")
+        #expect(received.messageId.hasPrefix("<") && received.messageId.hasSuffix("@gatehouse.test>"))
+        #expect(received.normalizedText == Self.text)
+        #expect(received.normalizedHTML == Self.message.html)
+        #expect(received.defects.isEmpty)
+        #expect(received.longestLine <= 78)
+        #expect(received.tls == false)
+        #expect(received.authLogin == nil)
+    }
+
+    @Test("sends several messages, one connection each")
+    func severalMessages() async throws {
+        let sink = try await MailSink.start()
+        defer { sink.stop() }
+        let transport = SMTPTransport(configuration: Self.configuration(sink, .none))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<3 {
+                var message = Self.message
+                message.to = "user\(index)@example.com"
+                group.addTask { try await transport.send(message) }
+            }
+            try await group.waitForAll()
+        }
+        let recipients = try await sink.messages(count: 3).flatMap(\.rcptTos)
+        #expect(Set(recipients) == ["user0@example.com", "user1@example.com", "user2@example.com"])
+    }
+
+    @Test("a refused recipient (550) is a permanent rejection naming the stage and code")
+    func rejectedRecipient() async throws {
+        let sink = try await MailSink.start()
+        defer { sink.stop() }
+        var message = Self.message
+        message.to = "reject-me@example.com"
+        let error = await #expect(throws: MailError.self) {
+            try await SMTPTransport(configuration: Self.configuration(sink, .startTLSIfOffered)).send(message)
+        }
+        #expect(error?.kind == .rejected)
+        #expect(error?.stage == "RCPT TO")
+        #expect(error?.replyCode == 550)
+        let description = error?.description ?? ""
+        #expect(description.contains("550") && description.contains("RCPT TO"))
+        #expect(!description.contains("482913"))
+    }
+
+    @Test("a transient refusal (451) means unavailable")
+    func deferredRecipient() async throws {
+        let sink = try await MailSink.start()
+        defer { sink.stop() }
+        var message = Self.message
+        message.to = "defer@example.com"
+        let error = await #expect(throws: MailError.self) {
+            try await SMTPTransport(configuration: Self.configuration(sink, .none)).send(message)
+        }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.replyCode == 451)
+    }
+
+    @Test("a port where nothing listens fails quickly as unavailable")
+    func nothingListens() async throws {
+        let port = try unusedLoopbackPort()
+        let started = ContinuousClock.now
+        // A generous timeout and a bound well below it: the refusal itself, not a timeout, must end the attempt.
+        let configuration = SMTPConfiguration(host: "127.0.0.1", port: port, timeout: .seconds(60))
+        let error = await #expect(throws: MailError.self) {
+            try await SMTPTransport(configuration: configuration).send(Self.message)
+        }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.stage == "connect")
+        #expect(error?.detail?.contains("refused") == true)
+        #expect(ContinuousClock.now - started < .seconds(10))
+    }
+
+    @Test("a server that never greets times out as unavailable")
+    func silentServer() async throws {
+        let sink = try await MailSink.start(["--silent"])
+        defer { sink.stop() }
+        var configuration = Self.configuration(sink, .startTLSIfOffered)
+        configuration.timeout = .milliseconds(300)
+        let started = ContinuousClock.now
+        let error = await #expect(throws: MailError.self) {
+            try await SMTPTransport(configuration: configuration).send(Self.message)
+        }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.stage == "greeting")
+        #expect(error?.detail == "no reply within 0.3 seconds")
+        // Far below the default 15 s, yet loose enough for a loaded machine.
+        #expect(ContinuousClock.now - started < .seconds(10))
+    }
+
+    @Test("STARTTLS upgrades the connection and then authenticates with AUTH PLAIN")
+    func startTLSWithAuth() async throws {
+        let sink = try await MailSink.start([
+            "--tls", "starttls", "--require-starttls", "--auth", "gatehouse:s3cret-pass", "--auth-require-tls",
+        ])
+        defer { sink.stop() }
+        var configuration = Self.configuration(sink, .startTLS)
+        configuration.certificateVerification = false
+        configuration.username = "gatehouse"
+        configuration.password = "s3cret-pass"
+        try await SMTPTransport(configuration: configuration).send(Self.message)
+        let received = try await sink.messages(count: 1)[0]
+        #expect(received.tls == true)
+        #expect(received.authMechanism == "PLAIN")
+        #expect(received.authLogin == "gatehouse")
+        #expect(received.normalizedText == Self.text)
+    }
+
+    @Test("startTLSIfOffered upgrades when the server offers STARTTLS")
+    func startTLSIfOffered() async throws {
+        let sink = try await MailSink.start(["--tls", "starttls"])
+        defer { sink.stop() }
+        var configuration = Self.configuration(sink, .startTLSIfOffered)
+        configuration.certificateVerification = false
+        try await SMTPTransport(configuration: configuration).send(Self.message)
+        #expect(try await sink.messages(count: 1)[0].tls == true)
+    }
+
+    @Test("an untrusted certificate fails the upgrade as unavailable when verification is on")
+    func untrustedCertificate() async throws {
+        let sink = try await MailSink.start(["--tls", "starttls"])
+        defer { sink.stop() }
+        let error = await #expect(throws: MailError.self) {
+            try await SMTPTransport(configuration: Self.configuration(sink, .startTLS)).send(Self.message)
+        }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.stage == "STARTTLS")
+        #expect(error?.detail == "TLS handshake failed: certificate verify failed")
+        #expect(try await sink.messages(count: 0).isEmpty)
+    }
+
+    @Test("an untrusted certificate fails implicit TLS as unavailable at the greeting")
+    func untrustedCertificateImplicitTLS() async throws {
+        let sink = try await MailSink.start(["--tls", "implicit"])
+        defer { sink.stop() }
+        let error = await #expect(throws: MailError.self) {
+            try await SMTPTransport(configuration: Self.configuration(sink, .implicitTLS)).send(Self.message)
+        }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.stage == "greeting")
+        #expect(error?.detail == "TLS handshake failed: certificate verify failed")
+    }
+
+    @Test("plain-text data sent behind the STARTTLS go-ahead is refused, not read as if it came over TLS")
+    func startTLSInjection() async throws {
+        let sink = try await MailSink.start(["--inject-after-starttls"])
+        defer { sink.stop() }
+        var configuration = Self.configuration(sink, .startTLS)
+        configuration.certificateVerification = false
+        let error = await #expect(throws: MailError.self) {
+            try await SMTPTransport(configuration: configuration).send(Self.message)
+        }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.stage == "STARTTLS")
+        #expect(error?.detail == "unexpected data after the STARTTLS reply")
+    }
+
+    @Test("implicit TLS (SMTPS) delivers")
+    func implicitTLS() async throws {
+        let sink = try await MailSink.start(["--tls", "implicit", "--auth", "gatehouse:pw"])
+        defer { sink.stop() }
+        var configuration = Self.configuration(sink, .implicitTLS)
+        configuration.certificateVerification = false
+        configuration.username = "gatehouse"
+        configuration.password = "pw"
+        try await SMTPTransport(configuration: configuration).send(Self.message)
+        let received = try await sink.messages(count: 1)[0]
+        #expect(received.tls == true)
+        #expect(received.authLogin == "gatehouse")
+    }
+
+    @Test("requiring STARTTLS from a server that does not offer it fails before sending anything")
+    func startTLSRequiredButMissing() async throws {
+        let sink = try await MailSink.start()
+        defer { sink.stop() }
+        let error = await #expect(throws: MailError.self) {
+            try await SMTPTransport(configuration: Self.configuration(sink, .startTLS)).send(Self.message)
+        }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.stage == "STARTTLS")
+        #expect(try await sink.messages(count: 0).isEmpty)
+    }
+
+    @Test("AUTH LOGIN is used when it is the only mechanism, in plain text only because the server is loopback")
+    func authLoginOnLoopback() async throws {
+        let sink = try await MailSink.start(["--auth", "gatehouse:pw", "--auth-mechanisms", "LOGIN"])
+        defer { sink.stop() }
+        var configuration = Self.configuration(sink, .none)
+        configuration.username = "gatehouse"
+        configuration.password = "pw"
+        try await SMTPTransport(configuration: configuration).send(Self.message)
+        let received = try await sink.messages(count: 1)[0]
+        #expect(received.authMechanism == "LOGIN")
+        #expect(received.authLogin == "gatehouse")
+    }
+
+    @Test("wrong credentials are rejected without the error showing them")
+    func wrongPassword() async throws {
+        let sink = try await MailSink.start(["--auth", "gatehouse:right-password"])
+        defer { sink.stop() }
+        var configuration = Self.configuration(sink, .none)
+        configuration.username = "gatehouse"
+        configuration.password = "wrong-password"
+        let error = await #expect(throws: MailError.self) {
+            try await SMTPTransport(configuration: configuration).send(Self.message)
+        }
+        #expect(error?.kind == .rejected)
+        #expect(error?.stage == "AUTH")
+        #expect(error?.replyCode == 535)
+        let description = error?.description ?? ""
+        #expect(!description.contains("wrong-password"))
+        #expect(!description.contains(Data("\0gatehouse\0wrong-password".utf8).base64EncodedString()))
+    }
+
+    @Test("credentials with a server that offers no AUTH fail instead of sending unauthenticated")
+    func noAuthOffered() async throws {
+        let sink = try await MailSink.start(["--auth", "gatehouse:pw", "--auth-require-tls"])
+        defer { sink.stop() }
+        var configuration = Self.configuration(sink, .startTLSIfOffered)
+        configuration.username = "gatehouse"
+        configuration.password = "pw"
+        let error = await #expect(throws: MailError.self) {
+            try await SMTPTransport(configuration: configuration).send(Self.message)
+        }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.stage == "AUTH")
+        #expect(try await sink.messages(count: 0).isEmpty)
+    }
+}
+
+// MARK: - Helpers
+
+/// A rendered message taken apart again: its unfolded headers and its MIME parts.
+private struct RenderedMail {
+    struct Part: Equatable {
+        var headers: [String]
+        var body: String
+    }
+
+    let rendered: String
+    let headerBlock: [String]
+
+    init(_ rendered: String) {
+        self.rendered = rendered
+        headerBlock = rendered.components(separatedBy: "\r\n\r\n")[0].components(separatedBy: "\r\n")
+    }
+
+    /// The header's physical lines, the first with its name.
+    func headerLines(_ name: String) -> [String] {
+        guard let start = headerBlock.firstIndex(where: { $0.hasPrefix("\(name):") }) else { return [] }
+        let rest = headerBlock[(start + 1)...].prefix { $0.hasPrefix(" ") || $0.hasPrefix("\t") }
+        return [headerBlock[start]] + rest
+    }
+
+    /// The unfolded value (RFC 5322 2.2.3: removing the CRLFs).
+    func header(_ name: String) -> String? {
+        let lines = headerLines(name)
+        guard !lines.isEmpty else { return nil }
+        return String(lines.joined().dropFirst(name.count + 2))
+    }
+
+    var boundary: String {
+        let contentType = header("Content-Type") ?? ""
+        return contentType.components(separatedBy: "boundary=\"").last?.replacingOccurrences(of: "\"", with: "") ?? ""
+    }
+
+    var parts: [Part] {
+        let sections = rendered.components(separatedBy: "\r\n--\(boundary)")
+        return sections.dropFirst().filter { !$0.hasPrefix("--") }.map { section in
+            // The CRLF that ends the delimiter line goes ("\r\n" is a single Character, hence UTF-8).
+            let content = String(decoding: section.utf8.dropFirst(2), as: UTF8.self)
+            let pieces = content.components(separatedBy: "\r\n\r\n")
+            return Part(
+                headers: pieces[0].components(separatedBy: "\r\n"),
+                body: pieces.dropFirst().joined(separator: "\r\n\r\n"))
+        }
+    }
+}
+
+/// The tests' own quoted-printable decoder, with hard line breaks read back as "\n".
+private func decodeQuotedPrintable(_ encoded: String) -> String {
+    let bytes = Array(
+        encoded.replacingOccurrences(of: "=\r\n", with: "").replacingOccurrences(of: "\r\n", with: "\n").utf8)
+    var output: [UInt8] = []
+    var index = 0
+    while index < bytes.count {
+        if bytes[index] == UInt8(ascii: "="), index + 2 < bytes.count,
+            let value = UInt8(String(decoding: bytes[(index + 1)...(index + 2)], as: UTF8.self), radix: 16)
+        {
+            output.append(value)
+            index += 3
+        } else {
+            output.append(bytes[index])
+            index += 1
+        }
+    }
+    return String(decoding: output, as: UTF8.self)
+}
+
+/// A small deterministic generator, so a failing round-trip case can be reproduced.
+private struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+private func permissions(of path: String) throws -> Int {
+    let attributes = try FileManager.default.attributesOfItem(atPath: path)
+    return (attributes[.posixPermissions] as? NSNumber)?.intValue ?? -1
+}
+
+private struct TemporaryFolder {
+    let path: String
+
+    init() throws {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-mail-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+/// Collects log lines (message and metadata) so a test can check what would have been logged.
+private final class MailLogCapture: @unchecked Sendable {
+    struct Line {
+        var level: Logger.Level
+        var text: String
+    }
+
+    private let lock = NSLock()
+    private var captured: [Line] = []
+
+    var lines: [Line] { lock.withLock { captured } }
+
+    var logger: Logger {
+        var logger = Logger(label: "mail-test") { _ in Handler(capture: self) }
+        logger.logLevel = .trace
+        return logger
+    }
+
+    fileprivate func append(_ line: Line) {
+        lock.withLock { captured.append(line) }
+    }
+
+    struct Handler: LogHandler {
+        let capture: MailLogCapture
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            let all = metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 })
+            let fields = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            capture.append(Line(level: event.level, text: "\(event.message) \(fields)"))
+        }
+    }
+}
+
+/// A port on 127.0.0.1 that was free a moment ago, so nothing listens there.
+private func unusedLoopbackPort() throws -> Int {
+    #if os(Linux)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    #else
+        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
+    #endif
+    guard descriptor >= 0 else { throw POSIXError(.EIO) }
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+            bind(descriptor, socketAddress, length) == 0 && getsockname(descriptor, socketAddress, &length) == 0
+        }
+    }
+    guard bound else { throw POSIXError(.EADDRNOTAVAIL) }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+extension NSLock {
+    /// A flag that one thread sets and another reads.
+    fileprivate final class Flag: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value = false
+        var isSet: Bool { lock.withLock { value } }
+        func set() { lock.withLock { value = true } }
+    }
+}
+
+private struct MailSinkError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// What the sink recorded about one accepted message (see Support/smtp_sink.py).
+private struct MailSinkRecord: Decodable {
+    var mailFrom: String
+    var rcptTos: [String]
+    var from: String
+    var to: String
+    var subject: String
+    var messageId: String
+    var mimeVersion: String
+    var contentType: String
+    var text: String?
+    var html: String?
+    var defects: [String]
+    var tls: Bool
+    var authMechanism: String?
+    var authLogin: String?
+    var longestLine: Int
+
+    var normalizedText: String? { text?.replacingOccurrences(of: "\r\n", with: "\n") }
+    var normalizedHTML: String? { html?.replacingOccurrences(of: "\r\n", with: "\n") }
+}
+
+/// Support/smtp_sink.py running in a child process: an aiosmtpd server on a free loopback port that writes each
+/// accepted message to a folder.
+private struct MailSink {
+    let port: Int
+    let folder: URL
+    let base: URL
+    let process: Process
+    let input: Pipe
+
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Support/smtp_sink.py")
+
+    static func start(_ arguments: [String] = []) async throws -> MailSink {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-smtp-\(UUID().uuidString)")
+        let folder = base.appendingPathComponent("mail")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let errorLog = base.appendingPathComponent("sink.log")
+        _ = FileManager.default.createFile(atPath: errorLog.path, contents: nil)
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script.path, folder.path] + arguments
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = try FileHandle(forWritingTo: errorLog)
+        try process.run()
+
+        let port = await readReadyLine(output.fileHandleForReading, process: process)
+        guard let port else {
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+            let log = (try? String(contentsOf: errorLog, encoding: .utf8)) ?? ""
+            try? FileManager.default.removeItem(at: base)
+            throw MailSinkError(
+                description: """
+                    the SMTP test server \(script.path) did not start; it needs python3 with aiosmtpd \
+                    (python3 -m pip install -r scripts/requirements-test.txt). Its output: \(log)
+                    """)
+        }
+        return MailSink(port: port, folder: folder, base: base, process: process, input: input)
+    }
+
+    /// Reads on a GCD thread, since the read blocks; gives up after 30 seconds or when the script exits.
+    private static func readReadyLine(_ handle: FileHandle, process: Process) async -> Int? {
+        let pid = process.processIdentifier
+        let finished = NSLock.Flag()
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Int?, Never>) in
+            DispatchQueue.global().asyncAfter(deadline: .now() + 30) {
+                if !finished.isSet { kill(pid, SIGTERM) }
+            }
+            DispatchQueue.global().async {
+                var received = Data()
+                while true {
+                    let chunk = handle.availableData
+                    if chunk.isEmpty { break }
+                    received.append(chunk)
+                    if let newline = received.firstIndex(of: 0x0A) {
+                        let line = String(decoding: received[..<newline], as: UTF8.self)
+                        finished.set()
+                        continuation.resume(returning: line.hasPrefix("READY ") ? Int(line.dropFirst(6)) : nil)
+                        return
+                    }
+                }
+                finished.set()
+                continuation.resume(returning: nil)
+            }
+        }
+    }
+
+    /// Closing its standard input ends the script; the folder goes with it. It does not wait for the exit, which
+    /// would block a thread of the cooperative pool that other tests need.
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        if process.isRunning { process.terminate() }
+        try? FileManager.default.removeItem(at: base)
+    }
+
+    /// Waits until the sink holds at least `count` messages (for 10 seconds at most), then returns them all. With
+    /// `count` 0 it returns at once: the transport returned only after the server answered, so nothing is pending.
+    func messages(count: Int) async throws -> [MailSinkRecord] {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            let names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+                .filter { $0.hasSuffix(".json") }.sorted()
+            if names.count >= count {
+                return try names.map { name in
+                    try decoder.decode(MailSinkRecord.self, from: Data(contentsOf: folder.appendingPathComponent(name)))
+                }
+            }
+            if ContinuousClock.now > deadline {
+                throw MailSinkError(description: "the sink got \(names.count) of \(count) messages within 10 seconds")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
