@@ -8,7 +8,7 @@ struct Gatehouse: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Identity, tenancy and sync server.",
         version: GatehouseVersion.current,
-        subcommands: [Serve.self, Migrate.self, Keys.self]
+        subcommands: [Serve.self, Migrate.self, Keys.self, Companies.self, Users.self]
     )
 
     /// Parses and runs; usage and configuration errors print one line and exit 2, run-time failures exit 1.
@@ -163,6 +163,109 @@ struct Keys: AsyncParsableCommand {
             } catch {
                 await store.close()
                 throw error
+            }
+        }
+    }
+}
+
+/// Opens the configured store, migrated, runs `body` with an operator, and closes the store.
+func withOperator(_ options: ServerOptions, _ body: (Operator) async throws -> Void) async throws {
+    let configuration = try options.resolve()
+    let store = try Store(
+        location: configuration.storeLocation,
+        logger: makeLogger(level: configuration.logLevel, format: configuration.logFormat))
+    do {
+        try await store.migrate()
+        try await body(Operator(store: store))
+        await store.close()
+    } catch {
+        await store.close()
+        throw error
+    }
+}
+
+/// A target the operator named that does not exist: exit 1 with one line.
+struct NotFound: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// `gatehouse companies list | show | set-tier`.
+struct Companies: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Inspect companies and set their tier.", subcommands: [List.self, Show.self, SetTier.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List every company.")
+        @OptionGroup var options: ServerOptions
+        func run() async throws {
+            try await withOperator(options) { op in for line in try await op.companies() { print(line) } }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one company and its members.")
+        @Argument(help: "The company id.") var id: String
+        @OptionGroup var options: ServerOptions
+        func run() async throws {
+            try await withOperator(options) { op in
+                guard let text = try await op.company(id) else { throw NotFound(description: "no company \(id)") }
+                print(text)
+            }
+        }
+    }
+
+    struct SetTier: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "set-tier", abstract: "Set a company's tier.")
+        @Argument(help: "The company id.") var id: String
+        @Argument(help: "free, business or enterprise.") var tier: String
+        @OptionGroup var options: ServerOptions
+        func validate() throws {
+            guard CompanyTier(rawValue: tier) != nil else { throw ValidationError("tier must be free, business or enterprise") }
+        }
+        func run() async throws {
+            try await withOperator(options) { op in
+                guard let tier = CompanyTier(rawValue: tier), try await op.setTier(id, tier) else {
+                    throw NotFound(description: "no company \(id)")
+                }
+                print("company \(id) is now \(tier.rawValue)")
+            }
+        }
+    }
+}
+
+/// `gatehouse users list | show | disable`.
+struct Users: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Inspect and disable accounts.", subcommands: [List.self, Show.self, Disable.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List every account.")
+        @OptionGroup var options: ServerOptions
+        func run() async throws {
+            try await withOperator(options) { op in for line in try await op.users() { print(line) } }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one account by id or email.")
+        @Argument(help: "Account id or email.") var account: String
+        @OptionGroup var options: ServerOptions
+        func run() async throws {
+            try await withOperator(options) { op in
+                guard let text = try await op.user(account) else { throw NotFound(description: "no account \(account)") }
+                print(text)
+            }
+        }
+    }
+
+    struct Disable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Disable an account and end its sessions.")
+        @Argument(help: "Account id or email.") var account: String
+        @OptionGroup var options: ServerOptions
+        func run() async throws {
+            try await withOperator(options) { op in
+                guard try await op.disableUser(account) else { throw NotFound(description: "no account \(account)") }
+                print("account \(account) disabled; its sessions ended")
             }
         }
     }

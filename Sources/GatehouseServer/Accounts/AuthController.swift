@@ -435,8 +435,17 @@ struct AuthController {
         guard let account = try await AccountRepository(db: env.store.database).find(id: issued.accountID) else {
             throw APIError(.badRequest, code: "refresh_token_not_found", message: "Invalid Refresh Token: Refresh Token Not Found")
         }
+        // A company session refreshes into a company session, with the membership as it is now.
+        var membership: Membership?
+        if let companyID = issued.companyID {
+            membership = try await CompanyRepository(db: env.store.database).membership(companyID, accountID: account.id)
+            guard membership != nil else {
+                throw APIError(.badRequest, code: "session_expired", message: "Invalid Refresh Token: Session Expired")
+            }
+        }
         try await env.audit(client.event("token_refreshed", accountID: account.id, detail: ["session": issued.sessionID]))
-        return try await env.sessions.response(for: issued, user: try await env.user(account, db: env.store.database))
+        return try await env.sessions.response(
+            for: issued, user: try await env.user(account, db: env.store.database), membership: membership)
     }
 
     private func idTokenGrant(_ body: IDTokenGrant, _ client: ClientInfo) async throws -> AuthSession {

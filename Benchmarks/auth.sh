@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Auth benchmark of Gatehouse: builds the load generator in Benchmarks/gatehouse-bench, starts a gatehouse server
+# on a free loopback port with a fresh data folder, creates confirmed accounts, measures the noop, password,
+# refresh and user scenarios (and password and user at half their closed-loop rate), prints a summary, and stops
+# the server on exit whatever happens. Everything stays on 127.0.0.1, and every step is bounded in time.
+#
+# Usage: Benchmarks/auth.sh [GATEHOUSE_BINARY [HASH_MS]]
+#   GATEHOUSE_BINARY  the server to measure (default .build-release/release/gatehouse, from
+#                     `swift build -c release --product gatehouse --scratch-path .build-release`)
+#   HASH_MS           one password hash's time in ms on this machine (default 20); the password scenario is
+#                     compared with the bound cores / HASH_MS, since every sign-in computes one hash
+# Environment: BENCH_SECONDS (10), BENCH_WARMUP (2), BENCH_CONCURRENCY (32), BENCH_ACCOUNTS (64),
+#   BENCH_HALF_LOAD (1; 0 skips the fixed-rate runs), GATEHOUSE_BENCH_DATABASE_URL (postgres://… to measure on
+#   PostgreSQL instead of SQLite; use a throwaway database, the benchmark writes accounts and sessions to it).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+# A binary given on the command line is relative to the caller's folder, the default to the repository's root.
+if [ $# -ge 1 ]; then
+    binary=$(realpath -- "$1")
+else
+    binary="$root/.build-release/release/gatehouse"
+fi
+hash_ms=${2:-20}
+seconds=${BENCH_SECONDS:-10}
+warmup=${BENCH_WARMUP:-2}
+concurrency=${BENCH_CONCURRENCY:-32}
+accounts=${BENCH_ACCOUNTS:-64}
+half_load=${BENCH_HALF_LOAD:-1}
+cores=$(nproc)
+
+if [ ! -x "$binary" ]; then
+    echo "auth.sh: no gatehouse binary at $binary; build one with" >&2
+    echo "  swift build -c release --product gatehouse --scratch-path .build-release" >&2
+    exit 2
+fi
+
+echo "== building gatehouse-bench (release)" >&2
+package="$root/Benchmarks/gatehouse-bench"
+scratch="$package/.build-bench"
+swift build -c release --package-path "$package" --scratch-path "$scratch" >&2
+bench="$(swift build -c release --package-path "$package" --scratch-path "$scratch" --show-bin-path)/gatehouse-bench"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-auth-bench.XXXXXX")
+server_pid=""
+
+# Stops the server (SIGTERM, then SIGKILL after 10 s) and removes the data folder, which holds mailed codes.
+cleanup() {
+    local status=$?
+    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+        kill -TERM "$server_pid" 2>/dev/null || true
+        for _ in $(seq 1 100); do
+            kill -0 "$server_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A port nothing answers on; the server binding it a moment later could still lose a race, which it reports.
+free_port() {
+    local port
+    for _ in $(seq 1 100); do
+        port=$((20000 + RANDOM % 40000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return 0
+        fi
+    done
+    return 1
+}
+
+port=$(free_port) || { echo "auth.sh: no free port found" >&2; exit 1; }
+url="http://127.0.0.1:$port"
+database="SQLite"
+database_args=()
+if [ -n "${GATEHOUSE_BENCH_DATABASE_URL:-}" ]; then
+    database="PostgreSQL"
+    database_args=(--database-url "$GATEHOUSE_BENCH_DATABASE_URL")
+fi
+# The server sees no GATEHOUSE_* variable of the caller's, so only the flags here configure it.
+server_env=(env)
+for name in $(compgen -e); do
+    case "$name" in GATEHOUSE_*) server_env+=(-u "$name") ;; esac
+done
+
+echo "== starting $binary on $url ($database)" >&2
+"${server_env[@]}" "$binary" serve --host 127.0.0.1 --port "$port" --data-dir "$work/data" \
+    --log-level warning --trust-forwarded-for true "${database_args[@]}" >"$work/server.log" 2>&1 &
+server_pid=$!
+
+ready=0
+for _ in $(seq 1 600); do
+    if ! kill -0 "$server_pid" 2>/dev/null; then
+        break
+    fi
+    if curl -fsS --max-time 1 -o /dev/null "$url/health/ready" 2>/dev/null; then
+        ready=1
+        break
+    fi
+    sleep 0.1
+done
+if [ "$ready" != 1 ]; then
+    echo "auth.sh: the server did not become ready within 60 s; its log ends:" >&2
+    tail -n 20 "$work/server.log" >&2
+    exit 1
+fi
+
+# A random password for this run only, passed through the environment so that it never shows in `ps`.
+GATEHOUSE_BENCH_PASSWORD="bench-$(head -c 18 /dev/urandom | base64 | tr '+/' 'xy')"
+export GATEHOUSE_BENCH_PASSWORD
+accounts_file="$work/accounts.txt"
+# Every bench process is killed if it overruns: the measured time plus warm-up plus two request timeouts.
+limit=$(awk -v s="$seconds" -v w="$warmup" 'BEGIN { printf "%d", s + w + 90 }')
+
+echo "== creating $accounts confirmed accounts" >&2
+timeout --kill-after=5 300 "$bench" setup --url "$url" --outbox "$work/data/outbox" --accounts "$accounts" \
+    --out "$accounts_file" >&2
+
+failed=0
+declare -A results
+
+# Runs one scenario, prints its line, and keeps it; an invalid run (any non-2xx answer) fails the script at the end.
+measure() {
+    local key=$1 scenario=$2
+    shift 2
+    local line
+    if line=$(timeout --kill-after=5 "$limit" "$bench" run "$scenario" --url "$url" --accounts-file "$accounts_file" \
+        --concurrency "$concurrency" --seconds "$seconds" --warmup "$warmup" "$@"); then
+        :
+    else
+        failed=1
+        line="${line:-$scenario: failed} INVALID"
+    fi
+    echo "$line"
+    results[$key]=$line
+}
+
+# The value of `name=` in a result line, without a unit.
+field() {
+    sed -n "s/.* $2=\([0-9.]*\).*/\1/p" <<<"$1"
+}
+
+echo "== measuring: concurrency $concurrency, ${warmup} s warm-up + ${seconds} s each" >&2
+for scenario in noop password refresh user; do
+    measure "$scenario" "$scenario"
+done
+
+if [ "$half_load" = 1 ]; then
+    for scenario in password user; do
+        rps=$(field "${results[$scenario]}" rps)
+        rate=$(awk -v r="${rps:-0}" 'BEGIN { printf "%.1f", r / 2 }')
+        if awk -v r="$rate" 'BEGIN { exit !(r > 0) }'; then
+            measure "$scenario-half" "$scenario" --rate "$rate"
+        fi
+    done
+fi
+
+noop_rps=$(field "${results[noop]}" rps)
+password_rps=$(field "${results[password]}" rps)
+user_rps=$(field "${results[user]}" rps)
+echo
+echo "== summary: $(basename "$binary") ($binary) on $database, $cores cores shared by server and load generator"
+printf '%-14s %10s %10s %10s %10s\n' scenario "req/s" "p50 ms" "p99 ms" "max ms"
+for key in noop password refresh user password-half user-half; do
+    [ -n "${results[$key]:-}" ] || continue
+    line=${results[$key]}
+    printf '%-14s %10s %10s %10s %10s%s\n' "$key" "$(field "$line" rps)" "$(field "$line" p50)" \
+        "$(field "$line" p99)" "$(field "$line" max)" "$(grep -q INVALID <<<"$line" && echo '  INVALID' || true)"
+done
+awk -v u="${user_rps:-0}" -v n="${noop_rps:-0}" -v p="${password_rps:-0}" -v c="$cores" -v h="$hash_ms" 'BEGIN {
+    bound = c * 1000 / h
+    printf "user/noop throughput: %s\n", (n > 0 ? sprintf("%.3f", u / n) : "n/a")
+    printf "password vs hash bound: %.1f req/s of %.1f (= %d cores / %s ms per hash): %s\n", p, bound, c, h,
+        (bound > 0 ? sprintf("%.3f", p / bound) : "n/a")
+}'
+if [ "$failed" != 0 ]; then
+    echo "auth.sh: some runs were not valid (non-2xx answers or errors); see the lines marked INVALID" >&2
+    exit 1
+fi

@@ -1,0 +1,109 @@
+import Foundation
+import GatehouseAPI
+import SQLKit
+
+/// What `gatehouse companies …` and `gatehouse users …` do, on the same store the server uses.
+public struct Operator: Sendable {
+    let store: Store
+
+    public init(store: Store) {
+        self.store = store
+    }
+
+    /// One line per company: id, tier, members, name.
+    public func companies() async throws -> [String] {
+        let companies = CompanyRepository(db: store.database)
+        var lines: [String] = []
+        for company in try await companies.all() {
+            lines.append("\(company.id)  \(company.tier.rawValue)  \(try await companies.memberCount(company.id)) members  \(company.name)")
+        }
+        return lines
+    }
+
+    /// A company's details and its members (never credentials).
+    public func company(_ id: String) async throws -> String? {
+        let companies = CompanyRepository(db: store.database)
+        guard let company = try await companies.company(id) else { return nil }
+        var text = """
+            id:                  \(company.id)
+            name:                \(company.name)
+            tier:                \(company.tier.rawValue)
+            owner:               \(company.ownerID)
+            requires credential: \(company.policy.requiresCredential)
+            created:             \(company.createdAt.iso8601)
+            members:
+            """
+        for member in try await companies.members(id, publicURL: "") {
+            text += "\n  \(member.accountID)  \(member.role)  dept=\(member.deptMask) manager=\(member.managerMask)"
+        }
+        return text
+    }
+
+    /// Sets a company's tier; false when there is no such company.
+    public func setTier(_ id: String, _ tier: CompanyTier) async throws -> Bool {
+        try await store.transaction { db in
+            let companies = CompanyRepository(db: db)
+            guard var company = try await companies.company(id) else { return false }
+            let old = company.tier
+            company.tier = tier
+            company.updatedAt = Date()
+            try await companies.update(company)
+            try await AuditLog(db: db, clock: SystemClock()).record(
+                AuditEvent("tier_changed", companyID: id, detail: ["from": old.rawValue, "to": tier.rawValue, "by": "operator"]))
+            return true
+        }
+    }
+
+    /// One line per account: id, state, email.
+    public func users(limit: Int = 1000) async throws -> [String] {
+        try await store.database.select().columns("id", "email", "email_confirmed_at", "disabled_at").from("accounts")
+            .orderBy("created_at").limit(limit).all().map { row in
+                let state =
+                    try row.decode(column: "disabled_at", as: Int64?.self) != nil
+                    ? "disabled" : try row.decode(column: "email_confirmed_at", as: Int64?.self) != nil ? "confirmed" : "unconfirmed"
+                return "\(try row.decode(column: "id", as: String.self))  \(state)  \(try row.decode(column: "email", as: String.self))"
+            }
+    }
+
+    /// An account, found by id or email, with its companies and live sessions.
+    public func user(_ idOrEmail: String) async throws -> String? {
+        let accounts = AccountRepository(db: store.database)
+        var found = try await accounts.find(id: idOrEmail)
+        if found == nil { found = try await accounts.find(email: idOrEmail.lowercased()) }
+        guard let account = found else { return nil }
+        let sessions = try await store.database.raw(
+            "SELECT COUNT(*) AS n FROM sessions WHERE account_id = \(bind: account.id) AND revoked_at IS NULL AND expires_at > \(bind: Date().epochMilliseconds)"
+        ).first(decodingColumn: "n", as: Int.self) ?? 0
+        var text = """
+            id:        \(account.id)
+            email:     \(account.email)
+            confirmed: \(account.emailConfirmedAt?.iso8601 ?? "no")
+            disabled:  \(account.disabledAt?.iso8601 ?? "no")
+            sessions:  \(sessions) live
+            companies:
+            """
+        for company in try await CompanyRepository(db: store.database).summaries(accountID: account.id) {
+            text += "\n  \(company.id)  \(company.role)  \(company.name)"
+        }
+        return text
+    }
+
+    /// Disables an account and ends all its sessions; false when there is no such account.
+    public func disableUser(_ idOrEmail: String) async throws -> Bool {
+        try await store.transaction { db in
+            let accounts = AccountRepository(db: db)
+            var found = try await accounts.find(id: idOrEmail)
+            if found == nil { found = try await accounts.find(email: idOrEmail.lowercased()) }
+            guard var account = found else { return false }
+            let now = Date()
+            account.disabledAt = now
+            account.updatedAt = now
+            try await accounts.update(account)
+            try await db.update("sessions").set("revoked_at", to: now.epochMilliseconds)
+                .where("account_id", .equal, account.id).where("revoked_at", .is, SQLLiteral.null).run()
+            try await AuditLog(db: db, clock: SystemClock()).record(
+                AuditEvent("account_disabled", accountID: account.id, detail: ["by": "operator"]))
+            return true
+        }
+    }
+}
