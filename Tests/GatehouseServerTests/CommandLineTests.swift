@@ -146,3 +146,48 @@ struct CommandLineTests {
         await store.close()
     }
 }
+
+@Suite("gatehouse operator commands")
+struct OperatorCommandTests {
+    @Test("keys rotate, companies list/show/set-tier and users list/show/disable work on the server's store")
+    func operatorCommands() async throws {
+        let folder = try CommandLineTests.scratchFolder()
+        let dataDir = folder.appendingPathComponent("data").path
+        var configuration = try await TestStore.configuration()
+        configuration.databaseURL = nil
+        configuration.databaseSearchPath = nil
+        configuration.dataDirectory = dataDir
+        let h = try await AccountHarness.start { $0 = configuration; $0.smtpURL = configuration.smtpURL }
+        var owner = try await h.person("cli")
+        let cid = try await h.company("CLI Co", owner: &owner, tier: .free)
+        let before = try #require(owner.company?.access)
+        try await h.stop()
+
+        let args = ["--data-dir", dataDir]
+        let rotated = try CommandLineTests.run(["keys", "rotate"] + args)
+        #expect(rotated.status == 0)
+        #expect(rotated.stdout.hasPrefix("signing with key "))
+        let list = try CommandLineTests.run(["companies", "list"] + args)
+        #expect(list.stdout.contains(cid) && list.stdout.contains("free") && list.stdout.contains("CLI Co"))
+        #expect(try CommandLineTests.run(["companies", "set-tier", cid, "enterprise"] + args).status == 0)
+        let shown = try CommandLineTests.run(["companies", "show", cid] + args)
+        #expect(shown.stdout.contains("tier:                enterprise"))
+        #expect(shown.stdout.contains(owner.id) && !shown.stdout.contains("$y$"))
+        let badTier = try CommandLineTests.run(["companies", "set-tier", cid, "platinum"] + args)
+        #expect(badTier.status == 2)
+        let missing = try CommandLineTests.run(["companies", "show", "no-such-company"] + args)
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("no company no-such-company"))
+        #expect(try CommandLineTests.run(["users", "list"] + args).stdout.contains(owner.email))
+        #expect(try CommandLineTests.run(["users", "show", owner.email] + args).stdout.contains("sessions:  2 live"))
+        #expect(try CommandLineTests.run(["users", "disable", owner.email] + args).status == 0)
+
+        // Back on the server: the disabled account's sessions have ended, and the new key signs.
+        let again = try await AccountHarness.start { $0 = configuration; $0.smtpURL = configuration.smtpURL }
+        #expect(try await again.client.get("/v1/companies/\(cid)", bearer: before).status == 403)
+        #expect(try await again.client.password(owner.email, "correct horse battery").status == 400)
+        let keys = try await again.client.get("/auth/v1/.well-known/jwks.json")
+        #expect((keys.json["keys"] as? [Any])?.count == 2)
+        try await again.stop()
+    }
+}
