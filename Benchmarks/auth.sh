@@ -116,11 +116,12 @@ fi
 GATEHOUSE_BENCH_PASSWORD="bench-$(head -c 18 /dev/urandom | base64 | tr '+/' 'xy')"
 export GATEHOUSE_BENCH_PASSWORD
 accounts_file="$work/accounts.txt"
-# Every bench process is killed if it overruns: the measured time plus warm-up plus two request timeouts.
+# Every bench process is stopped if it overruns the measured time plus warm-up plus 90 s; --foreground lets a
+# Ctrl-C reach it at once rather than after its run.
 limit=$(awk -v s="$seconds" -v w="$warmup" 'BEGIN { printf "%d", s + w + 90 }')
 
 echo "== creating $accounts confirmed accounts" >&2
-timeout --kill-after=5 300 "$bench" setup --url "$url" --outbox "$work/data/outbox" --accounts "$accounts" \
+timeout --foreground --kill-after=5 300 "$bench" setup --url "$url" --outbox "$work/data/outbox" --accounts "$accounts" \
     --out "$accounts_file" >&2
 
 failed=0
@@ -130,13 +131,18 @@ declare -A results
 measure() {
     local key=$1 scenario=$2
     shift 2
-    local line
-    if line=$(timeout --kill-after=5 "$limit" "$bench" run "$scenario" --url "$url" --accounts-file "$accounts_file" \
-        --concurrency "$concurrency" --seconds "$seconds" --warmup "$warmup" "$@"); then
-        :
-    else
+    local line status=0
+    line=$(timeout --foreground --kill-after=5 "$limit" "$bench" run "$scenario" --url "$url" \
+        --accounts-file "$accounts_file" --concurrency "$concurrency" --seconds "$seconds" --warmup "$warmup" "$@") ||
+        status=$?
+    # A Ctrl-C ends the bench by signal, and bash would go on with the next run: stop here instead.
+    if [ "$status" -ge 128 ]; then
+        echo "auth.sh: the $scenario run was stopped by a signal" >&2
+        exit "$status"
+    fi
+    if [ "$status" != 0 ]; then
         failed=1
-        line="${line:-$scenario: failed} INVALID"
+        line="${line:-$scenario: failed with exit status $status} INVALID"
     fi
     echo "$line"
     results[$key]=$line

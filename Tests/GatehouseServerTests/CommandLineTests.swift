@@ -153,11 +153,13 @@ struct OperatorCommandTests {
     func operatorCommands() async throws {
         let folder = try CommandLineTests.scratchFolder()
         let dataDir = folder.appendingPathComponent("data").path
-        var configuration = try await TestStore.configuration()
-        configuration.databaseURL = nil
-        configuration.databaseSearchPath = nil
-        configuration.dataDirectory = dataDir
-        let h = try await AccountHarness.start { $0 = configuration; $0.smtpURL = configuration.smtpURL }
+        // The commands run on the SQLite file in the data directory, as an operator would on a default install.
+        let onDataDir: (inout GatehouseConfiguration) -> Void = {
+            $0.databaseURL = nil
+            $0.databaseSearchPath = nil
+            $0.dataDirectory = dataDir
+        }
+        let h = try await AccountHarness.start(onDataDir)
         var owner = try await h.person("cli")
         let cid = try await h.company("CLI Co", owner: &owner, tier: .free)
         let before = try #require(owner.company?.access)
@@ -183,7 +185,7 @@ struct OperatorCommandTests {
         #expect(try CommandLineTests.run(["users", "disable", owner.email] + args).status == 0)
 
         // Back on the server: the disabled account's sessions have ended, and the new key signs.
-        let again = try await AccountHarness.start { $0 = configuration; $0.smtpURL = configuration.smtpURL }
+        let again = try await AccountHarness.start(onDataDir)
         #expect(try await again.client.get("/v1/companies/\(cid)", bearer: before).status == 403)
         #expect(try await again.client.password(owner.email, "correct horse battery").status == 400)
         let keys = try await again.client.get("/auth/v1/.well-known/jwks.json")

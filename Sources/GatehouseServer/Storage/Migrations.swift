@@ -55,7 +55,10 @@ struct Migrator {
         let known = migrations.last?.version ?? 0
         return try await store.transaction { db in
             if case .postgres = store.location {
-                try await db.raw("SELECT pg_advisory_xact_lock(\(literal: Self.advisoryLockKey))").run()
+                // One lock per schema: instances sharing a schema take turns; separate schemas do not wait.
+                try await db.raw(
+                    "SELECT pg_advisory_xact_lock(\(literal: Self.advisoryLockKey), hashtext(current_schema()))"
+                ).run()
             }
             try await db.create(table: "gatehouse_migrations")
                 .ifNotExists()

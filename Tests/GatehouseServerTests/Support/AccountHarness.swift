@@ -39,9 +39,13 @@ struct AccountHarness {
     /// One client for every harness, never shut down: a test that fails half-way must not leave a client to crash
     /// at deinit. It does not follow redirects, so tests see the 303 a browser would get, and nothing leaves
     /// the machine.
+    /// Its pool fits the 50-way concurrency tests, and waits long enough for a suite running in parallel on 2 cores.
     static let http = HTTPClient(
         eventLoopGroupProvider: .singleton,
-        configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+        configuration: HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: .seconds(60), read: .seconds(60)),
+            connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)))
 
     func stop() async throws {
         try await server.stop()

@@ -44,6 +44,8 @@ enum TestStore {
     static func configuration() async throws -> GatehouseConfiguration {
         var configuration = GatehouseConfiguration()
         configuration.port = 0
+        // Many servers run at once in the suite; a small pool each keeps PostgreSQL within its connection limit.
+        configuration.storeConnectionsPerLoop = 2
         let location = try await freshLocation()
         switch location {
         case .sqlite(let path):
