@@ -50,6 +50,9 @@ public final class Store: Service, Sendable {
     public let location: StoreLocation
     let logger: Logger
     private let backend: Backend
+    /// SQLite's own threads: more than its connections, so the connection holding the write lock always has a
+    /// thread to finish on while others wait in SQLite's busy handler (which retries without yielding).
+    private let threadPool: NIOThreadPool?
     private let state = Mutex(State())
     private let writeLock = AsyncLock()
     private let inUse = Atomic<Int>(0)
@@ -87,11 +90,17 @@ public final class Store: Service, Sendable {
             if !folder.isEmpty {
                 try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             }
-            let source = SQLiteConnectionSource(configuration: .init(storage: .file(path: path), enableForeignKeys: true))
+            let loops = eventLoopGroup.makeIterator().reduce(0) { count, _ in count + 1 }
+            let pool = NIOThreadPool(numberOfThreads: connectionsPerLoop * loops + 1)
+            pool.start()
+            threadPool = pool
+            let source = SQLiteConnectionSource(
+                configuration: .init(storage: .file(path: path), enableForeignKeys: true), threadPool: pool)
             backend = .sqlite(
                 EventLoopGroupConnectionPool(
                     source: source, maxConnectionsPerEventLoop: connectionsPerLoop, logger: logger, on: eventLoopGroup))
         case .postgres(let url, let searchPath):
+            threadPool = nil
             var configuration = try SQLPostgresConfiguration(url: url)
             if let searchPath { configuration.searchPath = [searchPath] }
             backend = .postgres(
@@ -212,6 +221,7 @@ public final class Store: Service, Sendable {
         case .sqlite(let pool): try? await pool.shutdownAsync()
         case .postgres(let pool): try? await pool.shutdownAsync()
         }
+        try? await threadPool?.shutdownGracefully()
     }
 
     /// Whether `close()` has run.
