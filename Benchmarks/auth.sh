@@ -45,7 +45,8 @@ bench="$(swift build -c release --package-path "$package" --scratch-path "$scrat
 work=$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-auth-bench.XXXXXX")
 server_pid=""
 
-# Stops the server (SIGTERM, then SIGKILL after 10 s) and removes the data folder, which holds mailed codes.
+# Stops the server (SIGTERM, then SIGKILL after 10 s), shows the end of its log after a failure, and removes the
+# data folder, which holds mailed codes.
 cleanup() {
     local status=$?
     if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
@@ -56,6 +57,10 @@ cleanup() {
         done
         kill -KILL "$server_pid" 2>/dev/null || true
         wait "$server_pid" 2>/dev/null || true
+    fi
+    if [ "$status" != 0 ] && [ -s "$work/server.log" ]; then
+        echo "auth.sh: the server's log ends:" >&2
+        tail -n 20 "$work/server.log" >&2
     fi
     rm -rf "$work"
     exit "$status"
@@ -107,8 +112,7 @@ for _ in $(seq 1 600); do
     sleep 0.1
 done
 if [ "$ready" != 1 ]; then
-    echo "auth.sh: the server did not become ready within 60 s; its log ends:" >&2
-    tail -n 20 "$work/server.log" >&2
+    echo "auth.sh: the server did not become ready within 60 s" >&2
     exit 1
 fi
 
@@ -121,8 +125,8 @@ accounts_file="$work/accounts.txt"
 limit=$(awk -v s="$seconds" -v w="$warmup" 'BEGIN { printf "%d", s + w + 90 }')
 
 echo "== creating $accounts confirmed accounts" >&2
-timeout --foreground --kill-after=5 300 "$bench" setup --url "$url" --outbox "$work/data/outbox" --accounts "$accounts" \
-    --out "$accounts_file" >&2
+timeout --foreground --kill-after=5 300 "$bench" setup --url "$url" --outbox "$work/data/outbox" \
+    --accounts "$accounts" --out "$accounts_file" >&2
 
 failed=0
 declare -A results

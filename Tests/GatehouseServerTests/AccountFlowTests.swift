@@ -31,6 +31,9 @@ struct AccountFlowTests {
         #expect(user.status == 200)
         #expect(user.json["email"] as? String == email)
         #expect(user.json["email_confirmed_at"] is String)
+        // ISO 8601 with fractional seconds and the UTC designator, as Supabase clients parse it.
+        let created = try #require(user.json["created_at"] as? String)
+        #expect(created.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z/) != nil, "\(created)")
         #expect((user.json["identities"] as? [[String: Any]])?.first?["provider"] as? String == "email")
 
         let signIn = try await h.client.password(email, "correct horse battery")

@@ -33,7 +33,7 @@ public struct JSONLogHandler: LogHandler {
 
     public func log(event: LogEvent) {
         var object: [String: String] = [
-            "time": Date().formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true)),
+            "time": Date().formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)),
             "level": event.level.rawValue,
             "label": label,
             "message": "\(event.message)",

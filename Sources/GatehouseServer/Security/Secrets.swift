@@ -61,5 +61,5 @@ extension Date {
     init(epochMilliseconds: Int64) { self.init(timeIntervalSince1970: Double(epochMilliseconds) / 1000) }
 
     /// ISO 8601 with fractional seconds, as Supabase clients expect.
-    var iso8601: String { formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true)) }
+    var iso8601: String { formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)) }
 }

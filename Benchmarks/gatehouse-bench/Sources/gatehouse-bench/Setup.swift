@@ -32,7 +32,15 @@ struct Setup: AsyncParsableCommand {
         let command = "setup"
         let accounts: Int
         let failed: Int
+        let skipped: Int
         let seconds: Double
+    }
+
+    /// What became of one address.
+    enum Outcome: Sendable {
+        case created
+        case failed(String)
+        case skipped
     }
 
     /// Checks the counts before anything is sent.
@@ -57,9 +65,9 @@ struct Setup: AsyncParsableCommand {
 
         let requestTimeout = try connection.requestTimeout()
         let outcomes = try await AuthAPI.with(base: base, connections: parallel, timeout: requestTimeout) { api in
-            try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+            try await withThrowingTaskGroup(of: (Int, Outcome).self) { group in
                 var next = 0
-                var outcomes = [String?](repeating: nil, count: emails.count)
+                var outcomes = [Outcome](repeating: .skipped, count: emails.count)
                 /// Starts the next sign-up, if any is left.
                 func add() {
                     // A bounded window of sign-ups: enough to overlap the mail writes, few enough not to queue.
@@ -70,26 +78,38 @@ struct Setup: AsyncParsableCommand {
                         do {
                             try await Self.create(
                                 email: emails[index], password: password, api: api, mail: mail, wait: mailTimeout)
-                            return (index, nil)
+                            return (index, .created)
                         } catch {
-                            return (index, "\(error)")
+                            return (index, .failed("\(error)"))
                         }
                     }
                 }
                 for _ in 0..<parallel { add() }
-                while let (index, failure) = try await group.next() {
-                    outcomes[index] = failure
-                    add()
+                while let (index, outcome) = try await group.next() {
+                    outcomes[index] = outcome
+                    // After a failure the rest would most likely fail alike, each only after its timeout.
+                    if case .created = outcome { add() }
                 }
                 return outcomes
             }
         }
 
         let elapsed = clock.now - began
-        let created = zip(emails, outcomes).filter { $0.1 == nil }.map(\.0)
-        for case let (email, failure?) in zip(emails, outcomes) {
-            Report.warn("\(email): \(failure)")
+        var created: [String] = []
+        var failed = 0
+        for (email, outcome) in zip(emails, outcomes) {
+            switch outcome {
+            case .created:
+                created.append(email)
+            case .failed(let reason):
+                failed += 1
+                Report.warn("\(email): \(reason)")
+            case .skipped:
+                break
+            }
         }
+        let skipped = emails.count - created.count - failed
+        if skipped > 0 { Report.warn("stopped after the first failure: \(skipped) accounts not attempted") }
         let listing = created.map { $0 + "\n" }.joined()
         if let out {
             try listing.write(toFile: out, atomically: true, encoding: .utf8)
@@ -97,19 +117,18 @@ struct Setup: AsyncParsableCommand {
             FileHandle.standardOutput.write(Data(listing.utf8))
         }
         let seconds = elapsed.inSeconds
-        let failed = emails.count - created.count
         let line =
             connection.json
-            ? try Report.jsonLine(Result(accounts: created.count, failed: failed, seconds: seconds))
-            : "setup: accounts=\(created.count) failed=\(failed) seconds=\(String(format: "%.2f", seconds))"
-                + (out.map { " out=\($0)" } ?? "")
+            ? try Report.jsonLine(Result(accounts: created.count, failed: failed, skipped: skipped, seconds: seconds))
+            : "setup: accounts=\(created.count) failed=\(failed) skipped=\(skipped) "
+                + "seconds=\(String(format: "%.2f", seconds))" + (out.map { " out=\($0)" } ?? "")
         // With no --out the addresses own standard output, so the result line moves to standard error.
         if out == nil {
             FileHandle.standardError.write(Data((line + "\n").utf8))
         } else {
             print(line)
         }
-        if failed > 0 { throw ExitCode.failure }
+        if created.count < emails.count { throw ExitCode.failure }
     }
 
     /// Signs one address up, waits for its code and verifies it, which confirms the account.
