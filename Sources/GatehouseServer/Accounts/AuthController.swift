@@ -420,7 +420,9 @@ struct AuthController {
         try env.limit("refresh", env.settings.limits.refreshesPerIP, client: client)
         let issued: IssuedSession
         do {
-            issued = try await env.sessions.refresh(body.refreshToken)
+            issued = try await env.sessions.refresh(body.refreshToken) { issued in
+                client.event("token_refreshed", accountID: issued.accountID, detail: ["session": issued.sessionID])
+            }
         } catch SessionService.RefreshFailure.notFound {
             throw APIError(
                 .badRequest, code: "refresh_token_not_found", message: "Invalid Refresh Token: Refresh Token Not Found")
@@ -443,7 +445,6 @@ struct AuthController {
                 throw APIError(.badRequest, code: "session_expired", message: "Invalid Refresh Token: Session Expired")
             }
         }
-        try await env.audit(client.event("token_refreshed", accountID: account.id, detail: ["session": issued.sessionID]))
         return try await env.sessions.response(
             for: issued, user: try await env.user(account, db: env.store.database), membership: membership)
     }

@@ -109,7 +109,7 @@ final class SessionService: Sendable {
 
     /// Rotates `token`: a fresh token normally, the current one for a race inside the grace window, and the end of
     /// the whole session for an old token presented again.
-    func refresh(_ token: String) async throws -> IssuedSession {
+    func refresh(_ token: String, audit event: @escaping @Sendable (IssuedSession) -> AuditEvent) async throws -> IssuedSession {
         let key = try await refreshDerivationKey()
         let now = clock.now
         let grace = settings.refreshReuseGrace
@@ -141,20 +141,23 @@ final class SessionService: Sendable {
                     try await self.insertRefreshToken(next, sessionID: state.sessionID, now: now, db: db)
                     try await db.update("sessions").set("refreshed_at", to: now.epochMilliseconds)
                         .where("id", .equal, state.sessionID).run()
-                    return .success(
-                        IssuedSession(
-                            accountID: session.accountID, sessionID: state.sessionID, refreshToken: next,
-                            amr: session.amr, companyID: session.companyID, username: session.username))
+                    let issued = IssuedSession(
+                        accountID: session.accountID, sessionID: state.sessionID, refreshToken: next,
+                        amr: session.amr, companyID: session.companyID, username: session.username)
+                    // The audit event goes in the same transaction: one turn at the write lock per refresh.
+                    try await AuditLog(db: db, clock: self.clock).record(event(issued))
+                    return .success(issued)
                 case .replayWithinGrace:
                     let next = RefreshRotation.successor(of: current, key: key)
                     guard let successor = try await self.tokenRow(Secrets.digest(next), db: db) else {
                         return .failure(.notFound)
                     }
                     if successor.rotatedAt == nil {
-                        return .success(
-                            IssuedSession(
-                                accountID: session.accountID, sessionID: state.sessionID, refreshToken: next,
-                                amr: session.amr, companyID: session.companyID, username: session.username))
+                        let issued = IssuedSession(
+                            accountID: session.accountID, sessionID: state.sessionID, refreshToken: next,
+                            amr: session.amr, companyID: session.companyID, username: session.username)
+                        try await AuditLog(db: db, clock: self.clock).record(event(issued))
+                        return .success(issued)
                     }
                     current = next
                     state = successor
