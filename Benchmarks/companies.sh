@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Company figures for docs/benchmarks.md: GET /v1/companies and GET /v1/companies/{cid}/members with 10,000
+# Company figures for docs/benchmarks.md (and GET /auth/v1/user beside the no-op route): GET /v1/companies and GET /v1/companies/{cid}/members with 10,000
 # companies of 10 members in the store, company logins/s, and the no-op route in the same run, all under wrk on
 # loopback against a release build on SQLite.
 #   swift build -c release --product gatehouse && Benchmarks/companies.sh [path/to/gatehouse] [seconds]
@@ -60,15 +60,16 @@ print("seeded:", db.execute("SELECT COUNT(*) FROM companies").fetchone()[0], "co
 PY
 
 cat > "$work/login.lua" <<LUA
-wrk.method = "POST"
-wrk.body = '{"username":"bench","password":"company password 1"}'
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer $access"
 counter = 0
 request = function()
   counter = counter + 1
   -- A different client address per request, so the per-IP sign-in limit does not cap the measurement.
-  return wrk.format(nil, nil, {["X-Forwarded-For"] = "10." .. (counter % 250) .. "." .. math.random(0, 250) .. "." .. math.random(1, 250)})
+  local headers = {
+    ["Content-Type"] = "application/json",
+    ["Authorization"] = "Bearer $access",
+    ["X-Forwarded-For"] = "10." .. (counter % 250) .. "." .. math.random(0, 250) .. "." .. math.random(1, 250),
+  }
+  return wrk.format("POST", nil, headers, '{"username":"bench","password":"company password 1"}')
 end
 LUA
 
@@ -85,6 +86,8 @@ measure() {  # name, connections, extra wrk args…
 }
 wrk -t 2 -c 32 -d 2s "$base/" >/dev/null
 measure "no-op GET /" 32 "$base/"
+measure "GET /auth/v1/user" 32 -H "Authorization: Bearer $access" "$base/auth/v1/user"
+measure "GET /auth/v1/user (half load)" 4 -H "Authorization: Bearer $access" "$base/auth/v1/user"
 measure "GET /v1/companies" 32 -H "Authorization: Bearer $access" "$base/v1/companies"
 measure "GET /v1/companies/{cid}/members" 32 -H "Authorization: Bearer $company" "$base/v1/companies/$cid/members"
 measure "GET /v1/companies (half load)" 4 -H "Authorization: Bearer $access" "$base/v1/companies"

@@ -30,15 +30,29 @@ public actor SigningKeys {
     }
 
     /// Verifies the signature of `token` against the published keys, re-reading them once for an unknown key id.
+    /// A token whose signature verified before is answered from a small cache until it expires: a token never
+    /// changes, and whether its session is still live is checked on every request anyway.
     func verify(_ token: String) async throws -> AccessTokenClaims {
+        let now = Int64(clock.now.timeIntervalSince1970)
+        if let cached = verified[token], cached.exp > now { return cached }
         try await loadIfStale()
+        let claims: AccessTokenClaims
         do {
-            return try await collection.verify(token, as: AccessTokenClaims.self)
+            claims = try await collection.verify(token, as: AccessTokenClaims.self)
         } catch let error as JWTError where error.errorType == .unknownKID {
             try await load()
-            return try await collection.verify(token, as: AccessTokenClaims.self)
+            claims = try await collection.verify(token, as: AccessTokenClaims.self)
         }
+        if verified.count >= Self.verifiedCapacity {
+            verified = verified.filter { $0.value.exp > now }
+            if verified.count >= Self.verifiedCapacity { verified.removeAll(keepingCapacity: true) }
+        }
+        verified[token] = claims
+        return claims
     }
+
+    private var verified: [String: AccessTokenClaims] = [:]
+    private static let verifiedCapacity = 10_000
 
     /// The public keys, for `/.well-known/jwks.json`.
     public func jwks() async throws -> JWKS {
