@@ -56,6 +56,21 @@ struct AccountRepository {
     }
 
     /// Writes every mutable field of `account`.
+    /// Creates an account with its email identity.
+    func create(
+        email: String, passwordHash: String?, metadata: [String: JSONValue], confirmedAt: Date?, now: Date
+    ) async throws -> AccountRecord {
+        let account = AccountRecord(
+            id: Secrets.identifier(), email: email, emailConfirmedAt: confirmedAt, passwordHash: passwordHash,
+            userMetadata: metadata, createdAt: now, updatedAt: now, lastSignInAt: nil, disabledAt: nil)
+        try await insert(account)
+        try await insert(
+            IdentityRecord(
+                id: Secrets.identifier(), accountID: account.id, provider: "email", providerID: account.id, email: email,
+                createdAt: now, lastSignInAt: nil))
+        return account
+    }
+
     func update(_ account: AccountRecord) async throws {
         try await db.update("accounts")
             .set("email", to: account.email)

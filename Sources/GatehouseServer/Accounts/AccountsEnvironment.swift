@@ -92,16 +92,21 @@ struct AccountsEnvironment: Sendable {
         return nil
     }
 
-    /// Refuses a password the policy rejects, with Supabase's `weak_password` reasons.
+    /// Refuses an account password the policy rejects, with Supabase's `weak_password` reasons.
     func checkPassword(_ password: String, email: String) throws {
+        try checkPassword(password, forbidden: [email, EmailAddress.localPart(email)], policy: settings.passwordPolicy)
+    }
+
+    /// Refuses a password `policy` rejects (or that holds a NUL, which C hashing would cut short).
+    func checkPassword(_ password: String, forbidden: [String], policy: PasswordPolicy) throws {
         guard !password.contains("\u{0}") else {
             throw APIError.validation("A password cannot contain a NUL character")
         }
-        let problems = settings.passwordPolicy.problems(for: password, forbidden: [email, EmailAddress.localPart(email)])
+        let problems = policy.problems(for: password, forbidden: forbidden)
         guard problems.isEmpty else {
             throw APIError(
                 .unprocessableContent, code: "weak_password",
-                message: problems.map { $0.message(for: settings.passwordPolicy) }.joined(separator: "; "),
+                message: problems.map { $0.message(for: policy) }.joined(separator: "; "),
                 details: ["weak_password": .object(["reasons": .array(problems.map { .string($0.rawValue) })])])
         }
     }

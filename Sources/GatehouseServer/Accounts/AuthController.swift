@@ -72,14 +72,8 @@ struct AuthController {
                 try await accounts.update(unconfirmed)
                 account = unconfirmed
             } else {
-                account = AccountRecord(
-                    id: Secrets.identifier(), email: email, emailConfirmedAt: nil, passwordHash: hash,
-                    userMetadata: body.data ?? [:], createdAt: now, updatedAt: now, lastSignInAt: nil, disabledAt: nil)
-                try await accounts.insert(account)
-                try await accounts.insert(
-                    IdentityRecord(
-                        id: Secrets.identifier(), accountID: account.id, provider: "email", providerID: account.id,
-                        email: email, createdAt: now, lastSignInAt: nil))
+                account = try await accounts.create(
+                    email: email, passwordHash: hash, metadata: body.data ?? [:], confirmedAt: nil, now: now)
                 created = true
             }
             let code = try await OneTimeCodes(db: db, clock: clock, settings: settings)
@@ -128,15 +122,8 @@ struct AuthController {
             var created = false
             var account = try await accounts.find(email: email)
             if account == nil, createUser {
-                let fresh = AccountRecord(
-                    id: Secrets.identifier(), email: email, emailConfirmedAt: nil, passwordHash: nil,
-                    userMetadata: body.data ?? [:], createdAt: now, updatedAt: now, lastSignInAt: nil, disabledAt: nil)
-                try await accounts.insert(fresh)
-                try await accounts.insert(
-                    IdentityRecord(
-                        id: Secrets.identifier(), accountID: fresh.id, provider: "email", providerID: fresh.id,
-                        email: email, createdAt: now, lastSignInAt: nil))
-                account = fresh
+                account = try await accounts.create(
+                    email: email, passwordHash: nil, metadata: body.data ?? [:], confirmedAt: nil, now: now)
                 created = true
             }
             guard let account, account.disabledAt == nil else { return nil }
@@ -480,14 +467,8 @@ struct AuthController {
                 if let existing = try await accounts.find(email: email) {
                     account = existing
                 } else {
-                    account = AccountRecord(
-                        id: Secrets.identifier(), email: email, emailConfirmedAt: now, passwordHash: nil, userMetadata: [:],
-                        createdAt: now, updatedAt: now, lastSignInAt: nil, disabledAt: nil)
-                    try await accounts.insert(account)
-                    try await accounts.insert(
-                        IdentityRecord(
-                            id: Secrets.identifier(), accountID: account.id, provider: "email", providerID: account.id,
-                            email: email, createdAt: now, lastSignInAt: nil))
+                    account = try await accounts.create(
+                        email: email, passwordHash: nil, metadata: [:], confirmedAt: now, now: now)
                 }
                 try await accounts.insert(
                     IdentityRecord(

@@ -42,17 +42,11 @@ struct CredentialsController {
         return (company, membership)
     }
 
+    /// The account rules, with the company's minimum length when it asks for more.
     private func checkPassword(_ password: String, policy: CompanyPolicy, forbidden: [String]) throws {
-        guard !password.contains("\u{0}") else { throw APIError.validation("A password cannot contain a NUL character") }
         var rules = env.settings.passwordPolicy
         rules.minimumLength = max(rules.minimumLength, policy.passwordMinLength)
-        let problems = rules.problems(for: password, forbidden: forbidden)
-        guard problems.isEmpty else {
-            throw APIError(
-                .unprocessableContent, code: "weak_password",
-                message: problems.map { $0.message(for: rules) }.joined(separator: "; "),
-                details: ["weak_password": .object(["reasons": .array(problems.map { .string($0.rawValue) })])])
-        }
+        try env.checkPassword(password, forbidden: forbidden, policy: rules)
     }
 
     // MARK: Creating and reading one's credential
