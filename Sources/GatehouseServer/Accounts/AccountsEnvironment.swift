@@ -68,6 +68,30 @@ struct AccountsEnvironment: Sendable {
         }
     }
 
+    /// Mails a code of `purpose` to the account at `email` when it exists, is not disabled and is `eligible`;
+    /// otherwise does nothing, so the caller answers the same either way.
+    func mailCode(
+        to email: String, purpose: CodePurpose, cooldownKey: String,
+        client: ClientInfo, auditAction: String,
+        eligible: @escaping @Sendable (AccountRecord) -> Bool,
+        template: (IssuedCode) -> Mailer.Template
+    ) async throws {
+        let settings = self.settings
+        let clock = self.clock
+        let code: IssuedCode? = try await store.transaction { db in
+            guard let account = try await AccountRepository(db: db).find(email: email), account.disabledAt == nil,
+                eligible(account)
+            else { return nil }
+            try await AuditLog(db: db, clock: clock).record(client.event(auditAction, accountID: account.id))
+            return try await OneTimeCodes(db: db, clock: clock, settings: settings)
+                .issue(email: email, purpose: purpose, accountID: account.id)
+        }
+        guard let code else { return }
+        try await deliver(template(code), to: email, cooldownKey: cooldownKey) { db in
+            try await OneTimeCodes(db: db, clock: clock, settings: settings).withdraw(id: code.id)
+        }
+    }
+
     /// A link into `GET /auth/v1/verify`, carrying the link token and where to land afterwards.
     func verifyLink(token: String, type: String, redirectTo: String?) -> String {
         var components = URLComponents(string: publicURL + "/auth/v1/verify")

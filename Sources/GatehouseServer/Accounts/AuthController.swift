@@ -157,22 +157,13 @@ struct AuthController {
         try env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
         let cooldown = try await env.claimCooldown("signup", email: email)
         let redirect = request.uri.queryParameters["redirect_to"].map(String.init)
-        let settings = env.settings
-        let clock = env.clock
-        let code: IssuedCode? = try await env.store.transaction { db in
-            guard let account = try await AccountRepository(db: db).find(email: email), account.emailConfirmedAt == nil,
-                account.disabledAt == nil
-            else { return nil }
-            try await AuditLog(db: db, clock: clock).record(client.event("signup_code_resent", accountID: account.id))
-            return try await OneTimeCodes(db: db, clock: clock, settings: settings)
-                .issue(email: email, purpose: .signup, accountID: account.id)
-        }
-        if let code {
-            try await env.deliver(
-                .signupConfirmation(
-                    code: code.code, link: env.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirect)),
-                to: email, cooldownKey: cooldown
-            ) { db in try await OneTimeCodes(db: db, clock: clock, settings: settings).withdraw(id: code.id) }
+        let env = self.env
+        try await env.mailCode(
+            to: email, purpose: .signup, cooldownKey: cooldown, client: client,
+            auditAction: "signup_code_resent", eligible: { $0.emailConfirmedAt == nil }
+        ) { code in
+            .signupConfirmation(
+                code: code.code, link: env.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirect))
         }
         return [:]
     }
@@ -185,21 +176,12 @@ struct AuthController {
         try env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
         let cooldown = try await env.claimCooldown("recovery", email: email)
         let redirect = request.uri.queryParameters["redirect_to"].map(String.init)
-        let settings = env.settings
-        let clock = env.clock
-        let code: IssuedCode? = try await env.store.transaction { db in
-            guard let account = try await AccountRepository(db: db).find(email: email), account.disabledAt == nil else {
-                return nil
-            }
-            try await AuditLog(db: db, clock: clock).record(client.event("recovery_requested", accountID: account.id))
-            return try await OneTimeCodes(db: db, clock: clock, settings: settings)
-                .issue(email: email, purpose: .recovery, accountID: account.id)
-        }
-        if let code {
-            try await env.deliver(
-                .recovery(code: code.code, link: env.verifyLink(token: code.linkToken, type: "recovery", redirectTo: redirect)),
-                to: email, cooldownKey: cooldown
-            ) { db in try await OneTimeCodes(db: db, clock: clock, settings: settings).withdraw(id: code.id) }
+        let env = self.env
+        try await env.mailCode(
+            to: email, purpose: .recovery, cooldownKey: cooldown, client: client,
+            auditAction: "recovery_requested", eligible: { _ in true }
+        ) { code in
+            .recovery(code: code.code, link: env.verifyLink(token: code.linkToken, type: "recovery", redirectTo: redirect))
         }
         return [:]
     }
