@@ -35,6 +35,7 @@ public actor SigningKeys {
     func verify(_ token: String) async throws -> AccessTokenClaims {
         let now = Int64(clock.now.timeIntervalSince1970)
         if let cached = verified[token], cached.exp > now { return cached }
+        guard Self.headerAlgorithm(of: token) == "ES256" else { throw SigningKeyError.algorithmNotAllowed }
         try await loadIfStale()
         let claims: AccessTokenClaims
         do {
@@ -52,6 +53,18 @@ public actor SigningKeys {
     }
 
     private var verified: [String: AccessTokenClaims] = [:]
+
+    /// The `alg` of a compact JWS header: only ES256 is ever considered, whatever keys are loaded.
+    static func headerAlgorithm(of token: String) -> String? {
+        guard let header = token.split(separator: ".", maxSplits: 1).first else { return nil }
+        var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64),
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { return nil }
+        return object["alg"] as? String
+    }
+
     private static let verifiedCapacity = 10_000
 
     /// The public keys, for `/.well-known/jwks.json`.
@@ -136,6 +149,7 @@ public actor SigningKeys {
 
 enum SigningKeyError: Error {
     case noActiveKey
+    case algorithmNotAllowed
 }
 
 /// One authentication method and when it was used (`amr`).
