@@ -21,6 +21,24 @@ final class LineBuffer: Sendable {
     }
 }
 
+extension Pipe {
+    /// What the other end writes, a line at a time, until it closes.
+    func lines() -> AsyncStream<String> {
+        let (lines, sink) = AsyncStream.makeStream(of: String.self)
+        let buffer = LineBuffer()
+        fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+                sink.finish()
+            } else {
+                for line in buffer.append(data) { sink.yield(line) }
+            }
+        }
+        return lines
+    }
+}
+
 /// The `gatehouse` binary, run as a user runs it.
 @Suite("gatehouse command line")
 struct CommandLineTests {
@@ -102,17 +120,7 @@ struct CommandLineTests {
         process.currentDirectoryURL = folder
         let err = Pipe()
         process.standardError = err
-        let (lines, sink) = AsyncStream.makeStream(of: String.self)
-        let buffer = LineBuffer()
-        err.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                sink.finish()
-            } else {
-                for line in buffer.append(data) { sink.yield(line) }
-            }
-        }
+        let lines = err.lines()
         try process.run()
         var iterator = lines.makeAsyncIterator()
         let startLine = await iterator.next() ?? ""

@@ -37,17 +37,7 @@ final class SMTPSink: @unchecked Sendable {
         let stdout = Pipe()
         process.standardInput = stdin
         process.standardOutput = stdout
-        let (lines, sink) = AsyncStream.makeStream(of: String.self)
-        let buffer = LineBuffer()
-        stdout.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                sink.finish()
-            } else {
-                for line in buffer.append(data) { sink.yield(line) }
-            }
-        }
+        let lines = stdout.lines()
         try process.run()
         for await line in lines where line.hasPrefix("READY ") {
             guard let bound = Int(line.dropFirst(6).trimmingCharacters(in: .whitespaces)) else { break }
