@@ -66,7 +66,8 @@ let package = Package(
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
                 .product(name: "PostgresKit", package: "postgres-kit"),
-            ]
+            ],
+            resources: [.copy("Resources/common-passwords.txt")]
         ),
         .testTarget(
             name: "GatehouseServerTests",
@@ -75,6 +76,7 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "SQLKit", package: "sql-kit"),
             ],
             exclude: ["Support/smtp_sink.py"]
         ),

@@ -97,7 +97,7 @@ done
 
 echo "== starting $binary on $url ($database)" >&2
 "${server_env[@]}" "$binary" serve --host 127.0.0.1 --port "$port" --data-dir "$work/data" \
-    --log-level warning --trust-forwarded-for true "${database_args[@]}" >"$work/server.log" 2>&1 &
+    --log-level warning --trusted-proxies 127.0.0.1 "${database_args[@]}" >"$work/server.log" 2>&1 &
 server_pid=$!
 
 ready=0

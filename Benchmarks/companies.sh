@@ -10,7 +10,7 @@ command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; e
 work=$(mktemp -d /tmp/gatehouse-companies.XXXXXX)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 base="http://127.0.0.1:$port"
-"$binary" serve --port "$port" --data-dir "$work/data" --log-level warning --trust-forwarded-for true &
+"$binary" serve --port "$port" --data-dir "$work/data" --log-level warning --trusted-proxies 127.0.0.1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 1 200); do curl -sf "$base/health/ready" >/dev/null && break; sleep 0.05; done

@@ -127,10 +127,18 @@ public struct SignUpRequest: Codable, Sendable {
     public var email: String
     public var password: String?
     public var data: [String: JSONValue]?
+    /// PKCE: base64url SHA-256 of the client's verifier, and `s256`.
+    public var codeChallenge: String?
+    public var codeChallengeMethod: String?
     public init(email: String, password: String? = nil, data: [String: JSONValue]? = nil) {
         self.email = email
         self.password = password
         self.data = data
+    }
+    enum CodingKeys: String, CodingKey {
+        case email, password, data
+        case codeChallenge = "code_challenge"
+        case codeChallengeMethod = "code_challenge_method"
     }
 }
 
@@ -139,6 +147,8 @@ public struct OTPRequest: Codable, Sendable {
     public var email: String
     public var createUser: Bool?
     public var data: [String: JSONValue]?
+    public var codeChallenge: String?
+    public var codeChallengeMethod: String?
     public init(email: String, createUser: Bool? = nil, data: [String: JSONValue]? = nil) {
         self.email = email
         self.createUser = createUser
@@ -147,6 +157,8 @@ public struct OTPRequest: Codable, Sendable {
     enum CodingKeys: String, CodingKey {
         case email, data
         case createUser = "create_user"
+        case codeChallenge = "code_challenge"
+        case codeChallengeMethod = "code_challenge_method"
     }
 }
 
@@ -171,9 +183,30 @@ public struct VerifyRequest: Codable, Sendable {
 public struct EmailRequest: Codable, Sendable {
     public var email: String
     public var type: String?
+    public var codeChallenge: String?
+    public var codeChallengeMethod: String?
     public init(email: String, type: String? = nil) {
         self.email = email
         self.type = type
+    }
+    enum CodingKeys: String, CodingKey {
+        case email, type
+        case codeChallenge = "code_challenge"
+        case codeChallengeMethod = "code_challenge_method"
+    }
+}
+
+/// `POST /auth/v1/token?grant_type=pkce`: the authorization code a link redirected with, and the verifier.
+public struct PKCEGrant: Codable, Sendable {
+    public var authCode: String
+    public var codeVerifier: String
+    public init(authCode: String, codeVerifier: String) {
+        self.authCode = authCode
+        self.codeVerifier = codeVerifier
+    }
+    enum CodingKeys: String, CodingKey {
+        case authCode = "auth_code"
+        case codeVerifier = "code_verifier"
     }
 }
 

@@ -49,44 +49,71 @@ struct Gatehouse: AsyncParsableCommand {
     }
 }
 
-/// Settings shared by every command that opens the store or serves.
+/// Settings shared by every command that opens the store or serves. Every flag is named explicitly: derived names
+/// would split acronyms (`--redirect-ur-ls`), and the README's table is the contract.
 struct ServerOptions: ParsableArguments {
-    @Option(help: "Address to listen on (GATEHOUSE_HOST, default 127.0.0.1).")
+    @Option(name: .customLong("host"), help: "Address to listen on (GATEHOUSE_HOST, default 127.0.0.1).")
     var host: String?
-    @Option(help: "Port to listen on, 0 for any free port (GATEHOUSE_PORT, default 8080).")
+    @Option(name: .customLong("port"), help: "Port to listen on, 0 for any free port (GATEHOUSE_PORT, default 8080).")
     var port: String?
-    @Option(help: "Folder for the SQLite store and the mail outbox (GATEHOUSE_DATA_DIR, default ./gatehouse-data).")
+    @Option(
+        name: .customLong("data-dir"),
+        help: "Folder for the SQLite store, key file and mail outbox (GATEHOUSE_DATA_DIR, default ./gatehouse-data).")
     var dataDir: String?
-    @Option(help: "postgres://user:pass@host:port/db to use PostgreSQL, or sqlite:///path (GATEHOUSE_DATABASE_URL).")
+    @Option(
+        name: .customLong("database-url"),
+        help: "postgres://user:pass@host:port/db to use PostgreSQL, or sqlite:///path (GATEHOUSE_DATABASE_URL).")
     var databaseURL: String?
-    @Option(help: "URL users reach this server at, used in mailed links (GATEHOUSE_PUBLIC_URL).")
+    @Option(name: .customLong("public-url"), help: "URL users reach this server at, used in mailed links (GATEHOUSE_PUBLIC_URL).")
     var publicURL: String?
-    @Option(help: "trace, debug, info, notice, warning, error or critical (GATEHOUSE_LOG_LEVEL, default info).")
+    @Option(
+        name: .customLong("log-level"),
+        help: "trace, debug, info, notice, warning, error or critical (GATEHOUSE_LOG_LEVEL, default info).")
     var logLevel: String?
-    @Option(help: "text or json (GATEHOUSE_LOG_FORMAT, default text).")
+    @Option(name: .customLong("log-format"), help: "text or json (GATEHOUSE_LOG_FORMAT, default text).")
     var logFormat: String?
-    @Option(help: "Largest request body in bytes (GATEHOUSE_MAX_BODY_SIZE, default 1048576).")
+    @Option(name: .customLong("max-body-size"), help: "Largest request body in bytes (GATEHOUSE_MAX_BODY_SIZE, default 1048576).")
     var maxBodySize: String?
-    @Option(help: "smtp://user:pass@host:587, smtp+starttls://… or smtps://…; unset writes mail to <data-dir>/outbox (GATEHOUSE_SMTP_URL).")
+    @Option(
+        name: .customLong("smtp-url"),
+        help: "smtp://user:pass@host:587 (TLS required except to loopback), smtps://…, smtp+insecure://…; unset writes mail to <data-dir>/outbox (GATEHOUSE_SMTP_URL).")
     var smtpURL: String?
-    @Option(help: "Sender address of every mail (GATEHOUSE_MAIL_FROM, default no-reply@gatehouse.local).")
+    @Option(name: .customLong("mail-from"), help: "Sender address of every mail (GATEHOUSE_MAIL_FROM, default no-reply@gatehouse.local).")
     var mailFrom: String?
-    @Option(help: "Where magic links land when no allowed redirect is given (GATEHOUSE_SITE_URL, default the public URL).")
+    @Option(
+        name: .customLong("site-url"),
+        help: "Where magic links land when no allowed redirect is given (GATEHOUSE_SITE_URL, default the public URL).")
     var siteURL: String?
-    @Option(help: "Comma-separated redirect URLs magic links may go to; a trailing * allows a prefix (GATEHOUSE_REDIRECT_URLS).")
+    @Option(
+        name: .customLong("redirect-urls"),
+        help: "Comma-separated redirect URLs magic links may go to; a * is a wildcard inside the path (GATEHOUSE_REDIRECT_URLS).")
     var redirectURLs: String?
-    @Option(help: "Access token lifetime in seconds (GATEHOUSE_ACCESS_TOKEN_TTL, default 900).")
+    @Option(name: .customLong("access-token-ttl"), help: "Access token lifetime in seconds (GATEHOUSE_ACCESS_TOKEN_TTL, default 900).")
     var accessTokenTTL: String?
-    @Option(help: "Seconds a session may go unrefreshed (GATEHOUSE_SESSION_IDLE_TIMEOUT, default 1209600 = 14 days).")
+    @Option(
+        name: .customLong("session-idle-timeout"),
+        help: "Seconds a session may go unrefreshed (GATEHOUSE_SESSION_IDLE_TIMEOUT, default 1209600 = 14 days).")
     var sessionIdleTimeout: String?
-    @Option(help: "Seconds a session lasts at most (GATEHOUSE_SESSION_LIFETIME, default 7776000 = 90 days).")
+    @Option(
+        name: .customLong("session-lifetime"),
+        help: "Seconds a session lasts at most (GATEHOUSE_SESSION_LIFETIME, default 7776000 = 90 days).")
     var sessionLifetime: String?
-    @Option(help: "Comma-separated bundle ids for Sign in with Apple (GATEHOUSE_APPLE_AUDIENCES; unset disables it).")
+    @Option(
+        name: .customLong("apple-audiences"),
+        help: "Comma-separated bundle ids for Sign in with Apple (GATEHOUSE_APPLE_AUDIENCES; unset disables it).")
     var appleAudiences: String?
-    @Option(help: "Apple's key set URL (GATEHOUSE_APPLE_JWKS_URL).")
+    @Option(name: .customLong("apple-jwks-url"), help: "Apple's key set URL (GATEHOUSE_APPLE_JWKS_URL).")
     var appleJWKSURL: String?
-    @Option(help: "true to take client addresses from X-Forwarded-For behind a proxy (GATEHOUSE_TRUST_FORWARDED_FOR).")
-    var trustForwardedFor: String?
+    @Option(
+        name: .customLong("trusted-proxies"),
+        help: "Comma-separated proxy addresses or CIDRs whose X-Forwarded-For is believed (GATEHOUSE_TRUSTED_PROXIES).")
+    var trustedProxies: String?
+    @Option(name: .customLong("metrics-token"), help: "Bearer token /metrics requires; unset refuses /metrics (GATEHOUSE_METRICS_TOKEN).")
+    var metricsToken: String?
+    @Option(
+        name: .customLong("encryption-keys"),
+        help: "Base64 key-encryption keys, newest first; prefer the variable (GATEHOUSE_ENCRYPTION_KEYS; default <data-dir>/gatehouse.key).")
+    var encryptionKeys: String?
 
     /// Flags over `GATEHOUSE_*` variables over defaults.
     func resolve() throws -> GatehouseConfiguration {
@@ -95,7 +122,8 @@ struct ServerOptions: ParsableArguments {
             .logLevel: logLevel, .logFormat: logFormat, .maxBodySize: maxBodySize, .smtpURL: smtpURL,
             .mailFrom: mailFrom, .siteURL: siteURL, .redirectURLs: redirectURLs, .accessTokenTTL: accessTokenTTL,
             .sessionIdleTimeout: sessionIdleTimeout, .sessionLifetime: sessionLifetime,
-            .appleAudiences: appleAudiences, .appleJWKSURL: appleJWKSURL, .trustForwardedFor: trustForwardedFor,
+            .appleAudiences: appleAudiences, .appleJWKSURL: appleJWKSURL, .trustedProxies: trustedProxies,
+            .metricsToken: metricsToken, .encryptionKeys: encryptionKeys,
         ]
         return try GatehouseConfiguration.resolve(
             flags: flags.compactMapValues { $0 }, environment: ProcessInfo.processInfo.environment)
@@ -141,7 +169,8 @@ struct Migrate: AsyncParsableCommand {
 /// `gatehouse keys`: the access-token signing keys.
 struct Keys: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Manage the keys that sign access tokens.", subcommands: [Rotate.self])
+        abstract: "Manage the keys that sign access tokens and the key that encrypts secrets at rest.",
+        subcommands: [Rotate.self, Reencrypt.self])
 
     /// `gatehouse keys rotate`: sign with a new key from now on; the old one stays published until its tokens expire.
     struct Rotate: AsyncParsableCommand {
@@ -154,12 +183,38 @@ struct Keys: AsyncParsableCommand {
             let store = try Store(location: configuration.storeLocation, logger: logger)
             do {
                 try await store.migrate()
-                let rotated = try await SigningKeys.rotate(store)
+                let rotated = try await SigningKeys.rotate(store, box: try SecretBox.load(configuration))
                 try await store.recordAudit(
                     AuditEvent(
                         "signing_key_rotated", detail: ["new": rotated.new, "retired": rotated.retired.joined(separator: ",")]))
                 await store.close()
                 print("signing with key \(rotated.new); retired \(rotated.retired.isEmpty ? "none" : rotated.retired.joined(separator: ", "))")
+            } catch {
+                await store.close()
+                throw error
+            }
+        }
+    }
+}
+
+extension Keys {
+    /// `gatehouse keys reencrypt`: seal every stored secret with the first encryption key (after a new one was put
+    /// in front of `GATEHOUSE_ENCRYPTION_KEYS` or gatehouse.key); the old key can be removed afterwards.
+    struct Reencrypt: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Encrypt stored secrets with the newest encryption key.")
+        @OptionGroup var options: ServerOptions
+
+        func run() async throws {
+            let configuration = try options.resolve()
+            let logger = makeLogger(level: configuration.logLevel, format: configuration.logFormat)
+            let box = try SecretBox.load(configuration)
+            let store = try Store(location: configuration.storeLocation, logger: logger)
+            do {
+                try await store.migrate()
+                let count = try await ServerSecrets.reencrypt(store, box: box)
+                try await store.recordAudit(AuditEvent("secrets_reencrypted", detail: ["count": String(count)]))
+                await store.close()
+                print("re-encrypted \(count) stored secret\(count == 1 ? "" : "s") with the newest key")
             } catch {
                 await store.close()
                 throw error

@@ -63,7 +63,7 @@ struct AccountFlowTests {
         try await h.stop()
     }
 
-    @Test("magic link: the link answers 303 to the allowed redirect with the session in the fragment")
+    @Test("magic link: the page's button answers 303 to the allowed redirect with the session in the fragment")
     func magicLink() async throws {
         let h = try await AccountHarness.start { $0.auth.redirectAllowList = ["myapp://login-callback"] }
         let email = AccountHarness.newEmail()
@@ -71,7 +71,9 @@ struct AccountFlowTests {
         let mail = try await h.mail(to: email, subject: "Your sign-in code")
         var link = try #require(mail.link)
         link = link.replacingOccurrences(of: "redirect_to=", with: "ignored=") + "&redirect_to=myapp%3A%2F%2Flogin-callback"
-        let reply = try await h.http.send(.GET, link)
+        let (page, reply) = try await h.followLink(link)
+        #expect(page.status == 200)
+        #expect(page.headers["content-type"]?.hasPrefix("text/html") == true)
         #expect(reply.status == 303)
         let location = try #require(reply.headers["location"])
         #expect(location.hasPrefix("myapp://login-callback#access_token="))
@@ -79,9 +81,10 @@ struct AccountFlowTests {
         let access = try #require(fragment?.queryItems?.first { $0.name == "access_token" }?.value)
         #expect(fragment?.queryItems?.first { $0.name == "refresh_token" }?.value?.isEmpty == false)
         #expect(try await h.client.user(access).status == 200)
-        // The link is single use: again it lands with an error, on the same redirect.
-        let replay = try await h.http.send(.GET, link)
-        #expect(replay.headers["location"]?.contains("error_code=otp_expired") == true)
+        // The link is single use: its page now says it has expired, and its button lands with an error.
+        let (expiredPage, replay) = try await h.followLink(link)
+        #expect(expiredPage.body.contains("This link has expired"))
+        #expect(replay.status == 400 || replay.headers["location"]?.contains("error_code=otp_expired") == true)
         try await h.stop()
     }
 
@@ -92,7 +95,7 @@ struct AccountFlowTests {
         _ = try await h.client.otp(email)
         let link = try #require(try await h.mail(to: email, subject: "Your sign-in code").link)
         let evil = link.replacingOccurrences(of: "redirect_to=", with: "ignored=") + "&redirect_to=https%3A%2F%2Fevil.example"
-        let reply = try await h.http.send(.GET, evil)
+        let (_, reply) = try await h.followLink(evil)
         #expect(reply.status == 303)
         #expect(reply.headers["location"]?.hasPrefix("https://app.example.com#access_token=") == true)
         try await h.stop()
@@ -299,13 +302,21 @@ struct AccountFlowTests {
         try await h.stop()
     }
 
-    @Test("email change is confirmed by a code mailed to the new address")
+    @Test("email change needs the current password, is confirmed by a code mailed to the new address, and the old one is told")
     func emailChange() async throws {
         let h = try await AccountHarness.start()
         let email = AccountHarness.newEmail("old")
         let session = try await h.confirmedAccount(email)
         let newEmail = AccountHarness.newEmail("new")
-        #expect(try await h.client.put("/auth/v1/user", ["email": newEmail], bearer: session.access).status == 200)
+        let bare = try await h.client.put("/auth/v1/user", ["email": newEmail], bearer: session.access)
+        #expect(bare.status == 401)
+        #expect(bare.json["error_code"] as? String == "reauthentication_needed")
+        let asked = try await h.client.put(
+            "/auth/v1/user", ["email": newEmail, "current_password": "correct horse battery"], bearer: session.access)
+        #expect(asked.status == 200)
+        let notice = try await h.mail(to: email, subject: "Your email address is being changed")
+        #expect(notice.text.contains(newEmail))
+        #expect(notice.code == nil)
         let code = try #require(try await h.mail(to: newEmail, subject: "Confirm your new email address").code)
         #expect(try await h.client.verify(newEmail, code: code, type: "email_change").status == 200)
         #expect(try await h.client.user(session.access).json["email"] as? String == newEmail)

@@ -97,8 +97,11 @@ struct CompanyFlowTests {
         let wrong = try await h.client.get("/v1/companies/\(second)", bearer: tokenFirst)
         #expect(wrong.status == 403)
         #expect(wrong.json["code"] as? String == "company_context_required")
-        // Logging in to another company from a company session works too (switching on one device).
-        let back = try await h.client.companyLogin(first, username: "boss", password: "company secret 1", bearer: tokenSecond)
+        // Switching goes through the account session: a company session cannot open another one.
+        let chained = try await h.client.companyLogin(first, username: "boss", password: "company secret 1", bearer: tokenSecond)
+        #expect(chained.status == 403)
+        #expect(chained.json["code"] as? String == "account_session_required")
+        let back = try await h.client.companyLogin(first, username: "boss", password: "company secret 1", bearer: alice.account.access)
         #expect(try await h.client.get("/v1/companies/\(first)", bearer: try SignedIn(back).access).status == 200)
         // A company session refreshes into a company session.
         let refreshed = try SignedIn(try await h.client.refresh(try SignedIn(back).refresh))

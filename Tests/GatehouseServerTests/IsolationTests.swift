@@ -63,7 +63,7 @@ struct IsolationTests {
             Case(method: "DELETE", path: c, body: nil, expected: [401, 403, 403, 403, 403, 403, nil]),
             Case(method: "POST", path: "\(c)/leave", body: [:], expected: [401, 403, 403, nil, nil, nil, 409]),
             // Endpoints that need only the account session.
-            Case(method: "POST", path: "\(c)/login", body: ["username": "x", "password": "wrong pw"], expected: [401, 400, 404, 400, 400, 400, 400]),
+            Case(method: "POST", path: "\(c)/login", body: ["username": "x", "password": "wrong pw"], expected: [401, 400, 403, 403, 403, 403, 403]),
             Case(
                 method: "PUT", path: "\(c)/credential", body: ["username": "another", "password": "long enough pw 1"],
                 expected: [401, 409, 404, 409, 409, 409, 409]),

@@ -7,9 +7,14 @@ import Testing
 
 @Suite("Operations endpoints and error shapes")
 struct OperationsTests {
+    static let metricsToken = "scraper-token-0123456789"
+    static let json: HTTPFields = [.contentType: "application/json"]
+
     /// Starts the router on a fresh store, migrated, with a JSON echo route for body tests.
     func withApp(_ test: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
-        let services = try GatehouseServices(try await TestStore.configuration(), logger: TestStore.quietLogger)
+        var configuration = try await TestStore.configuration()
+        configuration.metricsToken = Self.metricsToken
+        let services = try GatehouseServices(configuration, logger: TestStore.quietLogger)
         try await services.store.migrate()
         let router = try buildRouter(services)
         router.post("/test/echo") { request, context -> [String: String] in
@@ -41,6 +46,11 @@ struct OperationsTests {
             _ = try await client.execute(uri: "/health/live", method: .get)
             _ = try await client.execute(uri: "/no/such/route", method: .get)
             try await client.execute(uri: "/metrics", method: .get) { response in
+                #expect(response.status == .unauthorized)
+            }
+            try await client.execute(
+                uri: "/metrics", method: .get, headers: [.authorization: "Bearer \(Self.metricsToken)"]
+            ) { response in
                 #expect(response.status == .ok)
                 #expect(response.headers[.contentType]?.hasPrefix("text/plain") == true)
                 let text = String(buffer: response.body)
@@ -86,13 +96,13 @@ struct OperationsTests {
         ])
     func malformedJSON(body: String, message: String) async throws {
         try await withApp { client in
-            try await client.execute(uri: "/test/echo", method: .post, body: ByteBuffer(string: body)) { response in
+            try await client.execute(uri: "/test/echo", method: .post, headers: Self.json, body: ByteBuffer(string: body)) { response in
                 #expect(response.status == .badRequest)
                 let text = String(buffer: response.body)
                 #expect(text == #"{"code":"bad_json","message":"\#(message)"}"#)
                 #expect(!text.contains("12345") && !text.contains("secret-value"))
             }
-            try await client.execute(uri: "/test/echo", method: .post, body: ByteBuffer(string: #"{"a":"b"}"#)) {
+            try await client.execute(uri: "/test/echo", method: .post, headers: Self.json, body: ByteBuffer(string: #"{"a":"b"}"#)) {
                 #expect($0.status == .ok)
             }
         }
@@ -102,7 +112,7 @@ struct OperationsTests {
     func oversizedBody() async throws {
         try await withApp { client in
             let big = ByteBuffer(repeating: UInt8(ascii: "a"), count: (1 << 20) + 1)
-            try await client.execute(uri: "/test/echo", method: .post, body: big) { response in
+            try await client.execute(uri: "/test/echo", method: .post, headers: Self.json, body: big) { response in
                 #expect(response.status == .contentTooLarge)
                 #expect(String(buffer: response.body).contains(#""code":"payload_too_large""#))
             }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import GatehouseAPI
 import HTTPTypes
@@ -13,6 +14,7 @@ struct AccountsEnvironment: Sendable {
     let sessions: SessionService
     let keys: SigningKeys
     let mailer: Mailer
+    let secrets: ServerSecrets
     let hasher: PasswordHasher
     let limiter: RateLimiter
     let apple: AppleIdentityVerifier
@@ -26,12 +28,48 @@ struct AccountsEnvironment: Sendable {
         try await store.transaction { db in try await AuditLog(db: db, clock: clock).record(event) }
     }
 
-    /// The per-IP limit for `rule`, answered with 429 and `Retry-After` when spent.
-    func limit(_ name: String, _ rule: RateLimit, client: ClientInfo, code: String = "over_request_rate_limit") throws {
+    /// Where a request came from.
+    func client(_ request: Request, _ peerAddress: String?) -> ClientInfo {
+        ClientInfo(request, peerAddress: peerAddress, settings: settings)
+    }
+
+    /// The per-IP limit for `rule`, answered with 429 and `Retry-After` when spent (and audited).
+    func limit(
+        _ name: String, _ rule: RateLimit, client: ClientInfo, code: String = "over_request_rate_limit"
+    ) async throws {
         if let wait = limiter.check("\(name):\(client.ip ?? "unknown")", rule) {
+            await sessions.audit(client.event("rate_limited", accountID: nil, detail: ["limit": name, "retry_after": "\(wait)"]))
             throw APIError.rateLimited(code, retryAfter: wait)
         }
     }
+
+    /// Counts an attempt at the secret behind `key` before it is checked; 429 (audited) while backing off.
+    func admit(_ key: String, rule: FailureBackoff.Rule, client: ClientInfo, accountID: String? = nil) async throws {
+        let now = clock.now
+        let wait = try await store.transaction { db in
+            try await ThrottleRepository(db: db).admit(key, now: now, rule: rule)
+        }
+        if let wait {
+            await sessions.audit(
+                client.event("rate_limited", accountID: accountID, detail: ["limit": Self.throttleName(key), "retry_after": "\(wait)"]))
+            throw APIError.rateLimited("over_request_rate_limit", retryAfter: wait)
+        }
+    }
+
+    /// Forgets the failures behind `key` after a success.
+    func clearThrottle(_ key: String) async throws {
+        try await store.transaction { db in try await ThrottleRepository(db: db).clear(key) }
+    }
+
+    /// The throttle key's kind, for the audit trail (the rest is a digest or ids).
+    static func throttleName(_ key: String) -> String {
+        String(key.prefix { $0 != ":" })
+    }
+
+    /// The backoff key of an account password, shared by sign-in and every check of the current password.
+    static func passwordKey(_ email: String) -> String { "password:" + Secrets.digest(email) }
+
+    var passwordRule: FailureBackoff.Rule { .passwords(ceiling: settings.limits.failuresPerHour) }
 
     /// Claims the resend cooldown of one address and purpose (whether or not it has an account).
     func claimCooldown(_ purpose: String, email: String) async throws -> String {
@@ -47,49 +85,26 @@ struct AccountsEnvironment: Sendable {
         return key
     }
 
-    /// Sends a mail; when it cannot be sent, undoes what `undo` names, frees the cooldown, and answers 503.
-    func deliver(
-        _ template: Mailer.Template, to email: String, cooldownKey: String,
-        undo: @escaping @Sendable (any SQLDatabase) async throws -> Void = { _ in }
-    ) async throws {
-        do {
-            try await mailer.send(template, to: email)
-        } catch {
-            logger.error(
-                "mail could not be sent",
-                metadata: ["to": "\(Secrets.emailDigest(email))", "error": "\(error)"])
-            try await store.transaction { db in
-                try await undo(db)
-                try await CooldownRepository(db: db).release(cooldownKey)
-            }
-            throw APIError(
-                .serviceUnavailable, code: "email_send_failed",
-                message: "The email could not be sent right now; nothing was changed, please try again")
-        }
-    }
-
     /// Mails a code of `purpose` to the account at `email` when it exists, is not disabled and is `eligible`;
-    /// otherwise does nothing, so the caller answers the same either way.
+    /// otherwise does nothing, so the caller answers the same either way. The mail is queued with the code.
     func mailCode(
-        to email: String, purpose: CodePurpose, cooldownKey: String,
-        client: ClientInfo, auditAction: String,
+        to email: String, purpose: CodePurpose, client: ClientInfo, auditAction: String, codeChallenge: String? = nil,
         eligible: @escaping @Sendable (AccountRecord) -> Bool,
-        template: (IssuedCode) -> Mailer.Template
+        template: @escaping @Sendable (IssuedCode) -> Mailer.Template
     ) async throws {
         let settings = self.settings
         let clock = self.clock
-        let code: IssuedCode? = try await store.transaction { db in
+        let mailer = self.mailer
+        try await store.transaction { db in
             guard let account = try await AccountRepository(db: db).find(email: email), account.disabledAt == nil,
                 eligible(account)
-            else { return nil }
+            else { return }
             try await AuditLog(db: db, clock: clock).record(client.event(auditAction, accountID: account.id))
-            return try await OneTimeCodes(db: db, clock: clock, settings: settings)
-                .issue(email: email, purpose: purpose, accountID: account.id)
+            let code = try await OneTimeCodes(db: db, clock: clock, settings: settings)
+                .issue(email: email, purpose: purpose, accountID: account.id, codeChallenge: codeChallenge)
+            try await mailer.enqueue(template(code), to: email, db: db)
         }
-        guard let code else { return }
-        try await deliver(template(code), to: email, cooldownKey: cooldownKey) { db in
-            try await OneTimeCodes(db: db, clock: clock, settings: settings).withdraw(id: code.id)
-        }
+        mailer.queue.wake()
     }
 
     /// A link into `GET /auth/v1/verify`, carrying the link token and where to land afterwards.
@@ -102,18 +117,35 @@ struct AccountsEnvironment: Sendable {
         return components?.string ?? publicURL
     }
 
-    /// `candidate` when the allow-list admits it (exactly, or by a prefix ending in `*`); nil otherwise.
+    /// `candidate` when the allow-list (or the site URL's own origin and path) admits it; nil otherwise.
     func allowedRedirect(_ candidate: String?) -> String? {
-        guard let candidate, !candidate.isEmpty, URL(string: candidate)?.scheme != nil else { return nil }
-        if candidate == siteURL || candidate.hasPrefix(siteURL + "/") { return candidate }
-        for pattern in settings.redirectAllowList {
-            if pattern.hasSuffix("*") {
-                if candidate.hasPrefix(String(pattern.dropLast())) { return candidate }
-            } else if candidate == pattern {
-                return candidate
-            }
+        guard let candidate, !candidate.isEmpty else { return nil }
+        let site = siteURL.hasSuffix("/") ? String(siteURL.dropLast()) : siteURL
+        let allowList = RedirectAllowList(settings.redirectAllowList + [site, site + "/*"])
+        return allowList.admits(candidate) ? candidate : nil
+    }
+
+    /// The user object a sign-up answers for an address that already has a confirmed account: shaped exactly like
+    /// a new sign-up's, with ids derived from the address under a server key, so asking twice gives the same ids
+    /// (as it does for an address that is new or unconfirmed).
+    func decoyUser(email: String, metadata: [String: JSONValue], now: Date) async throws -> AuthUser {
+        let key = try await secrets.key("decoy_key")
+        func id(_ label: String) -> String {
+            let mac = Array(HMAC<SHA256>.authenticationCode(for: Data("\(label):\(email)".utf8), using: key))
+            var bytes = Array(mac.prefix(16))
+            bytes[6] = (bytes[6] & 0x0F) | 0x40
+            bytes[8] = (bytes[8] & 0x3F) | 0x80
+            return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8],
+                bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15])).uuidString.lowercased()
         }
-        return nil
+        let accountID = id("account")
+        let identity = IdentityRecord(
+            id: id("identity"), accountID: accountID, provider: "email", providerID: accountID, email: email,
+            createdAt: now, lastSignInAt: nil)
+        return AccountRecord(
+            id: accountID, email: email, emailConfirmedAt: nil, passwordHash: nil, userMetadata: metadata, createdAt: now,
+            updatedAt: now, lastSignInAt: nil, disabledAt: nil
+        ).wire(identities: [identity], confirmationSentAt: now)
     }
 
     /// Refuses an account password the policy rejects, with Supabase's `weak_password` reasons.
@@ -142,6 +174,17 @@ struct AccountsEnvironment: Sendable {
         return email
     }
 
+    /// A valid address mail can be sent to: one with non-ASCII characters needs a mail server with SMTPUTF8.
+    func deliverableEmail(_ raw: String) async throws -> String {
+        let email = try validEmail(raw)
+        guard await mailer.canDeliver(to: email) else {
+            throw APIError(
+                .unprocessableContent, code: "email_address_not_supported",
+                message: "Mail cannot be sent to addresses with non-ASCII characters from this server")
+        }
+        return email
+    }
+
     /// The account with its identities, as its owner sees it.
     func user(_ account: AccountRecord, db: any SQLDatabase) async throws -> AuthUser {
         account.wire(identities: try await AccountRepository(db: db).identities(accountID: account.id))
@@ -154,13 +197,13 @@ struct ClientInfo: Sendable {
     let userAgent: String?
 
     init(_ request: Request, peerAddress: String?, settings: AuthSettings) {
-        if settings.trustForwardedFor, let forwarded = request.headers[HTTPField.Name("X-Forwarded-For")!] {
-            ip = forwarded.split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? peerAddress
-        } else {
-            ip = peerAddress
-        }
+        ip = ClientAddress.resolve(
+            peer: peerAddress, forwardedFor: request.headers[values: Self.forwardedFor],
+            trustedProxies: settings.trustedProxies)
         userAgent = request.headers[.userAgent]
     }
+
+    static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
 
     func event(_ action: String, accountID: String?, detail: [String: String] = [:]) -> AuditEvent {
         AuditEvent(action, accountID: accountID, ip: ip, userAgent: userAgent, detail: detail)

@@ -9,6 +9,8 @@ struct AppleIdentity: Sendable {
     let subject: String
     let email: String?
     let emailVerified: Bool
+    /// When the token stops being valid: until then it is remembered, so it signs in once.
+    let expiresAt: Date
 }
 
 /// Why an Apple identity token was refused (never includes the token).
@@ -17,6 +19,7 @@ enum AppleIdentityError: Error, CustomStringConvertible {
     case signature
     case audience
     case nonce
+    case nonceRequired
 
     var description: String {
         switch self {
@@ -24,6 +27,7 @@ enum AppleIdentityError: Error, CustomStringConvertible {
         case .signature: "signature, issuer or expiry did not verify"
         case .audience: "it was not issued for this app"
         case .nonce: "the nonce does not match"
+        case .nonceRequired: "the token carries a nonce, so the request must send it"
         }
     }
 }
@@ -53,6 +57,9 @@ actor AppleIdentityVerifier {
             throw AppleIdentityError.signature
         }
         guard payload.audience.value.contains(where: audiences.contains) else { throw AppleIdentityError.audience }
+        // A token minted with a nonce is bound to the request that made it: without the nonce it could be replayed
+        // by anyone who saw it.
+        if payload.nonce != nil, nonce == nil { throw AppleIdentityError.nonceRequired }
         if let nonce {
             // Apps pass the raw nonce; Apple puts its SHA-256 (hex) in the token, as Supabase expects.
             let hashed = SHA256.hash(data: Data(nonce.utf8)).map { String(format: "%02x", $0) }.joined()
@@ -61,7 +68,8 @@ actor AppleIdentityVerifier {
             }
         }
         return AppleIdentity(
-            subject: payload.subject.value, email: payload.email, emailVerified: payload.emailVerified?.value ?? false)
+            subject: payload.subject.value, email: payload.email, emailVerified: payload.emailVerified?.value ?? false,
+            expiresAt: payload.expires.value)
     }
 
     private func collection(forceRefresh: Bool) async throws -> JWTKeyCollection {

@@ -14,7 +14,8 @@ struct AuthController {
         open.post("signup", use: signUp)
         open.post("otp", use: sendOTP)
         open.post("verify", use: verify)
-        open.get("verify", use: verifyLink)
+        open.get("verify", use: linkPage)
+        open.post("verify/continue", use: continueLink)
         open.post("token", use: token)
         open.post("resend", use: resend)
         open.post("recover", use: recover)
@@ -29,138 +30,125 @@ struct AuthController {
     }
 
     private func client(_ request: Request, _ peerAddress: String?) -> ClientInfo {
-        ClientInfo(request, peerAddress: peerAddress, settings: env.settings)
+        env.client(request, peerAddress)
+    }
+
+    /// A company session may sign out, and nothing else under `/auth/v1`: reading or changing the account (its
+    /// email, its password) needs the account session itself.
+    private func requireAccountSession(_ context: AuthenticatedContext, _ request: Request) async throws {
+        guard !context.identity.isAccountSession else { return }
+        await env.sessions.audit(
+            client(request, context.peerAddress).event(
+                "authorization_refused", accountID: context.identity.accountID,
+                detail: ["reason": "account_session_required", "path": request.uri.path]))
+        throw APIError.accountSessionRequired
     }
 
     // MARK: Sign-up and mailed codes
 
-    /// Creates an unverified account and mails a code and link. An existing address gets the same answer, and its
-    /// owner a warning mail instead.
+    /// Creates an unverified account and mails a code and link. What the sign-up chose (password, profile) waits on
+    /// that code and takes effect only when that code is verified. An existing address gets the same answer (same
+    /// ids each time), and its owner a warning mail instead.
     @Sendable func signUp(_ request: Request, context: AppRequestContext) async throws -> AuthUser {
         let body = try await request.decodeJSON(as: SignUpRequest.self, context: context)
         let client = client(request, context.peerAddress)
-        let email = try env.validEmail(body.email)
+        let email = try await env.deliverableEmail(body.email)
         if let password = body.password { try env.checkPassword(password, email: email) }
-        try env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
-        let cooldown = try await env.claimCooldown("signup", email: email)
+        let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
+        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
+        _ = try await env.claimCooldown("signup", email: email)
         let redirect = request.uri.queryParameters["redirect_to"].map(String.init)
         let now = env.clock.now
-
-        if let existing = try await AccountRepository(db: env.store.database).find(email: email),
-            existing.emailConfirmedAt != nil
-        {
-            // The same work as a real sign-up, so neither the answer nor its time tells the address is taken.
-            if let password = body.password { _ = try await env.hasher.hash(password) }
-            try await env.deliver(.signupAttempt(signInLink: env.siteURL), to: email, cooldownKey: cooldown)
-            try await env.audit(client.event("signup_existing_email", accountID: existing.id))
-            return Self.decoy(email: email, metadata: body.data ?? [:], now: now)
-        }
-
+        // The same work whether or not the address is taken, so the answer's time tells nothing.
         var computed: String? = nil
         if let password = body.password { computed = try await env.hasher.hash(password) }
-        let hash = computed
-        let settings = env.settings
-        let clock = env.clock
-        let (account, code, created) = try await env.store.transaction { db in
+        let pending = PendingSignup(passwordHash: computed, metadata: body.data ?? [:])
+        let metadata = body.data ?? [:]
+        let env = self.env
+        let accountID: String? = try await env.store.transaction { db in
             let accounts = AccountRepository(db: db)
-            var created = false
-            var account: AccountRecord
-            if var unconfirmed = try await accounts.find(email: email) {
-                if let hash { unconfirmed.passwordHash = hash }
-                if let data = body.data { unconfirmed.userMetadata = data }
-                unconfirmed.updatedAt = now
-                try await accounts.update(unconfirmed)
-                account = unconfirmed
-            } else {
-                account = try await accounts.create(
-                    email: email, passwordHash: hash, metadata: body.data ?? [:], confirmedAt: nil, now: now)
-                created = true
+            let existing = try await accounts.find(email: email)
+            if let existing, existing.emailConfirmedAt != nil {
+                try await env.mailer.enqueue(.signupAttempt(signInLink: env.siteURL), to: email, db: db)
+                try await AuditLog(db: db, clock: env.clock).record(client.event("signup_existing_email", accountID: existing.id))
+                return nil
             }
-            let code = try await OneTimeCodes(db: db, clock: clock, settings: settings)
-                .issue(email: email, purpose: .signup, accountID: account.id)
-            try await AuditLog(db: db, clock: clock).record(client.event("signup", accountID: account.id))
-            return (account, code, created)
+            // An unconfirmed account is never changed by a sign-up: its own code carries this sign-up's choices.
+            var account: AccountRecord
+            if let existing {
+                account = existing
+            } else {
+                account = try await accounts.create(email: email, passwordHash: nil, metadata: [:], confirmedAt: nil, now: now)
+            }
+            let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
+                .issue(email: email, purpose: .signup, accountID: account.id, pending: pending, codeChallenge: challenge)
+            try await env.mailer.enqueue(
+                .signupConfirmation(code: code.code, link: env.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirect)),
+                to: email, db: db)
+            try await AuditLog(db: db, clock: env.clock).record(client.event("signup", accountID: account.id))
+            return account.id
         }
-        let accountID = account.id
-        try await env.deliver(
-            .signupConfirmation(code: code.code, link: env.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirect)),
-            to: email, cooldownKey: cooldown
-        ) { db in
-            try await OneTimeCodes(db: db, clock: clock, settings: settings).withdraw(id: code.id)
-            if created { try await AccountRepository(db: db).delete(id: accountID) }
-        }
+        env.mailer.queue.wake()
+        guard let accountID,
+            let account = try await AccountRepository(db: env.store.database).find(id: accountID)
+        else { return try await env.decoyUser(email: email, metadata: metadata, now: now) }
+        var answer = account
+        answer.userMetadata = metadata
         let identities = try await AccountRepository(db: env.store.database).identities(accountID: account.id)
-        return account.wire(identities: identities, confirmationSentAt: now)
+        return answer.wire(identities: identities, confirmationSentAt: now)
     }
 
-    /// An answer shaped exactly like a new sign-up's, for an address that already has an account.
-    static func decoy(email: String, metadata: [String: JSONValue], now: Date) -> AuthUser {
-        let id = Secrets.identifier()
-        let identity = IdentityRecord(
-            id: Secrets.identifier(), accountID: id, provider: "email", providerID: id, email: email, createdAt: now,
-            lastSignInAt: nil)
-        return AccountRecord(
-            id: id, email: email, emailConfirmedAt: nil, passwordHash: nil, userMetadata: metadata, createdAt: now,
-            updatedAt: now, lastSignInAt: nil, disabledAt: nil
-        ).wire(identities: [identity], confirmationSentAt: now)
-    }
-
-    /// Mails a sign-in code and magic link, creating the account when allowed. The answer is `{}` either way.
+    /// Mails a sign-in code and magic link, creating the account when allowed. The answer is `{}` either way, and the
+    /// mail is queued, so its time does not tell either.
     @Sendable func sendOTP(_ request: Request, context: AppRequestContext) async throws -> [String: String] {
         let body = try await request.decodeJSON(as: OTPRequest.self, context: context)
         let client = client(request, context.peerAddress)
-        let email = try env.validEmail(body.email)
-        try env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
-        let cooldown = try await env.claimCooldown("otp", email: email)
+        let email = try await env.deliverableEmail(body.email)
+        let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
+        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
+        _ = try await env.claimCooldown("otp", email: email)
         let redirect = request.uri.queryParameters["redirect_to"].map(String.init)
         let now = env.clock.now
-        let settings = env.settings
-        let clock = env.clock
+        let env = self.env
         let createUser = body.createUser ?? true
-        let issued: (code: IssuedCode, accountID: String, created: Bool)? = try await env.store.transaction { db in
+        try await env.store.transaction { db in
             let accounts = AccountRepository(db: db)
-            var created = false
             var account = try await accounts.find(email: email)
             if account == nil, createUser {
                 account = try await accounts.create(
-                    email: email, passwordHash: nil, metadata: body.data ?? [:], confirmedAt: nil, now: now)
-                created = true
+                    email: email, passwordHash: nil, metadata: [:], confirmedAt: nil, now: now)
             }
-            guard let account, account.disabledAt == nil else { return nil }
-            let code = try await OneTimeCodes(db: db, clock: clock, settings: settings)
-                .issue(email: email, purpose: .magiclink, accountID: account.id)
-            try await AuditLog(db: db, clock: clock).record(client.event("otp_sent", accountID: account.id))
-            return (code, account.id, created)
+            guard let account, account.disabledAt == nil else { return }
+            // Profile data given here applies only if this code is what confirms a new account.
+            let pending = account.emailConfirmedAt == nil ? PendingSignup(passwordHash: nil, metadata: body.data ?? [:]) : nil
+            let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
+                .issue(email: email, purpose: .magiclink, accountID: account.id, pending: pending, codeChallenge: challenge)
+            try await env.mailer.enqueue(
+                .magicLink(code: code.code, link: env.verifyLink(token: code.linkToken, type: "magiclink", redirectTo: redirect)),
+                to: email, db: db)
+            try await AuditLog(db: db, clock: env.clock).record(client.event("otp_sent", accountID: account.id))
         }
-        if let issued {
-            try await env.deliver(
-                .magicLink(
-                    code: issued.code.code,
-                    link: env.verifyLink(token: issued.code.linkToken, type: "magiclink", redirectTo: redirect)),
-                to: email, cooldownKey: cooldown
-            ) { db in
-                try await OneTimeCodes(db: db, clock: clock, settings: settings).withdraw(id: issued.code.id)
-                if issued.created { try await AccountRepository(db: db).delete(id: issued.accountID) }
-            }
-        }
+        env.mailer.queue.wake()
         return [:]
     }
 
-    /// Mails a new sign-up code to an unconfirmed address. `{}` whatever the address.
+    /// Mails a new sign-up code to an unconfirmed address. `{}` whatever the address. The code carries no password:
+    /// a password chosen at sign-up takes effect only through that sign-up's own code.
     @Sendable func resend(_ request: Request, context: AppRequestContext) async throws -> [String: String] {
         let body = try await request.decodeJSON(as: EmailRequest.self, context: context)
         guard body.type == nil || body.type == "signup" else {
             throw APIError.validation("Only type 'signup' can be resent; ask for a new code instead")
         }
         let client = client(request, context.peerAddress)
-        let email = try env.validEmail(body.email)
-        try env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
-        let cooldown = try await env.claimCooldown("signup", email: email)
+        let email = try await env.deliverableEmail(body.email)
+        let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
+        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
+        _ = try await env.claimCooldown("signup", email: email)
         let redirect = request.uri.queryParameters["redirect_to"].map(String.init)
         let env = self.env
         try await env.mailCode(
-            to: email, purpose: .signup, cooldownKey: cooldown, client: client,
-            auditAction: "signup_code_resent", eligible: { $0.emailConfirmedAt == nil }
+            to: email, purpose: .signup, client: client, auditAction: "signup_code_resent", codeChallenge: challenge,
+            eligible: { $0.emailConfirmedAt == nil }
         ) { code in
             .signupConfirmation(
                 code: code.code, link: env.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirect))
@@ -168,18 +156,19 @@ struct AuthController {
         return [:]
     }
 
-    /// Mails a password reset code and link to a confirmed address. `{}` whatever the address.
+    /// Mails a password reset code and link to an address with an account. `{}` whatever the address.
     @Sendable func recover(_ request: Request, context: AppRequestContext) async throws -> [String: String] {
         let body = try await request.decodeJSON(as: EmailRequest.self, context: context)
         let client = client(request, context.peerAddress)
-        let email = try env.validEmail(body.email)
-        try env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
-        let cooldown = try await env.claimCooldown("recovery", email: email)
+        let email = try await env.deliverableEmail(body.email)
+        let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
+        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
+        _ = try await env.claimCooldown("recovery", email: email)
         let redirect = request.uri.queryParameters["redirect_to"].map(String.init)
         let env = self.env
         try await env.mailCode(
-            to: email, purpose: .recovery, cooldownKey: cooldown, client: client,
-            auditAction: "recovery_requested", eligible: { _ in true }
+            to: email, purpose: .recovery, client: client, auditAction: "recovery_requested", codeChallenge: challenge,
+            eligible: { _ in true }
         ) { code in
             .recovery(code: code.code, link: env.verifyLink(token: code.linkToken, type: "recovery", redirectTo: redirect))
         }
@@ -188,88 +177,121 @@ struct AuthController {
 
     // MARK: Verification
 
-    /// Verifies a mailed code (or a link token as `token_hash`) and signs in.
+    /// Verifies a mailed code (or a link token as `token_hash`) and signs in. Wrong codes count per code (five
+    /// tries) and per address across all its codes (a ceiling a day), each counted before the code is compared.
     @Sendable func verify(_ request: Request, context: AppRequestContext) async throws -> AuthSession {
         let body = try await request.decodeJSON(as: VerifyRequest.self, context: context)
         let client = client(request, context.peerAddress)
-        try env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
+        try await env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
         guard let purposes = CodePurpose.accepted(byVerifyType: body.type) else {
             throw APIError.validation("Unsupported verification type '\(body.type.prefix(32))'")
         }
-        let codes = OneTimeCodes(db: env.store.database, clock: env.clock, settings: env.settings)
+        let env = self.env
         let consumed: ConsumedCode?
-        let method: String
+        var emailDigest: String?
         if let tokenHash = body.tokenHash {
             consumed = try await env.store.transaction { db in
-                try await OneTimeCodes(db: db, clock: codes.clock, settings: codes.settings)
+                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
                     .consume(linkToken: tokenHash, purposes: purposes)
             }
-            method = "magiclink"
         } else {
             guard let rawEmail = body.email, let token = body.token else {
                 throw APIError.validation("Verify requires an email and a token")
             }
             let email = try env.validEmail(rawEmail)
+            emailDigest = Secrets.emailDigest(email)
+            let key = "codes:" + Secrets.digest(email)
+            try await env.admit(key, rule: .codes(ceiling: env.settings.limits.codeFailuresPerDay), client: client)
             consumed = try await env.store.transaction { db in
-                try await OneTimeCodes(db: db, clock: codes.clock, settings: codes.settings)
+                let found = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
                     .consume(email: email, code: token.trimmingCharacters(in: .whitespaces), purposes: purposes)
+                if found != nil { try await ThrottleRepository(db: db).clear(key) }
+                return found
             }
-            method = "otp"
         }
         guard let consumed else {
-            try await env.audit(client.event("verify_failed", accountID: nil, detail: ["type": body.type]))
+            var detail = ["type": String(body.type.prefix(32))]
+            detail["email"] = emailDigest
+            await env.sessions.audit(client.event("verify_failed", accountID: nil, detail: detail))
             throw APIError(.forbidden, code: "otp_expired", message: "Token has expired or is invalid")
         }
-        return try await signIn(after: consumed, method: method, client: client)
+        return try await signIn(after: consumed, method: body.tokenHash == nil ? "otp" : "magiclink", client: client)
     }
 
-    /// The magic link: verifies and answers 303 to the redirect URL with the session in the fragment.
-    @Sendable func verifyLink(_ request: Request, context: AppRequestContext) async throws -> Response {
+    /// The magic link's landing page. A GET never spends the link, so a mail scanner that fetches it changes nothing;
+    /// the person's one tap on the page posts to `verify/continue`, which does.
+    @Sendable func linkPage(_ request: Request, context: AppRequestContext) async throws -> Response {
         let query = request.uri.queryParameters
-        let target = env.allowedRedirect(query["redirect_to"].map(String.init)) ?? env.siteURL
-        let client = client(request, context.peerAddress)
-        try env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
+        let token = query["token"].map(String.init) ?? ""
         let type = query["type"].map(String.init) ?? "magiclink"
-        let consumed: ConsumedCode?
-        if let token = query["token"].map(String.init), let purposes = CodePurpose.accepted(byVerifyType: type) {
-            consumed = try await env.store.transaction { [env] db in
+        let redirect = env.allowedRedirect(query["redirect_to"].map(String.init)) ?? env.siteURL
+        let live: Bool
+        if let purposes = CodePurpose.accepted(byVerifyType: type), !token.isEmpty {
+            live = try await OneTimeCodes(db: env.store.database, clock: env.clock, settings: env.settings)
+                .isLive(linkToken: token, purposes: purposes)
+        } else {
+            live = false
+        }
+        return LinkPage.response(
+            live ? .confirm(token: token, type: type, redirectTo: redirect, action: "/auth/v1/verify/continue") : .expired)
+    }
+
+    /// The landing page's button: verifies the link and answers 303 to the redirect URL, with the session in the
+    /// fragment, or with `?code=` in the PKCE flow (the code is useless without the app's verifier). A form posted
+    /// from another site is refused, so nobody can sign a visitor in to the attacker's account.
+    @Sendable func continueLink(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let form = try await request.decodeForm(context: context)
+        let client = client(request, context.peerAddress)
+        guard LinkPage.isSameOrigin(request, publicURL: env.publicURL) else {
+            await env.sessions.audit(client.event("authorization_refused", accountID: nil, detail: ["reason": "cross_site_link_post"]))
+            throw APIError(.forbidden, code: "cross_site_request", message: "This form can only be sent from its own page")
+        }
+        try await env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
+        let type = form["type"] ?? "magiclink"
+        let target = env.allowedRedirect(form["redirect_to"]) ?? env.siteURL
+        let env = self.env
+        var consumed: ConsumedCode?
+        if let token = form["token"], let purposes = CodePurpose.accepted(byVerifyType: type) {
+            consumed = try await env.store.transaction { db in
                 try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
                     .consume(linkToken: token, purposes: purposes)
             }
-        } else {
-            consumed = nil
         }
-        var fragment: [(String, String)]
-        if let consumed {
-            do {
-                let session = try await signIn(after: consumed, method: "magiclink", client: client)
-                fragment = [
+        guard let consumed else {
+            await env.sessions.audit(client.event("verify_failed", accountID: nil, detail: ["type": String(type.prefix(32))]))
+            return LinkPage.redirect(
+                target,
+                fragment: [
+                    ("error", "access_denied"), ("error_code", "otp_expired"),
+                    ("error_description", "Email link is invalid or has expired"),
+                ])
+        }
+        if let challenge = consumed.codeChallenge {
+            let code = try await env.store.transaction { db in
+                try await FlowStates(db: db, clock: env.clock).create(for: consumed, challenge: challenge)
+            }
+            await env.sessions.audit(
+                client.event("verified", accountID: consumed.accountID, detail: ["purpose": consumed.purpose.rawValue, "flow": "pkce"]))
+            return LinkPage.redirect(target, query: [("code", code)])
+        }
+        do {
+            let session = try await signIn(after: consumed, method: "magiclink", client: client)
+            return LinkPage.redirect(
+                target,
+                fragment: [
                     ("access_token", session.accessToken), ("expires_at", String(session.expiresAt)),
                     ("expires_in", String(session.expiresIn)), ("refresh_token", session.refreshToken),
                     ("token_type", "bearer"), ("type", type),
-                ]
-            } catch let error as APIError {
-                fragment = [("error", "access_denied"), ("error_code", error.code), ("error_description", error.message)]
-            }
-        } else {
-            try await env.audit(client.event("verify_failed", accountID: nil, detail: ["type": String(type.prefix(32))]))
-            fragment = [
-                ("error", "access_denied"), ("error_code", "otp_expired"),
-                ("error_description", "Email link is invalid or has expired"),
-            ]
+                ])
+        } catch let error as APIError {
+            return LinkPage.redirect(
+                target, fragment: [("error", "access_denied"), ("error_code", error.code), ("error_description", error.message)])
         }
-        var components = URLComponents()
-        components.queryItems = fragment.map { URLQueryItem(name: $0.0, value: $0.1) }
-        let encoded = components.percentEncodedQuery ?? ""
-        return Response(
-            status: .seeOther,
-            headers: [
-                .location: target + "#" + encoded, .cacheControl: "no-store",
-                HTTPField.Name("Referrer-Policy")!: "no-referrer",
-            ])
     }
 
-    /// Applies what a verified code proves (a confirmed email, a new email) and starts a session.
+    /// Applies what a verified code proves (a confirmed email, a new email) and starts a session. An unconfirmed
+    /// account takes the password and profile of the sign-up whose code this is; confirmed any other way, whatever a
+    /// sign-up had chosen is dropped.
     private func signIn(after consumed: ConsumedCode, method: String, client: ClientInfo) async throws -> AuthSession {
         let now = env.clock.now
         let env = self.env
@@ -285,6 +307,7 @@ struct AuthController {
             guard account.disabledAt == nil else {
                 throw APIError(.forbidden, code: "user_banned", message: "This account is disabled")
             }
+            let audit = AuditLog(db: db, clock: env.clock)
             if consumed.purpose == .emailChange, let newEmail = consumed.newEmail {
                 if let other = try await accounts.find(email: newEmail), other.id != account.id {
                     throw APIError(
@@ -294,14 +317,25 @@ struct AuthController {
                 account.email = newEmail
                 try await accounts.updateEmailIdentity(accountID: account.id, email: newEmail)
             }
-            if account.emailConfirmedAt == nil { account.emailConfirmedAt = now }
+            if account.emailConfirmedAt == nil {
+                let pending = consumed.pending ?? PendingSignup(passwordHash: nil, metadata: [:])
+                if account.passwordHash != nil || !account.userMetadata.isEmpty || pending.passwordHash != nil {
+                    try await audit.record(
+                        client.event(
+                            "pending_signup_resolved", accountID: account.id,
+                            detail: ["password": pending.passwordHash == nil ? "none" : "set_by_this_code"]))
+                }
+                account.passwordHash = pending.passwordHash
+                account.userMetadata = pending.metadata
+                account.emailConfirmedAt = now
+                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings).voidSignups(email: account.email)
+            }
             account.lastSignInAt = now
             account.updatedAt = now
             try await accounts.update(account)
             try await accounts.touchIdentity(provider: "email", accountID: account.id, at: now)
             let issued = try await env.sessions.start(
                 accountID: account.id, method: amrMethod, ip: client.ip, userAgent: client.userAgent, db: db)
-            let audit = AuditLog(db: db, clock: env.clock)
             try await audit.record(client.event("verified", accountID: account.id, detail: ["purpose": consumed.purpose.rawValue]))
             if consumed.purpose == .emailChange {
                 try await audit.record(client.event("email_changed", accountID: account.id))
@@ -314,7 +348,7 @@ struct AuthController {
 
     // MARK: Tokens
 
-    /// `grant_type=password | refresh_token | id_token`.
+    /// `grant_type=password | refresh_token | id_token | pkce`.
     @Sendable func token(_ request: Request, context: AppRequestContext) async throws -> AuthSession {
         let client = client(request, context.peerAddress)
         switch request.uri.queryParameters["grant_type"].map(String.init) {
@@ -324,47 +358,49 @@ struct AuthController {
             return try await refreshGrant(try await request.decodeJSON(as: RefreshGrant.self, context: context), client)
         case "id_token":
             return try await idTokenGrant(try await request.decodeJSON(as: IDTokenGrant.self, context: context), client)
+        case "pkce":
+            return try await pkceGrant(try await request.decodeJSON(as: PKCEGrant.self, context: context), client)
         default:
             throw APIError(
                 .badRequest, code: "unsupported_grant_type",
-                message: "grant_type must be password, refresh_token or id_token")
+                message: "grant_type must be password, refresh_token, id_token or pkce")
         }
     }
 
     static let invalidCredentials = APIError(.badRequest, code: "invalid_credentials", message: "Invalid login credentials")
 
     private func passwordGrant(_ body: PasswordGrant, _ client: ClientInfo) async throws -> AuthSession {
-        try env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
+        try await env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
         let email = EmailAddress.normalize(body.email) ?? body.email
-        let throttleKey = "password:" + Secrets.digest(email)
+        let throttleKey = AccountsEnvironment.passwordKey(email)
         let now = env.clock.now
-        let previous = try await ThrottleRepository(db: env.store.database).load(throttleKey)
-        if let wait = previous?.retryAfter(now: now, ceiling: env.settings.limits.failuresPerHour) {
-            throw APIError.rateLimited("over_request_rate_limit", retryAfter: wait)
-        }
+        // Counted before the password is checked: parallel guesses cannot slip past the backoff.
+        try await env.admit(throttleKey, rule: env.passwordRule, client: client)
         let account = try await AccountRepository(db: env.store.database).find(email: email)
         let verification: PasswordVerification
         if let account, let hash = account.passwordHash, account.disabledAt == nil {
             verification = await env.hasher.verify(body.password, against: hash)
+        } else if let account, account.emailConfirmedAt == nil, account.disabledAt == nil,
+            let pending = try await OneTimeCodes(db: env.store.database, clock: env.clock, settings: env.settings)
+                .pendingPasswordHashes(email: email).first
+        {
+            // The password of a sign-up still waiting for its code: right, it only earns "confirm your email".
+            if case .valid = await env.hasher.verify(body.password, against: pending) {
+                try await env.clearThrottle(throttleKey)
+                throw APIError(.badRequest, code: "email_not_confirmed", message: "Email not confirmed")
+            }
+            verification = .invalid
         } else {
             await env.hasher.dummyVerify(body.password)
             verification = .invalid
         }
         guard case .valid(let needsRehash) = verification, let account else {
-            let failed = (previous ?? FailureBackoff(failures: 0, windowStartedAt: now, lastFailureAt: now))
-                .recordingFailure(now: now)
             let reason = account == nil ? "no_account" : account?.passwordHash == nil ? "no_password" : "wrong_password"
-            try await env.store.transaction { [env] db in
-                try await ThrottleRepository(db: db).save(throttleKey, failed)
-                try await AuditLog(db: db, clock: env.clock).record(
-                    client.event(
-                        "sign_in_failed", accountID: account?.id,
-                        detail: ["method": "password", "reason": reason, "email": Secrets.emailDigest(email)]))
-            }
+            await env.sessions.audit(
+                client.event(
+                    "sign_in_failed", accountID: account?.id,
+                    detail: ["method": "password", "reason": reason, "email": Secrets.emailDigest(email)]))
             throw Self.invalidCredentials
-        }
-        guard account.emailConfirmedAt != nil else {
-            throw APIError(.badRequest, code: "email_not_confirmed", message: "Email not confirmed")
         }
         // A failed rehash (an imported hash of a password libxcrypt cannot take) keeps the old hash; sign-in goes on.
         let rehashed = needsRehash ? try? await env.hasher.hash(body.password) : nil
@@ -385,8 +421,27 @@ struct AuthController {
         return try await env.sessions.response(for: issued, user: try await env.user(account, db: env.store.database))
     }
 
+    /// Exchanges the authorization code a link redirected with, and the app's verifier, for a session.
+    private func pkceGrant(_ body: PKCEGrant, _ client: ClientInfo) async throws -> AuthSession {
+        try await env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
+        guard !body.authCode.isEmpty, !body.codeVerifier.isEmpty else {
+            throw APIError.validation("both auth code and code verifier should be non-empty")
+        }
+        let env = self.env
+        let outcome = try await env.store.transaction { db in
+            try await FlowStates(db: db, clock: env.clock).redeem(body.authCode, verifier: body.codeVerifier)
+        }
+        switch outcome {
+        case .success(let consumed):
+            return try await signIn(after: consumed, method: "magiclink", client: client)
+        case .failure(let refusal):
+            await env.sessions.audit(client.event("verify_failed", accountID: nil, detail: ["type": "pkce", "reason": "\(refusal)"]))
+            throw refusal.apiError
+        }
+    }
+
     private func refreshGrant(_ body: RefreshGrant, _ client: ClientInfo) async throws -> AuthSession {
-        try env.limit("refresh", env.settings.limits.refreshesPerIP, client: client)
+        try await env.limit("refresh", env.settings.limits.refreshesPerIP, client: client)
         let issued: IssuedSession
         do {
             issued = try await env.sessions.refresh(body.refreshToken) { issued in
@@ -398,7 +453,7 @@ struct AuthController {
         } catch SessionService.RefreshFailure.sessionEnded {
             throw APIError(.badRequest, code: "session_expired", message: "Invalid Refresh Token: Session Expired")
         } catch SessionService.RefreshFailure.alreadyUsed(let sessionID, let accountID) {
-            try await env.audit(
+            await env.sessions.audit(
                 client.event("refresh_token_reused", accountID: accountID, detail: ["session": sessionID, "outcome": "session revoked"]))
             throw APIError(
                 .badRequest, code: "refresh_token_already_used", message: "Invalid Refresh Token: Already Used")
@@ -419,7 +474,7 @@ struct AuthController {
     }
 
     private func idTokenGrant(_ body: IDTokenGrant, _ client: ClientInfo) async throws -> AuthSession {
-        try env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
+        try await env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
         guard body.provider == "apple" else {
             throw APIError(.badRequest, code: "provider_disabled", message: "Only the apple provider is supported")
         }
@@ -430,12 +485,19 @@ struct AuthController {
         do {
             apple = try await env.apple.verify(body.idToken, nonce: body.nonce)
         } catch {
-            try await env.audit(client.event("sign_in_failed", accountID: nil, detail: ["method": "apple", "reason": "\(error)"]))
+            await env.sessions.audit(client.event("sign_in_failed", accountID: nil, detail: ["method": "apple", "reason": "\(error)"]))
             throw APIError(.badRequest, code: "bad_jwt", message: "The Apple identity token is invalid: \(error)")
         }
         let now = env.clock.now
         let env = self.env
+        let tokenDigest = Secrets.digest(body.idToken)
         let (account, issued) = try await env.store.transaction { db in
+            // One sign-in per identity token: a token seen before is refused until it expires.
+            try await db.delete(from: "used_identity_tokens").where("expires_at", .lessThan, now.epochMilliseconds).run()
+            let fresh = try await db.insert(into: "used_identity_tokens").columns("token_hash", "expires_at")
+                .values(SQLBind(tokenDigest), SQLBind(apple.expiresAt.epochMilliseconds))
+                .ignoringConflicts(with: "token_hash").returning("token_hash").all()
+            guard !fresh.isEmpty else { throw APIError(.badRequest, code: "bad_jwt", message: "The Apple identity token was already used") }
             let accounts = AccountRepository(db: db)
             var account: AccountRecord
             if let linked = try await accounts.identity(provider: "apple", providerID: apple.subject),
@@ -461,7 +523,13 @@ struct AuthController {
             guard account.disabledAt == nil else {
                 throw APIError(.forbidden, code: "user_banned", message: "This account is disabled")
             }
-            if account.emailConfirmedAt == nil { account.emailConfirmedAt = now }
+            if account.emailConfirmedAt == nil {
+                // Apple confirmed the address, not a sign-up's code: whatever a sign-up had chosen is dropped.
+                account.passwordHash = nil
+                account.userMetadata = [:]
+                account.emailConfirmedAt = now
+                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings).voidSignups(email: account.email)
+            }
             account.lastSignInAt = now
             account.updatedAt = now
             try await accounts.update(account)
@@ -475,17 +543,20 @@ struct AuthController {
 
     // MARK: Signed in
 
-    /// The caller's account.
+    /// The caller's account (account sessions only).
     @Sendable func user(_ request: Request, context: AuthenticatedContext) async throws -> AuthUser {
+        try await requireAccountSession(context, request)
         guard let account = try await AccountRepository(db: env.store.database).find(id: context.identity.accountID) else {
             throw APIError(.notFound, code: "user_not_found", message: "User not found")
         }
         return try await env.user(account, db: env.store.database)
     }
 
-    /// Changes profile data, password (with the current password, a fresh code, or a sign-in by code in the last
-    /// ten minutes) or email (confirmed by a code mailed to the new address).
+    /// Changes profile data, password or email. A new password needs the current one, a `reauthenticate` code, or a
+    /// recovery sign-in in the last ten minutes; a new email needs the current password or a code. The new address
+    /// confirms with a mailed code, the old one is told, and the answer is the same whether the new one is taken.
     @Sendable func updateUser(_ request: Request, context: AuthenticatedContext) async throws -> AuthUser {
+        try await requireAccountSession(context, request)
         let body = try await request.decodeJSON(as: UpdateUserRequest.self, context: context)
         let client = client(request, context.peerAddress)
         let identity = context.identity
@@ -493,10 +564,18 @@ struct AuthController {
             throw APIError(.notFound, code: "user_not_found", message: "User not found")
         }
         let now = env.clock.now
+        var newEmail: String?
+        if let raw = body.email {
+            let email = try await env.deliverableEmail(raw)
+            if email != account.email { newEmail = email }
+        }
         var newHash: String?
+        if body.password != nil || newEmail != nil {
+            try await authorizeSensitiveChange(
+                account: account, body: body, identity: identity, client: client, allowRecovery: newEmail == nil)
+        }
         if let password = body.password {
             try env.checkPassword(password, email: account.email)
-            try await authorizePasswordChange(account: account, body: body, identity: identity, client: client)
             if let current = account.passwordHash, case .valid = await env.hasher.verify(password, against: current) {
                 throw APIError(
                     .unprocessableContent, code: "same_password",
@@ -504,17 +583,9 @@ struct AuthController {
             }
             newHash = try await env.hasher.hash(password)
         }
-        var newEmail: String?
-        if let raw = body.email {
-            let email = try env.validEmail(raw)
-            if email != account.email {
-                if try await AccountRepository(db: env.store.database).find(email: email) != nil {
-                    throw APIError(
-                        .unprocessableContent, code: "email_exists",
-                        message: "A user with this email address has already been registered")
-                }
-                newEmail = email
-            }
+        if let newEmail {
+            try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
+            _ = try await env.claimCooldown("email_change", email: newEmail)
         }
         if let data = body.data {
             for (key, value) in data {
@@ -527,7 +598,7 @@ struct AuthController {
         let env = self.env
         let updated = account
         let requestedEmail = newEmail
-        let code: IssuedCode? = try await env.store.transaction { db in
+        try await env.store.transaction { db in
             let audit = AuditLog(db: db, clock: env.clock)
             if body.data != nil {
                 try await audit.record(client.event("profile_updated", accountID: updated.id))
@@ -537,64 +608,86 @@ struct AuthController {
                 try await audit.record(client.event("password_changed", accountID: updated.id))
             }
             try await AccountRepository(db: db).update(updated)
-            guard let newEmail = requestedEmail else { return nil }
-            try await audit.record(client.event("email_change_requested", accountID: updated.id))
-            return try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
+            guard let newEmail = requestedEmail else { return }
+            let taken = try await AccountRepository(db: db).find(email: newEmail) != nil
+            try await audit.record(
+                client.event("email_change_requested", accountID: updated.id, detail: ["new_email": Secrets.emailDigest(newEmail)]))
+            try await env.mailer.enqueue(.emailChangeRequested(newEmail: newEmail), to: updated.email, db: db)
+            // A taken address gets no code (it could never be confirmed), and the answer does not say so.
+            guard !taken else { return }
+            let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
                 .issue(email: newEmail, purpose: .emailChange, accountID: updated.id, newEmail: newEmail)
-        }
-        if let code, let newEmail {
-            let cooldown = try await env.claimCooldown("email_change", email: newEmail)
-            try await env.deliver(
+            try await env.mailer.enqueue(
                 .emailChange(
                     code: code.code, link: env.verifyLink(token: code.linkToken, type: "email_change", redirectTo: nil),
                     newEmail: newEmail),
-                to: newEmail, cooldownKey: cooldown
-            ) { db in try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings).withdraw(id: code.id) }
+                to: newEmail, db: db)
         }
+        env.mailer.queue.wake()
         return try await env.user(account, db: env.store.database)
     }
 
-    private func authorizePasswordChange(
-        account: AccountRecord, body: UpdateUserRequest, identity: Identity, client: ClientInfo
+    /// Recent re-authentication for a password or email change: the current password (throttled like sign-in), a
+    /// code from `/auth/v1/reauthenticate`, or, for a password only, a recovery sign-in in the last ten minutes.
+    private func authorizeSensitiveChange(
+        account: AccountRecord, body: UpdateUserRequest, identity: Identity, client: ClientInfo, allowRecovery: Bool
     ) async throws {
         let now = Int64(env.clock.now.timeIntervalSince1970)
-        if identity.claims.amr.contains(where: { ["recovery", "otp", "magiclink"].contains($0.method) && now - $0.timestamp <= 600 }) {
+        if allowRecovery,
+            identity.claims.amr.contains(where: { $0.method == "recovery" && now - $0.timestamp <= 600 })
+        {
             return
         }
         if let current = body.currentPassword {
-            if let hash = account.passwordHash, case .valid = await env.hasher.verify(current, against: hash) { return }
-            try await env.audit(client.event("password_change_refused", accountID: account.id, detail: ["reason": "wrong_current_password"]))
+            let key = AccountsEnvironment.passwordKey(account.email)
+            try await env.admit(key, rule: env.passwordRule, client: client, accountID: account.id)
+            if let hash = account.passwordHash, case .valid = await env.hasher.verify(current, against: hash) {
+                try await env.clearThrottle(key)
+                return
+            }
+            await env.sessions.audit(
+                client.event("password_change_refused", accountID: account.id, detail: ["reason": "wrong_current_password"]))
             throw APIError(.badRequest, code: "invalid_credentials", message: "The current password is not correct")
         }
         if let nonce = body.nonce {
-            let consumed = try await env.store.transaction { [env] db in
-                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
+            let env = self.env
+            let key = "codes:" + Secrets.digest(account.email)
+            try await env.admit(key, rule: .codes(ceiling: env.settings.limits.codeFailuresPerDay), client: client)
+            let consumed = try await env.store.transaction { db in
+                let found = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
                     .consume(email: account.email, code: nonce, purposes: [.reauthentication])
+                if found != nil { try await ThrottleRepository(db: db).clear(key) }
+                return found
             }
             if consumed != nil { return }
+            await env.sessions.audit(
+                client.event("password_change_refused", accountID: account.id, detail: ["reason": "wrong_reauthentication_code"]))
             throw APIError(.badRequest, code: "reauthentication_not_valid", message: "Verification code is invalid or has expired")
         }
+        await env.sessions.audit(
+            client.event("password_change_refused", accountID: account.id, detail: ["reason": "reauthentication_needed"]))
         throw APIError(
             .unauthorized, code: "reauthentication_needed",
-            message: "Password update requires the current password or a code from /auth/v1/reauthenticate")
+            message: "Changing the password or email requires the current password or a code from /auth/v1/reauthenticate")
     }
 
-    /// Mails a code that authorizes a password change.
+    /// Mails a code that authorizes a password or email change.
     @Sendable func reauthenticate(_ request: Request, context: AuthenticatedContext) async throws -> [String: String] {
+        try await requireAccountSession(context, request)
         let client = client(request, context.peerAddress)
         guard let account = try await AccountRepository(db: env.store.database).find(id: context.identity.accountID) else {
             throw APIError(.notFound, code: "user_not_found", message: "User not found")
         }
-        try env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
-        let cooldown = try await env.claimCooldown("reauthentication", email: account.email)
+        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
+        _ = try await env.claimCooldown("reauthentication", email: account.email)
         let env = self.env
-        let code = try await env.store.transaction { db in
-            try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
+        try await env.store.transaction { db in
+            let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
                 .issue(email: account.email, purpose: .reauthentication, accountID: account.id)
+            try await env.mailer.enqueue(.reauthentication(code: code.code), to: account.email, db: db)
+            try await AuditLog(db: db, clock: env.clock).record(client.event("reauthentication_requested", accountID: account.id))
         }
-        try await env.deliver(.reauthentication(code: code.code), to: account.email, cooldownKey: cooldown) { db in
-            try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings).withdraw(id: code.id)
-        }
+        env.mailer.queue.wake()
         return [:]
     }
 

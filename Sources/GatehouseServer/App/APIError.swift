@@ -51,6 +51,12 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
         .forbidden, code: "bad_jwt", message: "invalid JWT: unable to parse or verify signature, token is expired or invalid")
     public static let sessionNotFound = APIError(
         .forbidden, code: "session_not_found", message: "Session from session_id claim in JWT does not exist")
+    /// A company session used where only the account session may act (`/auth/v1/user`, company login, …).
+    public static let accountSessionRequired = APIError(
+        .forbidden, code: "account_session_required",
+        message: "This needs the account session; a company session cannot change or read the account")
+    public static let unsupportedMediaType = APIError(
+        .unsupportedMediaType, code: "unsupported_media_type", message: "The request body must be application/json")
     public static let internalError = APIError(
         .internalServerError, code: "unexpected_failure", message: "Something went wrong on the server")
 

@@ -15,6 +15,9 @@ public struct GatehouseServices: Sendable {
     public let metrics: PrometheusCollectorRegistry
     public let clock: any GatehouseClock
     public let keys: SigningKeys
+    /// Seals what the store keeps secret (signing keys, server keys, queued mail).
+    public let box: SecretBox
+    let mailQueue: MailQueue
     let accounts: AccountsEnvironment
 
     /// Opens the store named by `configuration`; nothing connects until the application runs. Tests pass their own
@@ -28,20 +31,28 @@ public struct GatehouseServices: Sendable {
         self.logger = logger
         self.metrics = GatehouseMetrics.registry
         self.clock = clock
+        // The data folder holds the key file and the outbox even when the store is PostgreSQL: 0700.
+        try DataFolder.prepare(configuration.dataDirectory)
+        let box = try SecretBox.load(configuration)
+        self.box = box
         let store = try Store(
             location: configuration.storeLocation, connectionsPerLoop: configuration.storeConnectionsPerLoop,
             logger: logger)
         self.store = store
         let settings = configuration.auth
-        let keys = SigningKeys(store: store, clock: clock, tokenLifetime: settings.accessTokenLifetime)
+        let keys = SigningKeys(store: store, box: box, clock: clock, tokenLifetime: settings.accessTokenLifetime)
         self.keys = keys
         let publicURL = configuration.effectivePublicURL
         let transport = try mailTransport ?? Self.mailTransport(configuration, logger: logger)
+        let mailQueue = MailQueue(store: store, transport: transport, box: box, clock: clock, logger: logger)
+        self.mailQueue = mailQueue
+        let secrets = ServerSecrets(store: store, box: box)
         self.accounts = AccountsEnvironment(
             store: store, clock: clock, settings: settings,
             sessions: SessionService(
-                store: store, keys: keys, clock: clock, settings: settings, issuer: publicURL + "/auth/v1"),
-            keys: keys, mailer: Mailer(transport: transport, from: configuration.mailFrom),
+                store: store, keys: keys, secrets: secrets, clock: clock, settings: settings,
+                issuer: publicURL + "/auth/v1"),
+            keys: keys, mailer: Mailer(queue: mailQueue, from: configuration.mailFrom), secrets: secrets,
             hasher: PasswordHasher(), limiter: RateLimiter(clock: clock),
             apple: AppleIdentityVerifier(jwksURL: settings.appleJWKSURL, audiences: settings.appleAudiences),
             publicURL: publicURL, logger: logger)
@@ -55,6 +66,9 @@ public struct GatehouseServices: Sendable {
         }
         var smtp = SMTPConfiguration(host: host)
         switch url.scheme {
+        case "smtp+insecure":
+            smtp.security = .none
+            smtp.port = url.port ?? 25
         case "smtps":
             smtp.security = .implicitTLS
             smtp.port = url.port ?? 465
@@ -62,6 +76,7 @@ public struct GatehouseServices: Sendable {
             smtp.security = .startTLS
             smtp.port = url.port ?? 587
         default:
+            // TLS is required, except with a relay on this machine (the transport checks the peer it reached).
             smtp.security = .startTLSIfOffered
             smtp.port = url.port ?? 587
         }
@@ -83,11 +98,12 @@ public enum GatehouseMetrics {
 /// Every route, with the middleware that shapes errors, counts requests and bounds bodies.
 public func buildRouter(_ services: GatehouseServices) throws -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
+    router.add(middleware: SecurityHeadersMiddleware())
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: BodyLimitMiddleware(limit: services.configuration.maxBodySize))
     OperationsController(
-        store: services.store, metrics: services.metrics,
+        store: services.store, metrics: services.metrics, metricsToken: services.configuration.metricsToken,
         openAPIDocument: ByteBuffer(data: try GatehouseAPIDocument.yaml())
     ).addRoutes(to: router)
     AuthController(env: services.accounts).addRoutes(to: router)
@@ -121,7 +137,7 @@ public func buildApplication(
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Gatehouse"),
-        services: [services.store],
+        services: [services.store, services.mailQueue],
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
             logger.info(

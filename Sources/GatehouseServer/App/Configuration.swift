@@ -28,6 +28,10 @@ public struct GatehouseConfiguration: Sendable, Equatable {
     public var smtpURL: String?
     /// The sender of every mail.
     public var mailFrom = "no-reply@gatehouse.local"
+    /// The bearer token `/metrics` asks for; unset, `/metrics` is refused.
+    public var metricsToken: String?
+    /// Base64 key-encryption keys, newest first; unset uses `<data-dir>/gatehouse.key`, made on first start.
+    public var encryptionKeys: [String]?
 
     public init() {}
 
@@ -67,7 +71,9 @@ public enum ConfigurationKey: String, CaseIterable, Sendable {
     case sessionLifetime = "session-lifetime"
     case appleAudiences = "apple-audiences"
     case appleJWKSURL = "apple-jwks-url"
-    case trustForwardedFor = "trust-forwarded-for"
+    case trustedProxies = "trusted-proxies"
+    case metricsToken = "metrics-token"
+    case encryptionKeys = "encryption-keys"
 
     /// `GATEHOUSE_DATA_DIR` for `data-dir`, and so on.
     public var environmentName: String {
@@ -160,10 +166,11 @@ extension GatehouseConfiguration {
             }
             maxBodySize = size
         case .smtpURL:
-            guard let url = URL(string: value), ["smtp", "smtps", "smtp+starttls"].contains(url.scheme ?? ""),
-                url.host != nil
+            guard let url = URL(string: value),
+                ["smtp", "smtps", "smtp+starttls", "smtp+insecure"].contains(url.scheme ?? ""), url.host != nil
             else {
-                throw ConfigurationError("\(source) must be smtp://, smtp+starttls:// or smtps:// with a host")
+                throw ConfigurationError(
+                    "\(source) must be smtp://, smtp+starttls://, smtps:// or smtp+insecure:// with a host")
             }
             smtpURL = value
         case .mailFrom:
@@ -174,8 +181,13 @@ extension GatehouseConfiguration {
         case .siteURL:
             auth.siteURL = try Self.httpURL(value, source: source)
         case .redirectURLs:
-            auth.redirectAllowList = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            let patterns = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
                 .filter { !$0.isEmpty }
+            for pattern in patterns where RedirectAllowList.entry(pattern) == nil {
+                throw ConfigurationError(
+                    "\(source): '\(pattern)' must be a URL with a scheme and host; a * may appear only in its path")
+            }
+            auth.redirectAllowList = patterns
         case .accessTokenTTL:
             auth.accessTokenLifetime = try Self.seconds(value, source: source, range: 60...86_400)
         case .sessionIdleTimeout:
@@ -187,10 +199,22 @@ extension GatehouseConfiguration {
                 .filter { !$0.isEmpty }
         case .appleJWKSURL:
             auth.appleJWKSURL = try Self.httpURL(value, source: source)
-        case .trustForwardedFor:
-            guard let flag = ["true": true, "1": true, "yes": true, "false": false, "0": false, "no": false][value.lowercased()]
-            else { throw ConfigurationError("\(source) must be true or false, got '\(value)'") }
-            auth.trustForwardedFor = flag
+        case .trustedProxies:
+            var networks: [IPNetwork] = []
+            for item in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !item.isEmpty {
+                guard let network = IPNetwork(item) else {
+                    throw ConfigurationError("\(source): '\(item)' is not an IP address or CIDR network such as 10.0.0.0/8")
+                }
+                networks.append(network)
+            }
+            auth.trustedProxies = networks
+        case .metricsToken:
+            guard value.count >= 16 else { throw ConfigurationError("\(source) must be at least 16 characters") }
+            metricsToken = value
+        case .encryptionKeys:
+            let keys = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            _ = try SecretBox(base64Keys: keys)
+            encryptionKeys = keys
         }
     }
 }
@@ -219,8 +243,9 @@ public struct AuthSettings: Sendable, Equatable {
     public var appleAudiences: [String] = []
     /// Where Apple's signing keys are published.
     public var appleJWKSURL = "https://appleid.apple.com/auth/keys"
-    /// Take the client's address from `X-Forwarded-For` (only behind a proxy that sets it).
-    public var trustForwardedFor = false
+    /// Proxies whose `X-Forwarded-For` is believed: the client is the rightmost entry that is not one of them.
+    /// Empty ignores the header.
+    public var trustedProxies: [IPNetwork] = []
     public var passwordPolicy = PasswordPolicy()
     public var limits = AuthLimits()
 
@@ -239,6 +264,8 @@ public struct AuthLimits: Sendable, Equatable {
     public var signInsPerIP = RateLimit(limit: 30, per: 300)
     /// Failed password sign-ins allowed per account per hour; backoff grows before that.
     public var failuresPerHour = 100
+    /// Wrong mailed codes allowed per address in a day, across all its codes (NIST SP 800-63B: at most 100).
+    public var codeFailuresPerDay = 100
 
     public init() {}
 }

@@ -54,9 +54,32 @@ struct BodyLimitMiddleware: RouterMiddleware {
     }
 }
 
+/// Headers every answer carries: no MIME sniffing; and nothing under the API may be cached by a browser or proxy,
+/// since answers carry tokens and personal data (the JWKS sets its own public caching).
+struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var response = try await next(request, context)
+        response.headers[.xContentTypeOptions] = "nosniff"
+        if response.headers[.cacheControl] == nil {
+            response.headers[.cacheControl] = "no-store"
+        }
+        return response
+    }
+}
+
 extension Request {
+    /// Whether the body is declared as JSON (`application/json`, or any `+json` type, with parameters).
+    var hasJSONBody: Bool {
+        guard let type = headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        else { return false }
+        return type == "application/json" || (type.hasPrefix("application/") && type.hasSuffix("+json"))
+    }
+
     /// Decodes a JSON body within the context's size limit, with a stable error for malformed or oversized input.
+    /// Anything not declared as JSON is refused with 415: a cross-site form or `text/plain` post cannot reach a
+    /// JSON endpoint without a CORS preflight.
     public func decodeJSON<T: Decodable>(as type: T.Type, context: some RequestContext) async throws -> T {
+        guard hasJSONBody else { throw APIError.unsupportedMediaType }
         let buffer: ByteBuffer
         do {
             buffer = try await body.collect(upTo: context.maxUploadSize)
@@ -68,6 +91,28 @@ extension Request {
         } catch let error as DecodingError {
             throw APIError.badJSON(Self.describe(error))
         }
+    }
+
+    /// Decodes an `application/x-www-form-urlencoded` body (the link page's button) within the size limit.
+    func decodeForm(context: some RequestContext) async throws -> [String: String] {
+        guard let type = headers[.contentType]?.lowercased(), type.hasPrefix("application/x-www-form-urlencoded") else {
+            throw APIError(
+                .unsupportedMediaType, code: "unsupported_media_type",
+                message: "The request body must be application/x-www-form-urlencoded")
+        }
+        let buffer: ByteBuffer
+        do {
+            buffer = try await body.collect(upTo: context.maxUploadSize)
+        } catch {
+            throw APIError.payloadTooLarge(limit: context.maxUploadSize)
+        }
+        var components = URLComponents()
+        components.percentEncodedQuery = String(buffer: buffer).replacingOccurrences(of: "+", with: "%20")
+        var fields: [String: String] = [:]
+        for item in components.queryItems ?? [] where fields[item.name] == nil {
+            fields[item.name] = item.value ?? ""
+        }
+        return fields
     }
 
     /// Names the field at fault without echoing any value the client sent.

@@ -7,6 +7,8 @@ import Prometheus
 struct OperationsController {
     let store: Store
     let metrics: PrometheusCollectorRegistry
+    /// The bearer token `/metrics` asks for; nil refuses every request.
+    let metricsToken: String?
     let openAPIDocument: ByteBuffer
 
     func addRoutes(to router: Router<AppRequestContext>) {
@@ -30,8 +32,20 @@ struct OperationsController {
         return .init(status: .ready, store: .init(rawValue: store.location.kind) ?? .sqlite, schemaVersion: version)
     }
 
-    /// Prometheus text exposition of every metric the process records.
+    /// Prometheus text exposition of every metric the process records, for a scraper holding the metrics token.
     @Sendable func emitMetrics(_ request: Request, context: AppRequestContext) async throws -> Response {
+        guard let metricsToken else {
+            throw APIError(
+                .forbidden, code: "metrics_disabled",
+                message: "Metrics are served only with a token: start the server with --metrics-token")
+        }
+        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer "),
+            Secrets.constantTimeEquals(String(header.dropFirst("bearer ".count)), metricsToken)
+        else {
+            var error = APIError.noAuthorization
+            error.headers[.wwwAuthenticate] = "Bearer"
+            throw error
+        }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(16 * 1024)
         metrics.emit(into: &bytes)

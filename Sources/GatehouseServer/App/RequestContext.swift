@@ -47,22 +47,28 @@ struct AuthMiddleware: RouterMiddleware {
         next: (Request, AppRequestContext) async throws -> Response
     ) async throws -> Response {
         var context = context
-        context.identity = try await Self.identify(request, sessions: sessions)
+        context.identity = try await Self.identify(request, sessions: sessions, peerAddress: context.peerAddress)
         return try await next(request, context)
     }
 
-    /// The identity behind the request's bearer token, or the matching 401/403.
-    static func identify(_ request: Request, sessions: SessionService) async throws -> Identity {
+    /// The identity behind the request's bearer token, or the matching 401/403. A token that is forged, tampered,
+    /// foreign or whose session has ended is audited (with no subject: nothing in it can be trusted).
+    static func identify(_ request: Request, sessions: SessionService, peerAddress: String?) async throws -> Identity {
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else {
             throw APIError.noAuthorization
         }
         let token = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
+        let reason: String
+        let error: APIError
         do {
             return try await sessions.identify(bearer: token)
         } catch .malformed {
-            throw APIError.badJWT
+            (reason, error) = ("invalid_token", .badJWT)
         } catch .sessionEnded {
-            throw APIError.sessionNotFound
+            (reason, error) = ("session_ended", .sessionNotFound)
         }
+        let client = ClientInfo(request, peerAddress: peerAddress, settings: sessions.settings)
+        await sessions.audit(client.event("token_rejected", accountID: nil, detail: ["reason": reason, "path": request.uri.path]))
+        throw error
     }
 }

@@ -39,12 +39,30 @@ struct CompanyAccessMiddleware: RouterMiddleware {
         next: (Request, AppRequestContext) async throws -> Response
     ) async throws -> Response {
         var context = context
-        let identity = try await AuthMiddleware.identify(request, sessions: sessions)
-        guard let cid = context.parameters.get("cid"), identity.companyID == cid else { throw Self.contextRequired }
+        let identity = try await AuthMiddleware.identify(request, sessions: sessions, peerAddress: context.peerAddress)
+        let cid = context.parameters.get("cid")
+        guard let cid, identity.companyID == cid else {
+            await refused(request, context, identity, companyID: cid, reason: "company_context_required")
+            throw Self.contextRequired
+        }
         guard let membership = try await CompanyRepository(db: store.database).membership(cid, accountID: identity.accountID)
-        else { throw Self.notMember }
+        else {
+            await refused(request, context, identity, companyID: cid, reason: "not_a_member")
+            throw Self.notMember
+        }
         context.identity = identity
         context.membership = membership
         return try await next(request, context)
+    }
+
+    /// Audits a refused authorization: who asked, for which company, and why.
+    private func refused(
+        _ request: Request, _ context: AppRequestContext, _ identity: Identity, companyID: String?, reason: String
+    ) async {
+        let client = ClientInfo(request, peerAddress: context.peerAddress, settings: sessions.settings)
+        await sessions.audit(
+            AuditEvent(
+                "authorization_refused", accountID: identity.accountID, companyID: companyID, ip: client.ip,
+                userAgent: client.userAgent, detail: ["reason": reason, "path": request.uri.path]))
     }
 }

@@ -26,8 +26,11 @@ struct CredentialsController {
     static let maximumImageBytes = 1 << 20
 
     private func client(_ request: Request, _ peer: String?) -> ClientInfo {
-        ClientInfo(request, peerAddress: peer, settings: env.settings)
+        env.client(request, peer)
     }
+
+    /// The backoff key of one account's credential in one company, shared by login and password changes.
+    static func throttleKey(_ companyID: String, _ accountID: String) -> String { "company:\(companyID):\(accountID)" }
 
     private func event(_ action: String, _ client: ClientInfo, accountID: String, companyID: String, detail: [String: String] = [:]) -> AuditEvent {
         AuditEvent(action, accountID: accountID, companyID: companyID, ip: client.ip, userAgent: client.userAgent, detail: detail)
@@ -142,10 +145,14 @@ struct CredentialsController {
         guard let credential = try await credentials.find(cid, accountID: accountID),
             let company = try await CompanyRepository(db: env.store.database).company(cid)
         else { throw APIError.notFound("You have no credential for this company") }
+        // The current password is a guess like any login: counted first, backing off the same way.
+        let throttleKey = Self.throttleKey(cid, accountID)
+        try await env.admit(throttleKey, rule: env.passwordRule, client: client, accountID: accountID)
         guard case .valid = await env.hasher.verify(body.currentPassword, against: credential.passwordHash) else {
-            try await env.audit(event("credential_password_change_failed", client, accountID: accountID, companyID: cid))
+            await env.sessions.audit(event("credential_password_change_failed", client, accountID: accountID, companyID: cid))
             throw Self.invalidCredentials
         }
+        try await env.clearThrottle(throttleKey)
         try checkPassword(
             body.newPassword, policy: company.policy,
             forbidden: [credential.username, credential.email, context.identity.email].compactMap { $0 })
@@ -173,25 +180,30 @@ struct CredentialsController {
     // MARK: Company login
 
     /// Logs in to a company: with the credential's username and password (or with the account session alone when the
-    /// company does not require a credential), answering a new session scoped to the company.
+    /// company does not require a credential), answering a new session scoped to the company. It is opened from the
+    /// account session, as its child: it ends with it, never outlives it, and its timeouts are capped by the server's.
+    /// A company session cannot open another one.
     @Sendable func login(_ request: Request, context: AuthenticatedContext) async throws -> AuthSession {
         let cid = try context.parameters.require("cid")
         let accountID = context.identity.accountID
         let client = client(request, context.peerAddress)
-        try env.limit("company-login", env.settings.limits.signInsPerIP, client: client)
+        guard context.identity.isAccountSession else {
+            await env.sessions.audit(
+                event("authorization_refused", client, accountID: accountID, companyID: cid,
+                      detail: ["reason": "account_session_required", "path": request.uri.path]))
+            throw APIError.accountSessionRequired
+        }
+        try await env.limit("company-login", env.settings.limits.signInsPerIP, client: client)
         let (company, membership) = try await membership(cid, accountID)
         let body = try await request.decodeJSON(as: CompanyLoginRequest.self, context: context)
-        let throttleKey = "company:\(cid):\(accountID)"
-        let now = env.clock.now
+        let throttleKey = Self.throttleKey(cid, accountID)
         var username: String?
         if company.policy.requiresCredential {
             guard let given = body.username, let password = body.password else {
                 throw APIError.validation("This company requires a username and password")
             }
-            let previous = try await ThrottleRepository(db: env.store.database).load(throttleKey)
-            if let wait = previous?.retryAfter(now: now, ceiling: env.settings.limits.failuresPerHour) {
-                throw APIError.rateLimited("over_request_rate_limit", retryAfter: wait)
-            }
+            // Counted before the password is checked: parallel guesses cannot slip past the backoff.
+            try await env.admit(throttleKey, rule: env.passwordRule, client: client, accountID: accountID)
             let credential = try await CredentialRepository(db: env.store.database).find(cid, accountID: accountID)
             let verification: PasswordVerification
             if let credential, credential.username == given {
@@ -201,16 +213,13 @@ struct CredentialsController {
                 verification = .invalid
             }
             guard case .valid(let needsRehash) = verification, let credential else {
-                let failed = (previous ?? FailureBackoff(failures: 0, windowStartedAt: now, lastFailureAt: now)).recordingFailure(now: now)
                 let reason = credential == nil ? "no_credential" : credential?.username == given ? "wrong_password" : "wrong_username"
-                try await env.store.transaction { [env] db in
-                    try await ThrottleRepository(db: db).save(throttleKey, failed)
-                    try await AuditLog(db: db, clock: env.clock).record(
-                        self.event("company_login_failed", client, accountID: accountID, companyID: cid, detail: ["reason": reason]))
-                }
+                await env.sessions.audit(
+                    event("company_login_failed", client, accountID: accountID, companyID: cid, detail: ["reason": reason]))
                 throw Self.invalidCredentials
             }
             if needsRehash, let rehashed = try? await env.hasher.hash(password) {
+                let now = env.clock.now
                 try await env.store.transaction { db in
                     try await CredentialRepository(db: db).setPassword(cid, accountID: accountID, hash: rehashed, now: now)
                 }
@@ -221,12 +230,13 @@ struct CredentialsController {
         let scope = CompanyScope(
             companyID: cid, username: username, idleTimeout: company.policy.sessionIdleTimeout,
             lifetime: company.policy.sessionLifetime)
+        let parent = context.identity.sessionID
         let issued = try await env.store.transaction { db in
             try await ThrottleRepository(db: db).clear(throttleKey)
             try await AuditLog(db: db, clock: env.clock).record(self.event("company_login", client, accountID: accountID, companyID: cid))
             return try await env.sessions.start(
                 accountID: accountID, method: "company_password", ip: client.ip, userAgent: client.userAgent, db: db,
-                company: scope)
+                company: scope, parent: parent)
         }
         guard let account = try await AccountRepository(db: env.store.database).find(id: accountID) else {
             throw APIError(.notFound, code: "user_not_found", message: "User not found")

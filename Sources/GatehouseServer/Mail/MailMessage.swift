@@ -80,9 +80,10 @@ public struct MailMessage: Sendable, Equatable {
         let ats = bytes.filter { $0 == UInt8(ascii: "@") }.count
         guard !bytes.isEmpty, bytes.count <= 254, ats == 1,
             bytes.first != UInt8(ascii: "@"), bytes.last != UInt8(ascii: "@"),
-            bytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F && !forbidden.contains($0) })
+            bytes.allSatisfy({ $0 > 0x20 && $0 != 0x7F && !forbidden.contains($0) })
         else {
-            throw MailError(.invalidAddress, stage: field, detail: "not a plain ASCII address of the form name@domain")
+            // Bytes above 0x7F are UTF-8 (a Swift string is valid UTF-8): RFC 6532 addresses, sent with SMTPUTF8.
+            throw MailError(.invalidAddress, stage: field, detail: "not a plain address of the form name@domain")
         }
         return address
     }

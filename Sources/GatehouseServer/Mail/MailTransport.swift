@@ -2,6 +2,12 @@
 public protocol MailTransport: Sendable {
     /// Delivers one message, or throws a `MailError` saying why it could not.
     func send(_ message: MailMessage) async throws
+    /// Whether an address with non-ASCII characters can be delivered (SMTPUTF8); asked before such a mail is queued.
+    func acceptsInternationalAddresses() async -> Bool
+}
+
+extension MailTransport {
+    public func acceptsInternationalAddresses() async -> Bool { true }
 }
 
 /// Why a message could not be sent; safe to log, as it never carries credentials or message content.

@@ -1,9 +1,10 @@
 import Foundation
 import Logging
+import SQLKit
 
-/// The mails Gatehouse sends, rendered as plain text and HTML, and handed to the configured transport.
+/// The mails Gatehouse sends, rendered as plain text and HTML, and queued for the worker that sends them.
 struct Mailer: Sendable {
-    let transport: any MailTransport
+    let queue: MailQueue
     let from: String
     let productName = "Gatehouse"
 
@@ -15,10 +16,18 @@ struct Mailer: Sendable {
         case emailChange(code: String, link: String, newEmail: String)
         case reauthentication(code: String)
         case signupAttempt(signInLink: String)
+        case emailChangeRequested(newEmail: String)
     }
 
-    func send(_ template: Template, to recipient: String) async throws {
-        try await transport.send(render(template, to: recipient))
+    /// Queues the mail in the caller's transaction; call `queue.wake()` once it has committed.
+    func enqueue(_ template: Template, to recipient: String, db: any SQLDatabase) async throws {
+        try await queue.enqueue(render(template, to: recipient), db: db)
+    }
+
+    /// Whether `address` can be delivered at all: a non-ASCII address needs a server that offers SMTPUTF8.
+    func canDeliver(to address: String) async -> Bool {
+        if address.utf8.allSatisfy({ $0 < 0x80 }) { return true }
+        return await queue.transport.acceptsInternationalAddresses()
     }
 
     func render(_ template: Template, to recipient: String) -> MailMessage {
@@ -47,6 +56,12 @@ struct Mailer: Sendable {
         case .reauthentication(let code):
             subject = "Confirm it is you"
             lines = ["Enter this code to confirm a change to your account:", code, "It expires in 10 minutes."]
+            action = nil
+        case .emailChangeRequested(let newEmail):
+            subject = "Your email address is being changed"
+            lines = ["Someone signed in to your account asked to change its email address to \(newEmail).",
+                     "If it was you, confirm with the code sent to the new address. If not, change your password "
+                        + "and sign out everywhere: the address stays as it is until the new one is confirmed."]
             action = nil
         case .signupAttempt(let signInLink):
             subject = "Someone tried to sign up with your email"

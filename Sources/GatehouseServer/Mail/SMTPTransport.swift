@@ -13,7 +13,8 @@ public struct SMTPConfiguration: Sendable, Equatable {
         case none
         /// Upgrade with STARTTLS, and fail if the server does not offer it.
         case startTLS
-        /// Upgrade with STARTTLS when the server offers it, else continue in plain text.
+        /// Upgrade with STARTTLS when the server offers it; continue in plain text only to a loopback server (a
+        /// relay on the same machine), since anyone on a network path could otherwise strip the offer and read codes.
         case startTLSIfOffered
         /// TLS from the first byte (SMTPS, usually port 465).
         case implicitTLS
@@ -80,6 +81,12 @@ extension SMTPConfiguration: CustomStringConvertible, CustomDebugStringConvertib
 public struct SMTPTransport: MailTransport {
     public let configuration: SMTPConfiguration
     private let group: any EventLoopGroup
+    private let internationalSupport = SharedCache()
+
+    final class SharedCache: Sendable {
+        private let state = Mutex<(value: Bool, at: Date)?>(nil)
+        func withLock<T>(_ body: (inout (value: Bool, at: Date)?) -> T) -> T { state.withLock { body(&$0) } }
+    }
 
     /// Makes a transport that connects on `eventLoopGroup` (the process-wide NIO group unless told otherwise).
     public init(
@@ -113,6 +120,27 @@ public struct SMTPTransport: MailTransport {
             throw error
         }
         try? await channel.close()
+    }
+
+    /// Whether the server offers SMTPUTF8 (asked once, then remembered for ten minutes); true when it cannot be
+    /// reached, so the message is queued and the worker reports the real outcome.
+    public func acceptsInternationalAddresses() async -> Bool {
+        if let known = internationalSupport.withLock({ $0 }), known.at.timeIntervalSinceNow > -600 { return known.value }
+        let value: Bool
+        do {
+            let tlsContext = try makeTLSContext()
+            let outcome = SMTPClientHandler.Outcome()
+            let channel = try await connect(tlsContext: tlsContext, outcome: outcome)
+            defer { channel.close(promise: nil) }
+            let session = SMTPSession(
+                channel: channel, outcome: outcome, configuration: configuration, tlsContext: tlsContext,
+                serverHostname: serverHostname)
+            value = try await session.capabilities()["SMTPUTF8"] != nil
+        } catch {
+            return true
+        }
+        internationalSupport.withLock { $0 = (value, Date()) }
+        return value
     }
 
     private func credentials() throws -> (username: String, password: String)? {
@@ -197,20 +225,44 @@ private struct SMTPSession {
                 secure = true
                 // RFC 3207 4.2: everything learned before the upgrade is discarded.
                 capabilities = try await hello(stage: "EHLO after STARTTLS")
-            } else if configuration.security == .startTLS {
-                throw MailError(.unavailable, stage: "STARTTLS", detail: "the server does not offer STARTTLS")
+            } else if configuration.security == .startTLS || !isLoopbackPeer(channel.remoteAddress) {
+                throw MailError(
+                    .unavailable, stage: "STARTTLS",
+                    detail: "the server does not offer STARTTLS; plain text is used only with a loopback server "
+                        + "or an explicit smtp+insecure:// URL")
             }
         }
         if let credentials {
             try await authenticate(credentials, capabilities: capabilities, secure: secure)
         }
-        try await step("MAIL FROM:<\(from)>", stage: "MAIL FROM", expecting: [250])
+        // RFC 6531: a non-ASCII address travels only to a server that offers SMTPUTF8.
+        let international = !(from + to).utf8.allSatisfy { $0 < 0x80 }
+        if international, capabilities["SMTPUTF8"] == nil {
+            throw MailError(
+                .invalidAddress, stage: "MAIL FROM", detail: "the server does not offer SMTPUTF8, which a non-ASCII address needs")
+        }
+        try await step("MAIL FROM:<\(from)>" + (international ? " SMTPUTF8" : ""), stage: "MAIL FROM", expecting: [250])
         try await step("RCPT TO:<\(to)>", stage: "RCPT TO", expecting: [250, 251])
         try await step("DATA", stage: "DATA", expecting: [354])
         try await step(
             Self.dataPayload(content), stage: "end of data", expecting: [250], isPayload: true, quotesServer: false)
         // The message is accepted at this point; a failed goodbye changes nothing.
         _ = try? await step("QUIT", stage: "QUIT", expecting: [221])
+    }
+
+    /// The greeting and EHLO (after STARTTLS when it is offered), then QUIT: what the server offers.
+    func capabilities() async throws -> [String: [String]] {
+        try await step(nil, stage: "greeting", expecting: [220])
+        var capabilities = try await hello()
+        if configuration.security != .none, configuration.security != .implicitTLS, capabilities["STARTTLS"] != nil,
+            let tlsContext
+        {
+            let upgrade = SMTPRequest.TLSUpgrade(context: tlsContext, serverHostname: serverHostname)
+            try await step("STARTTLS", stage: "STARTTLS", expecting: [220], upgrade: upgrade)
+            capabilities = try await hello(stage: "EHLO after STARTTLS")
+        }
+        _ = try? await step("QUIT", stage: "QUIT", expecting: [221])
+        return capabilities
     }
 
     /// EHLO, falling back to HELO (and no extensions) for servers that predate ESMTP.

@@ -67,7 +67,7 @@ public struct PasswordHasher: Sendable {
     static let maximumBcryptCost = 16
 
     /// A well-formed hash with this hasher's parameters whose password nobody knows; see `dummyVerify`.
-    private let dummyHash: String
+    let dummyHash: String
 
     /// Creates a hasher whose new hashes use `yescryptCost` (1...11). Cost 5 is libxcrypt's own default.
     public init(yescryptCost: Int = 5) {
@@ -83,7 +83,8 @@ public struct PasswordHasher: Sendable {
     }
 
     /// Hashes `password` with yescrypt at this hasher's cost and a fresh random salt, giving a "$y$…" string.
-    public func hash(_ password: String) async throws -> String {
+    public func hash(_ typed: String) async throws -> String {
+        let password = PasswordPolicy.normalized(typed)
         try Self.checkHashable(password)
         #if canImport(CCrypt) && os(Linux)
             let cost = yescryptCost
@@ -96,7 +97,18 @@ public struct PasswordHasher: Sendable {
     }
 
     /// Checks `password` against a stored yescrypt or bcrypt hash; anything unrecognised is `.invalid`.
-    public func verify(_ password: String, against stored: String) async -> PasswordVerification {
+    /// The password is NFKC-normalised first; a hash made before normalisation existed still verifies with the
+    /// password as typed, and is then due for a rehash.
+    public func verify(_ typed: String, against stored: String) async -> PasswordVerification {
+        let password = PasswordPolicy.normalized(typed)
+        let result = await verifyExactly(password, against: stored)
+        if case .invalid = result, password != typed, case .valid = await verifyExactly(typed, against: stored) {
+            return .valid(needsRehash: true)
+        }
+        return result
+    }
+
+    private func verifyExactly(_ password: String, against stored: String) async -> PasswordVerification {
         guard !password.utf8.contains(0) else { return .invalid }
         switch StoredHash(stored) {
         case .yescrypt(let cost):

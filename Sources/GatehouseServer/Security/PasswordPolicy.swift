@@ -1,9 +1,12 @@
+import Foundation
+
 /// A reason a new password is refused. The raw value is the reason code sent to clients.
 public enum PasswordProblem: String, Sendable, CaseIterable {
     case tooShort = "length"
     case tooLong = "too_long"
     case matchesIdentity = "matches_identity"
     case repetitive = "repetitive"
+    case common = "common"
 
     /// A sentence for people, worded for the default policy.
     public var message: String {
@@ -27,13 +30,16 @@ public enum PasswordProblem: String, Sendable, CaseIterable {
             return "Password must not be your email address or username"
         case .repetitive:
             return "Password must not be a repeated or sequential pattern such as \"aaaaaaaa\" or \"12345678\""
+        case .common:
+            return "Password must not be one of the most commonly used passwords"
         }
     }
 }
 
 /// The rules a new password must meet, after NIST SP 800-63B and OWASP ASVS 5: a length range, not the
-/// account's own identifiers, not trivially repetitive. There are deliberately no composition rules, and the
-/// password is never trimmed, truncated or normalised.
+/// account's own identifiers, not trivially repetitive, not one of the most common passwords. There are
+/// deliberately no composition rules, and the password is never trimmed or truncated; it is NFKC-normalised
+/// (`normalized`) before it is checked and hashed, so the same password typed on two keyboards is one password.
 public struct PasswordPolicy: Sendable, Equatable {
     /// NIST SP 800-63B requires that passwords of at least 64 characters be accepted.
     public static let lowestMaximumLength = 64
@@ -62,8 +68,10 @@ public struct PasswordPolicy: Sendable, Equatable {
     /// `forbidden` holds the account's own identifiers (email address, its local part, username); the password
     /// may not equal any non-empty one, ignoring case. A password that is too long is reported alone, because
     /// the other rules are not worth running on megabytes of input.
-    public func problems(for password: String, forbidden: [String] = []) -> [PasswordProblem] {
+    public func problems(for typed: String, forbidden: [String] = []) -> [PasswordProblem] {
         // Bytes first: utf8.count is O(1) on native strings, while counting characters walks the whole string.
+        guard typed.utf8.count <= Self.maximumUTF8Length else { return [.tooLong] }
+        let password = Self.normalized(typed)
         guard password.utf8.count <= Self.maximumUTF8Length else { return [.tooLong] }
         let length = password.count
         guard length <= maximumLength else { return [.tooLong] }
@@ -81,7 +89,38 @@ public struct PasswordPolicy: Sendable, Equatable {
         if Self.isRepeatedUnit(characters) || Self.isSequenceOfRuns(characters) {
             found.append(.repetitive)
         }
+        // The list is the catch-all after the structural rules: one reason is enough for "aaaaaaaa".
+        if found.isEmpty, CommonPasswords.contains(lowered) {
+            found.append(.common)
+        }
         return found
+    }
+
+    /// The form a password is checked and hashed in: Unicode NFKC (NIST SP 800-63B 5.1.1.2).
+    public static func normalized(_ password: String) -> String {
+        password.precomposedStringWithCompatibilityMapping
+    }
+}
+
+/// The most used passwords: Django's list and zxcvbn's (scripts/common-passwords.py, licences in NOTICE), over
+/// 40,000 entries, lower-cased.
+public enum CommonPasswords {
+    static let list: Set<String> = {
+        guard let url = Bundle.module.url(forResource: "common-passwords", withExtension: "txt"),
+            let text = try? String(contentsOf: url, encoding: .utf8)
+        else { return [] }
+        return Set(text.split(separator: "\n").map(String.init))
+    }()
+
+    /// How many passwords the list holds.
+    public static var count: Int { list.count }
+
+    /// Whether `lowered` (a lower-cased password) is on the list, as it is or with trailing digits and symbols taken
+    /// off ("password123!" is "password" with a decoration).
+    public static func contains(_ lowered: String) -> Bool {
+        if list.contains(lowered) { return true }
+        let stem = String(lowered.reversed().drop { $0.isNumber || $0.isPunctuation || $0.isSymbol }.reversed())
+        return stem.count >= 4 && stem != lowered && list.contains(stem)
     }
 }
 

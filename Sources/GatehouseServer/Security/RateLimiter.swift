@@ -59,12 +59,43 @@ public final class RateLimiter: Sendable {
     }
 }
 
-/// Failed attempts at one secret (a password for one email, a company login): exponential backoff after a
-/// few free tries, and a ceiling per hour. It slows guessing; it never disables the account.
+/// Failed attempts at one secret (a password for one email, a company login, the codes mailed to one address):
+/// exponential backoff after a few free tries, and a ceiling per window. It slows guessing; it never disables the
+/// account. Every attempt is counted before the secret is checked (`ThrottleRepository.admit`), so parallel guesses
+/// all count; a success clears the count.
 public struct FailureBackoff: Sendable, Equatable {
     public var failures: Int
     public var windowStartedAt: Date
     public var lastFailureAt: Date
+
+    /// How one kind of secret is guarded.
+    public struct Rule: Sendable, Equatable {
+        /// Failures allowed before any delay.
+        public var freeFailures: Int
+        /// The longest delay between two attempts.
+        public var maximumDelay: TimeInterval
+        /// The period the ceiling counts over.
+        public var window: TimeInterval
+        /// Failures allowed in one window.
+        public var ceiling: Int
+
+        public init(freeFailures: Int, maximumDelay: TimeInterval, window: TimeInterval, ceiling: Int) {
+            self.freeFailures = freeFailures
+            self.maximumDelay = maximumDelay
+            self.window = window
+            self.ceiling = ceiling
+        }
+
+        /// Passwords: 3 free, then 1 s doubling to 15 minutes, `ceiling` an hour.
+        public static func passwords(ceiling: Int) -> Rule {
+            Rule(freeFailures: 3, maximumDelay: 15 * 60, window: 3600, ceiling: ceiling)
+        }
+
+        /// Mailed codes of one address: each code has its own five tries; across codes, `ceiling` a day.
+        public static func codes(ceiling: Int) -> Rule {
+            Rule(freeFailures: .max, maximumDelay: 0, window: 24 * 3600, ceiling: ceiling)
+        }
+    }
 
     /// Failures allowed before any delay.
     public static let freeFailures = 3
@@ -80,21 +111,38 @@ public struct FailureBackoff: Sendable, Equatable {
 
     /// Nil when an attempt may be made now; otherwise whole seconds to wait.
     public func retryAfter(now: Date, ceiling: Int) -> Int? {
-        if now.timeIntervalSince(windowStartedAt) >= Self.window { return nil }
-        if failures >= ceiling {
-            return max(1, Int(windowStartedAt.addingTimeInterval(Self.window).timeIntervalSince(now).rounded(.up)))
+        retryAfter(now: now, rule: .passwords(ceiling: ceiling))
+    }
+
+    /// Nil when an attempt may be made now under `rule`; otherwise whole seconds to wait.
+    public func retryAfter(now: Date, rule: Rule) -> Int? {
+        if now.timeIntervalSince(windowStartedAt) >= rule.window { return nil }
+        if failures >= rule.ceiling {
+            return max(1, Int(windowStartedAt.addingTimeInterval(rule.window).timeIntervalSince(now).rounded(.up)))
         }
-        guard failures > Self.freeFailures else { return nil }
-        let delay = min(Self.maximumDelay, pow(2, Double(failures - Self.freeFailures - 1)))
+        guard failures > rule.freeFailures else { return nil }
+        let delay = min(rule.maximumDelay, pow(2, Double(failures - rule.freeFailures - 1)))
         let readyAt = lastFailureAt.addingTimeInterval(delay)
         return readyAt > now ? max(1, Int(readyAt.timeIntervalSince(now).rounded(.up))) : nil
     }
 
     /// The state after one more failure at `now`; an hour-old window starts over.
     public func recordingFailure(now: Date) -> FailureBackoff {
-        if now.timeIntervalSince(windowStartedAt) >= Self.window {
+        recordingFailure(now: now, window: Self.window)
+    }
+
+    /// The state after one more failure at `now`; a window older than `window` starts over.
+    public func recordingFailure(now: Date, window: TimeInterval) -> FailureBackoff {
+        if now.timeIntervalSince(windowStartedAt) >= window {
             return FailureBackoff(failures: 1, windowStartedAt: now, lastFailureAt: now)
         }
         return FailureBackoff(failures: failures + 1, windowStartedAt: windowStartedAt, lastFailureAt: now)
+    }
+
+    /// One attempt under `rule`: refused with the seconds to wait, or admitted and counted as a failure until a
+    /// success clears it.
+    public func admitting(now: Date, rule: Rule) -> (wait: Int?, next: FailureBackoff) {
+        if let wait = retryAfter(now: now, rule: rule) { return (wait, self) }
+        return (nil, recordingFailure(now: now, window: rule.window))
     }
 }

@@ -31,6 +31,27 @@ struct ThrottleRepository {
             .run()
     }
 
+    /// Counts one attempt at the secret behind `key` before it is checked, atomically (run it in a transaction): the
+    /// row is locked while it is read and written, so parallel guesses are each counted. Nil when the attempt may go
+    /// ahead, else the seconds to wait (and nothing is counted).
+    func admit(_ key: String, now: Date, rule: FailureBackoff.Rule) async throws -> Int? {
+        try await db.insert(into: "auth_throttle")
+            .columns("key", "failures", "window_started_at", "last_failure_at")
+            .values(SQLBind(key), SQLBind(Int64(0)), SQLBind(now.epochMilliseconds), SQLBind(Int64(0)))
+            .ignoringConflicts(with: "key").run()
+        guard
+            let row = try await db.select().columns("failures", "window_started_at", "last_failure_at")
+                .from("auth_throttle").where("key", .equal, key).for(.update).first()
+        else { return nil }
+        let state = FailureBackoff(
+            failures: Int(try row.decode(column: "failures", as: Int64.self)),
+            windowStartedAt: Date(epochMilliseconds: try row.decode(column: "window_started_at", as: Int64.self)),
+            lastFailureAt: Date(epochMilliseconds: try row.decode(column: "last_failure_at", as: Int64.self)))
+        let (wait, next) = state.admitting(now: now, rule: rule)
+        if wait == nil { try await save(key, next) }
+        return wait
+    }
+
     func clear(_ key: String) async throws {
         try await db.delete(from: "auth_throttle").where("key", .equal, key).run()
     }

@@ -12,7 +12,12 @@ public struct Identity: Sendable, Equatable {
     public let email: String
     /// The company this session is logged in to, if any (from the session row, not only the token).
     public let companyID: String?
+    /// For a company session, the account session it was opened from (it ends with it).
+    public let parentSessionID: String?
     let claims: AccessTokenClaims
+
+    /// Whether this is an account session rather than a company login.
+    var isAccountSession: Bool { companyID == nil }
 }
 
 /// What scopes a session to one company: a company login.
@@ -37,42 +42,66 @@ struct IssuedSession {
 final class SessionService: Sendable {
     let store: Store
     let keys: SigningKeys
+    let secrets: ServerSecrets
     let clock: any GatehouseClock
     let settings: AuthSettings
     let issuer: String
-    private let refreshKey = Mutex<SymmetricKey?>(nil)
 
-    init(store: Store, keys: SigningKeys, clock: any GatehouseClock, settings: AuthSettings, issuer: String) {
+    init(
+        store: Store, keys: SigningKeys, secrets: ServerSecrets, clock: any GatehouseClock, settings: AuthSettings,
+        issuer: String
+    ) {
         self.store = store
         self.keys = keys
+        self.secrets = secrets
         self.clock = clock
         self.settings = settings
         self.issuer = issuer
     }
 
+    /// Records an audit event in its own transaction; a failure to record is logged, never the request's failure.
+    func audit(_ event: AuditEvent) async {
+        do {
+            try await store.transaction { [clock] db in try await AuditLog(db: db, clock: clock).record(event) }
+        } catch {
+            store.logger.warning("audit event not recorded", metadata: ["action": "\(event.action)", "error": "\(error)"])
+        }
+    }
+
     // MARK: Starting
 
-    /// Starts a session for `accountID` on one device, within the caller's transaction.
+    /// Starts a session for `accountID` on one device, within the caller's transaction. A company session is a child
+    /// of the account session `parent`: it ends with it, never outlives it, and its timeouts are capped by the
+    /// server's.
     func start(
         accountID: String, method: String, ip: String?, userAgent: String?, db: any SQLDatabase,
-        company: CompanyScope? = nil
+        company: CompanyScope? = nil, parent: String? = nil
     ) async throws -> IssuedSession {
         let now = clock.now
-        let lifetime = company.map { min($0.lifetime, settings.sessionLifetime) } ?? settings.sessionLifetime
+        var expiresAt = now.addingTimeInterval(
+            company.map { min($0.lifetime, settings.sessionLifetime) } ?? settings.sessionLifetime
+        ).epochMilliseconds
+        if let parent {
+            guard
+                let parentEnd = try await db.select().column("expires_at").from("sessions").where("id", .equal, parent)
+                    .first(decodingColumn: "expires_at", as: Int64.self)
+            else { throw RefreshFailure.sessionEnded }
+            expiresAt = min(expiresAt, parentEnd)
+        }
+        let idleTimeout = company.map { Int64(min($0.idleTimeout, settings.sessionIdleTimeout)) }
         let sessionID = Secrets.identifier()
         let amr = [AuthenticationMethod(method: method, timestamp: Int64(now.timeIntervalSince1970))]
         let refreshToken = Secrets.token()
         try await db.insert(into: "sessions")
             .columns(
                 "id", "account_id", "created_at", "refreshed_at", "expires_at", "user_agent", "ip", "aal", "amr",
-                "company_id", "username", "idle_timeout")
+                "company_id", "username", "idle_timeout", "parent_id")
             .values(
                 SQLBind(sessionID), SQLBind(accountID), SQLBind(now.epochMilliseconds), SQLBind(now.epochMilliseconds),
-                SQLBind(now.addingTimeInterval(lifetime).epochMilliseconds),
+                SQLBind(expiresAt),
                 SQLBind(userAgent.map { String($0.prefix(512)) }), SQLBind(ip), SQLBind("aal1"),
                 SQLBind(String(decoding: try JSONEncoder().encode(amr), as: UTF8.self)),
-                SQLBind(company?.companyID), SQLBind(company?.username),
-                SQLBind(company.map { Int64($0.idleTimeout) })
+                SQLBind(company?.companyID), SQLBind(company?.username), SQLBind(idleTimeout), SQLBind(parent)
             )
             .run()
         try await insertRefreshToken(refreshToken, sessionID: sessionID, now: now, db: db)
@@ -139,8 +168,10 @@ final class SessionService: Sendable {
                     }
                     let next = RefreshRotation.successor(of: current, key: key)
                     try await self.insertRefreshToken(next, sessionID: state.sessionID, now: now, db: db)
+                    // Using a company session is using its account session too: both stay out of the idle timeout.
                     try await db.update("sessions").set("refreshed_at", to: now.epochMilliseconds)
-                        .where("id", .equal, state.sessionID).run()
+                        .where { $0.where("id", .equal, state.sessionID).orWhere("id", .equal, SQLBind(session.parentID)) }
+                        .run()
                     let issued = IssuedSession(
                         accountID: session.accountID, sessionID: state.sessionID, refreshToken: next,
                         amr: session.amr, companyID: session.companyID, username: session.username)
@@ -192,18 +223,9 @@ final class SessionService: Sendable {
             .values(SQLBind(Secrets.digest(token)), SQLBind(sessionID), SQLBind(now.epochMilliseconds)).run()
     }
 
-    /// The secret successor tokens are derived under; made once per store.
+    /// The secret successor tokens are derived under; made once per store, sealed at rest.
     private func refreshDerivationKey() async throws -> SymmetricKey {
-        if let key = refreshKey.withLock({ $0 }) { return key }
-        let name = "refresh_derivation_key"
-        let candidate = Secrets.token()
-        try await store.database.insert(into: "server_secrets").columns("name", "value")
-            .values(SQLBind(name), SQLBind(candidate)).ignoringConflicts(with: "name").run()
-        let stored = try await store.database.select().column("value").from("server_secrets")
-            .where("name", .equal, name).first(decodingColumn: "value", as: String.self) ?? candidate
-        let key = SymmetricKey(data: Data(stored.utf8))
-        refreshKey.withLock { $0 = key }
-        return key
+        try await secrets.key("refresh_derivation_key")
     }
 
     // MARK: Checking
@@ -213,35 +235,51 @@ final class SessionService: Sendable {
         let amr: [AuthenticationMethod]
         let companyID: String?
         let username: String?
+        let parentID: String?
     }
 
-    /// The session when it is neither revoked, idle too long, past its lifetime, nor its account disabled.
+    /// The session when it is neither revoked, idle too long, past its lifetime, nor its account disabled; a company
+    /// session also needs its account session to be live.
     func liveSession(_ sessionID: String, now: Date, db: any SQLDatabase) async throws -> LiveSession? {
         guard
-            let row = try await db.select()
-                .column(SQLColumn("account_id", table: "sessions"))
-                .columns(
-                    SQLColumn("refreshed_at"), SQLColumn("expires_at"), SQLColumn("revoked_at"), SQLColumn("amr"),
-                    SQLColumn("company_id"), SQLColumn("username"), SQLColumn("idle_timeout"))
-                .column(SQLColumn("disabled_at", table: "accounts"))
-                .from("sessions")
-                .join("accounts", on: SQLColumn("account_id", table: "sessions"), .equal, SQLColumn("id", table: "accounts"))
-                .where(SQLColumn("id", table: "sessions"), .equal, SQLBind(sessionID))
-                .first()
+            let row = try await db.raw(
+                """
+                SELECT s.account_id, s.refreshed_at, s.expires_at, s.revoked_at, s.amr, s.company_id, s.username,
+                       s.idle_timeout, s.parent_id, a.disabled_at,
+                       p.id AS p_id, p.refreshed_at AS p_refreshed_at, p.expires_at AS p_expires_at,
+                       p.revoked_at AS p_revoked_at
+                FROM sessions s
+                JOIN accounts a ON a.id = s.account_id
+                LEFT JOIN sessions p ON p.id = s.parent_id
+                WHERE s.id = \(bind: sessionID)
+                """
+            ).first()
         else { return nil }
         let now = now.epochMilliseconds
-        let idle = try row.decode(column: "idle_timeout", as: Int64?.self) ?? Int64(settings.sessionIdleTimeout)
-        guard try row.decode(column: "revoked_at", as: Int64?.self) == nil,
-            try row.decode(column: "disabled_at", as: Int64?.self) == nil,
-            try row.decode(column: "expires_at", as: Int64.self) > now,
-            try row.decode(column: "refreshed_at", as: Int64.self) + idle * 1000 > now
+        let serverIdle = Int64(settings.sessionIdleTimeout)
+        let idle = min(try row.decode(column: "idle_timeout", as: Int64?.self) ?? serverIdle, serverIdle)
+        guard try row.decode(column: "disabled_at", as: Int64?.self) == nil,
+            SessionLiveness.isLive(
+                revokedAt: try row.decode(column: "revoked_at", as: Int64?.self),
+                expiresAt: try row.decode(column: "expires_at", as: Int64.self),
+                refreshedAt: try row.decode(column: "refreshed_at", as: Int64.self), idleSeconds: idle, now: now)
         else { return nil }
+        let parentID = try row.decode(column: "parent_id", as: String?.self)
+        if parentID != nil {
+            guard try row.decode(column: "p_id", as: String?.self) != nil,
+                SessionLiveness.isLive(
+                    revokedAt: try row.decode(column: "p_revoked_at", as: Int64?.self),
+                    expiresAt: try row.decode(column: "p_expires_at", as: Int64.self),
+                    refreshedAt: try row.decode(column: "p_refreshed_at", as: Int64.self), idleSeconds: serverIdle,
+                    now: now)
+            else { return nil }
+        }
         let amr = (try? JSONDecoder().decode(
             [AuthenticationMethod].self, from: Data(try row.decode(column: "amr", as: String.self).utf8))) ?? []
         return LiveSession(
             accountID: try row.decode(column: "account_id", as: String.self), amr: amr,
             companyID: try row.decode(column: "company_id", as: String?.self),
-            username: try row.decode(column: "username", as: String?.self))
+            username: try row.decode(column: "username", as: String?.self), parentID: parentID)
     }
 
     /// Why an access token was refused.
@@ -259,7 +297,9 @@ final class SessionService: Sendable {
             throw .malformed
         }
         let now = Int64(clock.now.timeIntervalSince1970)
-        guard claims.iss == issuer, claims.aud == "authenticated", claims.exp > now, claims.nbf <= now + 30 else {
+        guard TokenTimes.acceptable(claims, now: now, maximumLifetime: Int64(settings.accessTokenLifetime)),
+            claims.iss == issuer, claims.aud == "authenticated"
+        else {
             throw .malformed
         }
         let live: LiveSession?
@@ -271,7 +311,7 @@ final class SessionService: Sendable {
         guard let live, live.accountID == claims.sub, live.companyID == claims.cid else { throw .sessionEnded }
         return Identity(
             accountID: claims.sub, sessionID: claims.sessionID, email: claims.email, companyID: live.companyID,
-            claims: claims)
+            parentSessionID: live.parentID, claims: claims)
     }
 
     // MARK: Ending and listing
@@ -281,31 +321,49 @@ final class SessionService: Sendable {
         case local, global, others
     }
 
-    /// Revokes sessions by scope, relative to `current`; returns how many ended.
+    /// Revokes sessions by scope, relative to `current`, and every company session opened from one that ends;
+    /// returns how many ended. `others` keeps the current session's family (its account session and its company
+    /// sessions).
     @discardableResult
     func revoke(accountID: String, current: String, scope: Scope, db: any SQLDatabase) async throws -> Int {
+        let family = try await db.select().column("parent_id").from("sessions").where("id", .equal, current)
+            .first(decodingColumn: "parent_id", as: String?.self).flatMap { $0 } ?? current
         var query = db.update("sessions").set("revoked_at", to: clock.now.epochMilliseconds)
             .where("account_id", .equal, accountID).where("revoked_at", .is, SQLLiteral.null)
         switch scope {
-        case .local: query = query.where("id", .equal, current)
+        case .local: query = query.where { $0.where("id", .equal, current).orWhere("parent_id", .equal, current) }
         case .global: break
-        case .others: query = query.where("id", .notEqual, current)
+        case .others:
+            query = query.where("id", .notEqual, family)
+                .where { $0.where("parent_id", .is, SQLLiteral.null).orWhere("parent_id", .notEqual, family) }
         }
         return try await query.returning("id").all().count
     }
 
-    /// The account's live sessions, newest first.
+    /// The account's live sessions (account sessions, one per device; company logins live inside them), newest
+    /// first, each judged by its own timeouts exactly as a request would be.
     func list(accountID: String, current: String) async throws -> [SessionInfo] {
         let now = clock.now.epochMilliseconds
+        let root = try await store.database.select().column("parent_id").from("sessions").where("id", .equal, current)
+            .first(decodingColumn: "parent_id", as: String?.self).flatMap { $0 } ?? current
+        let serverIdle = Int64(settings.sessionIdleTimeout)
         return try await store.database.select()
-            .columns("id", "user_agent", "ip", "created_at", "refreshed_at")
+            .columns("id", "user_agent", "ip", "created_at", "refreshed_at", "expires_at", "revoked_at", "idle_timeout")
             .from("sessions")
             .where("account_id", .equal, accountID)
             .where("revoked_at", .is, SQLLiteral.null)
+            .where("parent_id", .is, SQLLiteral.null)
             .where("expires_at", .greaterThan, now)
-            .where("refreshed_at", .greaterThan, now - Int64(settings.sessionIdleTimeout * 1000))
             .orderBy("created_at", .descending)
             .all()
+            .filter { row in
+                SessionLiveness.isLive(
+                    revokedAt: try row.decode(column: "revoked_at", as: Int64?.self),
+                    expiresAt: try row.decode(column: "expires_at", as: Int64.self),
+                    refreshedAt: try row.decode(column: "refreshed_at", as: Int64.self),
+                    idleSeconds: min(try row.decode(column: "idle_timeout", as: Int64?.self) ?? serverIdle, serverIdle),
+                    now: now)
+            }
             .map { row in
                 let id = try row.decode(column: "id", as: String.self)
                 return SessionInfo(
@@ -313,7 +371,25 @@ final class SessionService: Sendable {
                     ip: try row.decode(column: "ip", as: String?.self),
                     createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)).iso8601,
                     refreshedAt: Date(epochMilliseconds: try row.decode(column: "refreshed_at", as: Int64.self)).iso8601,
-                    current: id == current)
+                    current: id == root)
             }
+    }
+}
+
+/// Whether one session row is still usable: the pure rule behind every check.
+enum SessionLiveness {
+    static func isLive(revokedAt: Int64?, expiresAt: Int64, refreshedAt: Int64, idleSeconds: Int64, now: Int64) -> Bool {
+        revokedAt == nil && expiresAt > now && refreshedAt + idleSeconds * 1000 > now
+    }
+}
+
+/// The time claims of an access token: not expired, not used before `nbf` or issued in the future (30 s of clock
+/// skew allowed), and never valid for longer than this server issues tokens for.
+enum TokenTimes {
+    static let skew: Int64 = 30
+
+    static func acceptable(_ claims: AccessTokenClaims, now: Int64, maximumLifetime: Int64) -> Bool {
+        claims.exp > now && claims.nbf <= now + skew && claims.iat <= now + skew
+            && claims.exp - claims.iat <= maximumLifetime + skew && claims.iat <= claims.exp
     }
 }

@@ -6,6 +6,7 @@ import SQLKit
 /// `gatehouse keys rotate` adds a new one, and a retired key stays published until its last token expires.
 public actor SigningKeys {
     private let store: Store
+    private let box: SecretBox
     private let clock: any GatehouseClock
     private let tokenLifetime: TimeInterval
     private var collection = JWTKeyCollection()
@@ -16,8 +17,9 @@ public actor SigningKeys {
     /// How long a loaded key set is trusted before the store is read again (a rotation elsewhere shows up then).
     static let refreshInterval: TimeInterval = 30
 
-    public init(store: Store, clock: any GatehouseClock, tokenLifetime: TimeInterval) {
+    public init(store: Store, box: SecretBox, clock: any GatehouseClock, tokenLifetime: TimeInterval) {
         self.store = store
+        self.box = box
         self.clock = clock
         self.tokenLifetime = tokenLifetime
     }
@@ -81,13 +83,20 @@ public actor SigningKeys {
     private func load() async throws {
         var rows = try await Self.publishedRows(store.database, now: clock.now, tokenLifetime: tokenLifetime)
         if !rows.contains(where: { $0.retiredAt == nil }) {
-            try await Self.createKey(store, now: clock.now)
+            try await Self.createKey(store, box: box, now: clock.now)
             rows = try await Self.publishedRows(store.database, now: clock.now, tokenLifetime: tokenLifetime)
         }
         let fresh = JWTKeyCollection()
         var jwks: [JWK] = []
         for row in rows {
-            let key = try ES256PrivateKey(pem: row.pem)
+            let pem = try Self.openPEM(row.pem, kid: row.kid, box: box)
+            if !row.pem.hasPrefix(SecretBox.prefix) {
+                // Written in the clear by an older release: seal it now.
+                try await store.database.update("signing_keys")
+                    .set("private_key", to: try Self.sealPEM(pem, kid: row.kid, box: box))
+                    .where("kid", .equal, row.kid).run()
+            }
+            let key = try ES256PrivateKey(pem: pem)
             await fresh.add(ecdsa: key, kid: JWKIdentifier(string: row.kid))
             if let parameters = key.parameters {
                 jwks.append(
@@ -119,16 +128,29 @@ public actor SigningKeys {
     }
 
     /// Adds a key when none is active. Concurrent instances may race; the loser's insert is harmless.
-    static func createKey(_ store: Store, now: Date) async throws {
+    static func createKey(_ store: Store, box: SecretBox, now: Date) async throws {
         let kid = String(Secrets.token().prefix(16))
         try await store.database.insert(into: "signing_keys")
             .columns("kid", "algorithm", "private_key", "created_at")
-            .values(SQLBind(kid), SQLBind("ES256"), SQLBind(ES256PrivateKey().pemRepresentation), SQLBind(now.epochMilliseconds))
+            .values(
+                SQLBind(kid), SQLBind("ES256"), SQLBind(try sealPEM(ES256PrivateKey().pemRepresentation, kid: kid, box: box)),
+                SQLBind(now.epochMilliseconds)
+            )
             .run()
     }
 
+    /// The private key as stored: sealed with the key-encryption key, bound to its key id.
+    static func sealPEM(_ pem: String, kid: String, box: SecretBox) throws -> String {
+        try box.seal(pem, context: "signing_key:\(kid)")
+    }
+
+    /// The PEM of a stored key; one stored in the clear by an older release is returned as it is.
+    static func openPEM(_ stored: String, kid: String, box: SecretBox) throws -> String {
+        stored.hasPrefix(SecretBox.prefix) ? try box.open(stored, context: "signing_key:\(kid)") : stored
+    }
+
     /// Retires the active keys and adds a new one. Returns the new key id and the retired ones.
-    public static func rotate(_ store: Store, now: Date = Date()) async throws -> (new: String, retired: [String]) {
+    public static func rotate(_ store: Store, box: SecretBox, now: Date = Date()) async throws -> (new: String, retired: [String]) {
         try await store.transaction { db in
             let retired = try await db.select().column("kid").from("signing_keys")
                 .where("retired_at", .is, SQLLiteral.null).all(decodingColumn: "kid", as: String.self)
@@ -138,7 +160,8 @@ public actor SigningKeys {
             try await db.insert(into: "signing_keys")
                 .columns("kid", "algorithm", "private_key", "created_at")
                 .values(
-                    SQLBind(kid), SQLBind("ES256"), SQLBind(ES256PrivateKey().pemRepresentation),
+                    SQLBind(kid), SQLBind("ES256"),
+                    SQLBind(try sealPEM(ES256PrivateKey().pemRepresentation, kid: kid, box: box)),
                     SQLBind(now.epochMilliseconds + 1)
                 )
                 .run()

@@ -238,5 +238,40 @@ public enum Migrations {
             try await db.alter(table: "sessions").column("idle_timeout", type: .bigint).run()
             try await db.create(index: "sessions_company").on("sessions").column("company_id").column("account_id").run()
         },
+        Migration(version: 4, name: "attack review: pending sign-ups, PKCE, child sessions, mail queue, token replay") { db in
+            // What a sign-up chose (password digest, metadata) waits on its own code until that code is verified.
+            try await db.alter(table: "one_time_codes").column("pending_password_hash", type: .text).run()
+            try await db.alter(table: "one_time_codes").column("pending_metadata", type: .text).run()
+            try await db.alter(table: "one_time_codes").column("code_challenge", type: .text).run()
+            // A company session is a child of the account session it was opened from.
+            try await db.alter(table: "sessions").column("parent_id", type: .text).run()
+            try await db.create(index: "sessions_parent").on("sessions").column("parent_id").run()
+            // PKCE: a verified link leaves an authorization code that only the device holding the verifier can use.
+            try await db.create(table: "flow_states")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("auth_code_hash", type: .text, .notNull, .unique)
+                .column("code_challenge", type: .text, .notNull)
+                .column("verified", type: .text, .notNull)
+                .column("created_at", type: .bigint, .notNull)
+                .column("expires_at", type: .bigint, .notNull)
+                .column("used_at", type: .bigint)
+                .run()
+            // Mail waits here, encrypted, until a worker sends it: off the request path, and nothing lost in an outage.
+            try await db.create(table: "mail_queue")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("recipient_digest", type: .text, .notNull)
+                .column("message", type: .text, .notNull)
+                .column("created_at", type: .bigint, .notNull)
+                .column("attempts", type: .bigint, .notNull)
+                .column("next_attempt_at", type: .bigint, .notNull)
+                .column("claimed_until", type: .bigint)
+                .run()
+            try await db.create(index: "mail_queue_due").on("mail_queue").column("next_attempt_at").run()
+            // Identity tokens from Apple already used, until they expire.
+            try await db.create(table: "used_identity_tokens")
+                .column("token_hash", type: .text, .primaryKey(autoIncrement: false))
+                .column("expires_at", type: .bigint, .notNull)
+                .run()
+        },
     ]
 }

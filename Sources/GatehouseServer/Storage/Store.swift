@@ -86,10 +86,8 @@ public final class Store: Service, Sendable {
         readyGauge = Gauge(label: "gatehouse_store_ready", dimensions: labels)
         switch location {
         case .sqlite(let path):
-            let folder = (path as NSString).deletingLastPathComponent
-            if !folder.isEmpty {
-                try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            }
+            // The file holds password digests and sealed keys: 0600 from its first byte, in a 0700 folder when new.
+            try DataFolder.protectDatabase(path)
             let loops = eventLoopGroup.makeIterator().reduce(0) { count, _ in count + 1 }
             let pool = NIOThreadPool(numberOfThreads: connectionsPerLoop * loops + 1)
             pool.start()

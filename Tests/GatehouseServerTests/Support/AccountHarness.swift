@@ -18,7 +18,7 @@ struct AccountHarness {
         configuration.smtpURL = "smtp://127.0.0.1:\(sink.port)"
         // Mailed links name the configured port, so take a real one rather than 0.
         configuration.port = try SMTPSink.freePort()
-        configuration.auth.trustForwardedFor = true
+        configuration.auth.trustedProxies = [IPNetwork("127.0.0.1")!, IPNetwork("::1")!]
         configure(&configuration)
         let clock = TestClock()
         let log = CapturedLog()
@@ -59,6 +59,34 @@ struct AccountHarness {
     /// Waits for the next mail to `email` whose subject contains `subject`.
     func mail(to email: String, subject: String) async throws -> ReceivedMail {
         try await sink.waitForMail(to: email, subject: subject)
+    }
+
+    /// Opens a mailed link as a person does: the GET shows a page and spends nothing; the page's button posts its
+    /// form (from the page's own origin) and answers 303. Returns the page and the button's answer.
+    func followLink(_ link: String) async throws -> (page: HTTPReply, answer: HTTPReply) {
+        let page = try await http.send(.GET, link)
+        let form = Self.formFields(page.body)
+        var components = URLComponents()
+        components.queryItems = form.map { URLQueryItem(name: $0.key, value: $0.value) }
+        let body = (components.percentEncodedQuery ?? "").replacingOccurrences(of: "+", with: "%2B")
+        let answer = try await http.send(
+            .POST, server.baseURL + "/auth/v1/verify/continue", rawBody: body,
+            headers: client.headers + [
+                ("Content-Type", "application/x-www-form-urlencoded"), ("Origin", server.baseURL),
+                ("Sec-Fetch-Site", "same-origin"),
+            ])
+        return (page, answer)
+    }
+
+    /// The hidden fields of the link page's form.
+    static func formFields(_ html: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for match in html.matches(of: /<input type="hidden" name="([a-z_]+)" value="([^"]*)">/) {
+            fields[String(match.1)] = String(match.2).replacingOccurrences(of: "&amp;", with: "&")
+                .replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&#39;", with: "'")
+                .replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
+        }
+        return fields
     }
 
     /// Signs up with a password and confirms the address with the mailed code.

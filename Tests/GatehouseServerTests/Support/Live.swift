@@ -67,7 +67,7 @@ struct HTTPReply {
 extension HTTPClient {
     /// Sends one request and reads the whole answer.
     func send(
-        _ method: HTTPMethod, _ url: String, body: String? = nil, headers: [(String, String)] = []
+        _ method: HTTPMethod, _ url: String, body: String? = nil, rawBody: String? = nil, headers: [(String, String)] = []
     ) async throws -> HTTPReply {
         var request = HTTPClientRequest(url: url)
         request.method = method
@@ -75,6 +75,9 @@ extension HTTPClient {
         if let body {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(string: body))
+        } else if let rawBody {
+            // The caller names the content type (or leaves it out on purpose).
+            request.body = .bytes(ByteBuffer(string: rawBody))
         }
         let response = try await execute(request, timeout: .seconds(30))
         let bytes = try await response.body.collect(upTo: 16 << 20)

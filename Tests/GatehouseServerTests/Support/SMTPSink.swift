@@ -66,6 +66,18 @@ final class SMTPSink: @unchecked Sendable {
         throw SinkError.noMail("no mail to \(recipient) with subject containing '\(subject)'")
     }
 
+    /// Whether an unread message to `recipient` whose subject contains `subject` has arrived (it stays unread).
+    func hasMail(to recipient: String, subject: String) async throws -> Bool {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        return names.contains { name in
+            guard name.hasSuffix(".eml"), !claimed.withLock({ $0.contains(name) }),
+                let raw = try? String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8)
+            else { return false }
+            let to = raw.split(separator: "\r\n").first { $0.hasPrefix("To: ") }
+            return to?.contains(recipient) == true && ReceivedMail(raw: raw).subject.contains(subject)
+        }
+    }
+
     func stop() {
         process.terminate()
     }

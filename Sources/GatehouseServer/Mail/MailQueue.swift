@@ -1,0 +1,156 @@
+import Foundation
+import Logging
+import SQLKit
+import ServiceLifecycle
+import Synchronization
+
+/// Mail waits in the store, encrypted, and a worker sends it off the request path (DESIGN §10): an answer takes the
+/// same time whether or not a mail was due, and a mail server outage delays mail without losing any. Every instance
+/// runs a worker; a row is leased before it is sent, so two instances never send the same mail.
+final class MailQueue: Service, Sendable {
+    let store: Store
+    let transport: any MailTransport
+    let box: SecretBox
+    let clock: any GatehouseClock
+    let logger: Logger
+    private let signal: AsyncStream<Void>.Continuation
+    private let signals: AsyncStream<Void>
+
+    /// How long a sent-but-unacknowledged lease keeps other workers away, and how long mail is retried at most.
+    static let lease: TimeInterval = 120
+    static let giveUpAfter: TimeInterval = 3 * 24 * 3600
+    /// How often a worker looks for due mail when nothing woke it (mail queued elsewhere, retries falling due).
+    static let pollInterval: Duration = .milliseconds(500)
+
+    init(store: Store, transport: any MailTransport, box: SecretBox, clock: any GatehouseClock, logger: Logger) {
+        self.store = store
+        self.transport = transport
+        self.box = box
+        self.clock = clock
+        self.logger = logger
+        (signals, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Queues `message` in the caller's transaction, so it is sent exactly when what it announces is committed.
+    func enqueue(_ message: MailMessage, db: any SQLDatabase) async throws {
+        let id = Secrets.identifier()
+        let now = clock.now.epochMilliseconds
+        let sealed = try box.seal(String(decoding: try JSONEncoder().encode(message), as: UTF8.self), context: "mail:\(id)")
+        try await db.insert(into: "mail_queue")
+            .columns("id", "recipient_digest", "message", "created_at", "attempts", "next_attempt_at")
+            .values(
+                SQLBind(id), SQLBind(Secrets.emailDigest(message.to)), SQLBind(sealed), SQLBind(now), SQLBind(Int64(0)),
+                SQLBind(now)
+            )
+            .run()
+    }
+
+    /// Tells the worker that mail was committed; call after the transaction that queued it.
+    func wake() {
+        signal.yield()
+    }
+
+    /// Sends due mail until the service group shuts down.
+    func run() async throws {
+        await withDiscardingTaskGroup { group in
+            group.addTask { [signal] in
+                // A poll tick, so retries and other instances' mail are picked up without a wake-up.
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: Self.pollInterval)
+                    signal.yield()
+                }
+            }
+            for await _ in signals.cancelOnGracefulShutdown() {
+                guard store.schemaVersion != nil else { continue }
+                do {
+                    while try await sendNext() {}
+                } catch {
+                    logger.warning("mail queue unavailable", metadata: ["error": "\(String(reflecting: error))"])
+                }
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// Leases and sends the oldest due mail; false when none is due.
+    func sendNext() async throws -> Bool {
+        let now = clock.now.epochMilliseconds
+        let due = try await store.database.select().columns("id", "message", "attempts", "created_at")
+            .from("mail_queue").where("next_attempt_at", .lessThanOrEqual, now)
+            .where { $0.where("claimed_until", .is, SQLLiteral.null).orWhere("claimed_until", .lessThan, now) }
+            .orderBy("next_attempt_at").limit(1).first()
+        guard let row = due else { return false }
+        let id = try row.decode(column: "id", as: String.self)
+        let leased = try await store.database.update("mail_queue")
+            .set("claimed_until", to: now + Int64(Self.lease * 1000))
+            .where("id", .equal, id)
+            .where { $0.where("claimed_until", .is, SQLLiteral.null).orWhere("claimed_until", .lessThan, now) }
+            .returning("id").all()
+        guard !leased.isEmpty else { return true }
+        let attempts = try row.decode(column: "attempts", as: Int64.self) + 1
+        let message: MailMessage
+        do {
+            let clear = try box.open(try row.decode(column: "message", as: String.self), context: "mail:\(id)")
+            message = try JSONDecoder().decode(MailMessage.self, from: Data(clear.utf8))
+        } catch {
+            logger.error("queued mail cannot be read and is dropped", metadata: ["mail.id": "\(id)", "error": "\(error)"])
+            try await store.database.delete(from: "mail_queue").where("id", .equal, id).run()
+            return true
+        }
+        let recipient = Secrets.emailDigest(message.to)
+        do {
+            try await transport.send(message)
+            try await store.database.delete(from: "mail_queue").where("id", .equal, id).run()
+            logger.debug("mail sent", metadata: ["mail.id": "\(id)", "mail.to": "\(recipient)"])
+        } catch let error as MailError where error.kind == .unavailable {
+            let created = Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self))
+            if clock.now.timeIntervalSince(created) > Self.giveUpAfter {
+                logger.error(
+                    "mail given up after retrying", metadata: ["mail.id": "\(id)", "mail.to": "\(recipient)", "error": "\(error)"])
+                try await store.database.delete(from: "mail_queue").where("id", .equal, id).run()
+                return true
+            }
+            let delay = Self.retryDelay(attempt: Int(attempts))
+            logger.warning(
+                "mail not sent, will retry",
+                metadata: ["mail.id": "\(id)", "mail.to": "\(recipient)", "retry_in": "\(Int(delay))s", "error": "\(error)"])
+            try await store.database.update("mail_queue").set("attempts", to: attempts)
+                .set("next_attempt_at", to: clock.now.addingTimeInterval(delay).epochMilliseconds)
+                .set("claimed_until", to: SQLLiteral.null)
+                .where("id", .equal, id).run()
+            // Nothing else is likely to get through right now either.
+            return false
+        } catch {
+            logger.error(
+                "mail refused for good and dropped", metadata: ["mail.id": "\(id)", "mail.to": "\(recipient)", "error": "\(error)"])
+            try await store.database.delete(from: "mail_queue").where("id", .equal, id).run()
+        }
+        return true
+    }
+
+    /// 1 s, 2 s, 4 s … up to 5 minutes between tries of one mail.
+    static func retryDelay(attempt: Int) -> TimeInterval {
+        min(300, pow(2, Double(max(0, attempt - 1))))
+    }
+}
+
+extension MailMessage: Codable {
+    enum CodingKeys: String, CodingKey { case from, to, subject, text, html }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            from: try container.decode(String.self, forKey: .from), to: try container.decode(String.self, forKey: .to),
+            subject: try container.decode(String.self, forKey: .subject),
+            text: try container.decode(String.self, forKey: .text), html: try container.decode(String.self, forKey: .html))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(from, forKey: .from)
+        try container.encode(to, forKey: .to)
+        try container.encode(subject, forKey: .subject)
+        try container.encode(text, forKey: .text)
+        try container.encode(html, forKey: .html)
+    }
+}

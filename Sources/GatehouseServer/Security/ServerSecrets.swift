@@ -1,0 +1,78 @@
+import Crypto
+import Foundation
+import SQLKit
+import Synchronization
+
+/// Named random keys the server makes once per store (the refresh-token derivation key, the decoy key), kept in
+/// `server_secrets` sealed by the key-encryption key, and cached in memory once read.
+public final class ServerSecrets: Sendable {
+    let store: Store
+    let box: SecretBox
+    private let cache = Mutex<[String: SymmetricKey]>([:])
+
+    init(store: Store, box: SecretBox) {
+        self.store = store
+        self.box = box
+    }
+
+    /// The key called `name`, made on first use. Instances racing to make it agree on the first one stored. A value
+    /// stored in the clear by an older release is sealed in place.
+    func key(_ name: String) async throws -> SymmetricKey {
+        if let key = cache.withLock({ $0[name] }) { return key }
+        let context = "server_secret:\(name)"
+        let candidate = try box.seal(Secrets.token(), context: context)
+        try await store.database.insert(into: "server_secrets").columns("name", "value")
+            .values(SQLBind(name), SQLBind(candidate)).ignoringConflicts(with: "name").run()
+        guard
+            let stored = try await store.database.select().column("value").from("server_secrets")
+                .where("name", .equal, name).first(decodingColumn: "value", as: String.self)
+        else { throw SecretBoxError.corrupt }
+        let clear: String
+        if stored.hasPrefix(SecretBox.prefix) {
+            clear = try box.open(stored, context: context)
+        } else {
+            clear = stored
+            try await store.database.update("server_secrets").set("value", to: try box.seal(clear, context: context))
+                .where("name", .equal, name).where("value", .equal, stored).run()
+        }
+        let key = SymmetricKey(data: Data(clear.utf8))
+        cache.withLock { $0[name] = key }
+        return key
+    }
+
+    /// Seals every server secret and signing key with the newest key-encryption key; returns how many were rewritten.
+    public static func reencrypt(_ store: Store, box: SecretBox) async throws -> Int {
+        try await store.transaction { db in
+            var rewritten = 0
+            for row in try await db.select().columns("name", "value").from("server_secrets").all() {
+                let name = try row.decode(column: "name", as: String.self)
+                let value = try row.decode(column: "value", as: String.self)
+                let context = "server_secret:\(name)"
+                guard !box.isCurrent(value) else { continue }
+                let clear = value.hasPrefix(SecretBox.prefix) ? try box.open(value, context: context) : value
+                try await db.update("server_secrets").set("value", to: try box.seal(clear, context: context))
+                    .where("name", .equal, name).run()
+                rewritten += 1
+            }
+            for row in try await db.select().columns("kid", "private_key").from("signing_keys").all() {
+                let kid = try row.decode(column: "kid", as: String.self)
+                let value = try row.decode(column: "private_key", as: String.self)
+                guard !box.isCurrent(value) else { continue }
+                let clear = try SigningKeys.openPEM(value, kid: kid, box: box)
+                try await db.update("signing_keys").set("private_key", to: try SigningKeys.sealPEM(clear, kid: kid, box: box))
+                    .where("kid", .equal, kid).run()
+                rewritten += 1
+            }
+            for row in try await db.select().columns("id", "message").from("mail_queue").all() {
+                let id = try row.decode(column: "id", as: String.self)
+                let value = try row.decode(column: "message", as: String.self)
+                guard !box.isCurrent(value) else { continue }
+                let clear = try box.open(value, context: "mail:\(id)")
+                try await db.update("mail_queue").set("message", to: try box.seal(clear, context: "mail:\(id)"))
+                    .where("id", .equal, id).run()
+                rewritten += 1
+            }
+            return rewritten
+        }
+    }
+}
