@@ -108,6 +108,10 @@ struct ServerOptions: ParsableArguments {
         name: .customLong("trusted-proxies"),
         help: "Comma-separated proxy addresses or CIDRs whose X-Forwarded-For is believed (GATEHOUSE_TRUSTED_PROXIES).")
     var trustedProxies: String?
+    @Option(
+        name: .customLong("code-failures-per-day"),
+        help: "Wrong mailed codes allowed per address a day, across its codes (GATEHOUSE_CODE_FAILURES_PER_DAY, default 100).")
+    var codeFailuresPerDay: String?
     @Option(name: .customLong("metrics-token"), help: "Bearer token /metrics requires; unset refuses /metrics (GATEHOUSE_METRICS_TOKEN).")
     var metricsToken: String?
     @Option(
@@ -123,7 +127,7 @@ struct ServerOptions: ParsableArguments {
             .mailFrom: mailFrom, .siteURL: siteURL, .redirectURLs: redirectURLs, .accessTokenTTL: accessTokenTTL,
             .sessionIdleTimeout: sessionIdleTimeout, .sessionLifetime: sessionLifetime,
             .appleAudiences: appleAudiences, .appleJWKSURL: appleJWKSURL, .trustedProxies: trustedProxies,
-            .metricsToken: metricsToken, .encryptionKeys: encryptionKeys,
+            .metricsToken: metricsToken, .encryptionKeys: encryptionKeys, .codeFailuresPerDay: codeFailuresPerDay,
         ]
         return try GatehouseConfiguration.resolve(
             flags: flags.compactMapValues { $0 }, environment: ProcessInfo.processInfo.environment)

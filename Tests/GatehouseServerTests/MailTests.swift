@@ -272,6 +272,46 @@ struct SMTPTransportTests {
         #expect(received.authLogin == nil)
     }
 
+    @Test("a non-ASCII address is sent with SMTPUTF8 when the server offers it, and refused as invalid when it does not")
+    func internationalAddresses() async throws {
+        var message = Self.message
+        message.to = "adá@exämple.com"
+        let offering = try await MailSink.start(["--smtputf8"])
+        defer { offering.stop() }
+        let transport = SMTPTransport(configuration: Self.configuration(offering, .startTLSIfOffered))
+        #expect(await transport.acceptsInternationalAddresses())
+        try await transport.send(message)
+        #expect(try await offering.messages(count: 1)[0].rcptTos == ["adá@exämple.com"])
+
+        let plain = try await MailSink.start()
+        defer { plain.stop() }
+        let refusing = SMTPTransport(configuration: Self.configuration(plain, .startTLSIfOffered))
+        #expect(await refusing.acceptsInternationalAddresses() == false)
+        let error = await #expect(throws: MailError.self) { try await refusing.send(message) }
+        #expect(error?.kind == .invalidAddress)
+        #expect(error?.stage == "MAIL FROM")
+    }
+
+    @Test(
+        "smtp:// to a server that is not on loopback and offers no STARTTLS fails before sending anything",
+        .enabled(if: nonLoopbackAddress() != nil, "needs a non-loopback address on this machine"))
+    func plainTextOnlyToLoopback() async throws {
+        let address = try #require(nonLoopbackAddress())
+        let sink = try await MailSink.start(["--bind", address])
+        defer { sink.stop() }
+        let transport = SMTPTransport(
+            configuration: SMTPConfiguration(host: address, port: sink.port, security: .startTLSIfOffered, timeout: .seconds(10)))
+        let error = await #expect(throws: MailError.self) { try await transport.send(Self.message) }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.stage == "STARTTLS")
+        #expect(try await sink.messages(count: 0).isEmpty)
+        // The operator can still say plain text is fine, explicitly.
+        try await SMTPTransport(
+            configuration: SMTPConfiguration(host: address, port: sink.port, security: .none, timeout: .seconds(10))
+        ).send(Self.message)
+        #expect(try await sink.messages(count: 1)[0].tls == false)
+    }
+
     @Test("sends several messages, one connection each")
     func severalMessages() async throws {
         let sink = try await MailSink.start()
@@ -688,6 +728,22 @@ private struct MailSinkRecord: Decodable {
 
     var normalizedText: String? { text?.replacingOccurrences(of: "\r\n", with: "\n") }
     var normalizedHTML: String? { html?.replacingOccurrences(of: "\r\n", with: "\n") }
+}
+
+/// The first IPv4 address of this machine that is not loopback, if it has one.
+func nonLoopbackAddress() -> String? {
+    var list: UnsafeMutablePointer<ifaddrs>?
+    guard getifaddrs(&list) == 0, let first = list else { return nil }
+    defer { freeifaddrs(list) }
+    for entry in sequence(first: first, next: { $0.pointee.ifa_next }) {
+        guard let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET) else { continue }
+        var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+        var ipv4 = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
+        inet_ntop(AF_INET, &ipv4, &text, socklen_t(INET_ADDRSTRLEN))
+        let name = String(cString: text)
+        if !name.hasPrefix("127.") { return name }
+    }
+    return nil
 }
 
 /// Support/smtp_sink.py running in a child process: an aiosmtpd server on a free loopback port that writes each

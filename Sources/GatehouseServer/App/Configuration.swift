@@ -72,6 +72,7 @@ public enum ConfigurationKey: String, CaseIterable, Sendable {
     case appleAudiences = "apple-audiences"
     case appleJWKSURL = "apple-jwks-url"
     case trustedProxies = "trusted-proxies"
+    case codeFailuresPerDay = "code-failures-per-day"
     case metricsToken = "metrics-token"
     case encryptionKeys = "encryption-keys"
 
@@ -208,6 +209,11 @@ extension GatehouseConfiguration {
                 networks.append(network)
             }
             auth.trustedProxies = networks
+        case .codeFailuresPerDay:
+            guard let count = Int(value), (1...100).contains(count) else {
+                throw ConfigurationError("\(source) must be a number from 1 to 100 (NIST SP 800-63B's ceiling)")
+            }
+            auth.limits.codeFailuresPerDay = count
         case .metricsToken:
             guard value.count >= 16 else { throw ConfigurationError("\(source) must be at least 16 characters") }
             metricsToken = value

@@ -50,6 +50,8 @@ def parse_arguments():
     parser.add_argument("--auth-require-tls", action="store_true",
                         help="offer AUTH only after STARTTLS (aiosmtpd's default; off here unless given)")
     parser.add_argument("--silent", action="store_true", help="accept connections but never say anything")
+    parser.add_argument("--smtputf8", action="store_true", help="offer SMTPUTF8 (RFC 6531) for non-ASCII addresses")
+    parser.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--inject-after-starttls", action="store_true",
                         help="a scripted server that sends a plain-text reply right behind its STARTTLS go-ahead, "
                              "as in the STARTTLS command-injection attacks")
@@ -212,7 +214,7 @@ async def serve(arguments, stop):
             server = await asyncio.start_server(injecting, "127.0.0.1", arguments.port)
         else:
             sink = Sink(arguments.outdir)
-            options = {"hostname": "sink.test", "loop": loop}
+            options = {"hostname": "sink.test", "loop": loop, "enable_SMTPUTF8": arguments.smtputf8}
             if arguments.tls == "starttls":
                 options.update(tls_context=context, require_starttls=arguments.require_starttls)
             if arguments.auth:
@@ -222,7 +224,7 @@ async def serve(arguments, stop):
                     auth_require_tls=arguments.auth_require_tls,
                     auth_exclude_mechanism=[name for name in ("PLAIN", "LOGIN") if name not in offered])
             server = await loop.create_server(
-                lambda: SMTP(sink, **options), "127.0.0.1", arguments.port,
+                lambda: SMTP(sink, **options), arguments.bind, arguments.port,
                 ssl=context if arguments.tls == "implicit" else None)
         port = server.sockets[0].getsockname()[1]
         print("READY %d" % port, flush=True)
