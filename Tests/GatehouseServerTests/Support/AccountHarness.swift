@@ -51,6 +51,22 @@ struct AccountHarness {
         try await server.stop()
     }
 
+    /// Runs `body` against a fresh harness and stops its server afterwards, also when `body` throws: the async
+    /// counterpart of a `defer`.
+    static func with(
+        _ configure: (inout GatehouseConfiguration) -> Void = { _ in },
+        _ body: (AccountHarness) async throws -> Void
+    ) async throws {
+        let h = try await start(configure)
+        do {
+            try await body(h)
+        } catch {
+            try? await h.stop()
+            throw error
+        }
+        try await h.stop()
+    }
+
     /// A fresh address nobody else in the run uses.
     static func newEmail(_ tag: String = "user") -> String {
         "\(tag)-\(UUID().uuidString.prefix(8).lowercased())@example.com"
