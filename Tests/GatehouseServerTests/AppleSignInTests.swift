@@ -104,6 +104,46 @@ struct AppleSignInTests {
         try await apple.server.stop()
     }
 
+    @Test("F10 Apple: a token carrying a nonce needs it, and a token signs in once")
+    func appleNonceAndReplay() async throws {
+        let apple = try await FakeAppleKeys.start()
+        try await AccountHarness.with({
+            $0.auth.appleAudiences = ["com.example.app"]
+            $0.auth.appleJWKSURL = apple.jwksURL
+        }) { h in
+            let sub = "001234.\(UUID().uuidString.prefix(8))"
+            let email = AccountHarness.newEmail("apple")
+            let bound = try await apple.token(sub: sub, email: email, nonce: "raw-nonce")
+            let withoutNonce = try await h.client.post("/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": bound])
+            #expect(withoutNonce.status == 400)
+            #expect(withoutNonce.json["error_code"] as? String == "bad_jwt")
+            let first = try await h.client.post(
+                "/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": bound, "nonce": "raw-nonce"])
+            #expect(first.status == 200)
+            let replay = try await h.client.post(
+                "/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": bound, "nonce": "raw-nonce"])
+            #expect(replay.status == 400)
+            #expect(replay.json["error_code"] as? String == "bad_jwt")
+        }
+        try await apple.server.stop()
+    }
+
+    @Test("Apple confirming an address that an attacker signed up drops the attacker's password")
+    func applePreHijack() async throws {
+        let apple = try await FakeAppleKeys.start()
+        try await AccountHarness.with({
+            $0.auth.appleAudiences = ["com.example.app"]
+            $0.auth.appleJWKSURL = apple.jwksURL
+        }) { h in
+            let email = AccountHarness.newEmail("victim")
+            #expect(try await h.client.signUp(email, password: "attacker knows this one").status == 200)
+            let token = try await apple.token(sub: "victim.\(UUID().uuidString.prefix(6))", email: email)
+            #expect(try await h.client.post("/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": token]).status == 200)
+            #expect(try await h.client.password(email, "attacker knows this one").status == 400)
+        }
+        try await apple.server.stop()
+    }
+
     @Test("without configured audiences Sign in with Apple is off")
     func disabled() async throws {
         let h = try await AccountHarness.start()

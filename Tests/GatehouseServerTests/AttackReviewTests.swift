@@ -343,6 +343,17 @@ struct AttackReviewTests {
         }
     }
 
+    @Test("F15 a non-ASCII address gets a clear 422 when the mail server lacks SMTPUTF8")
+    func internationalAddressRefused() async throws {
+        try await AccountHarness.with { h in
+            for path in ["/auth/v1/otp", "/auth/v1/signup", "/auth/v1/recover"] {
+                let reply = try await h.client.post(path, ["email": "adá@exämple.com"])
+                #expect(reply.status == 422, "\(path)")
+                #expect(reply.json["error_code"] as? String == "email_address_not_supported")
+            }
+        }
+    }
+
     @Test("F17 audit: 429s, refused authorizations, tampered tokens and subject-less failed verifications are recorded")
     func auditGaps() async throws {
         try await AccountHarness.with { h in

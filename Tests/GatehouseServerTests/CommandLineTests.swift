@@ -155,6 +155,59 @@ struct CommandLineTests {
     }
 }
 
+extension CommandLineTests {
+    /// A usable value for every flag the README documents; a flag added to the README without one here fails the
+    /// test below, so the table and the binary cannot drift apart again.
+    static func sampleValues(folder: URL) -> [String: String] {
+        [
+            "--host": "127.0.0.1", "--port": "0", "--data-dir": folder.appendingPathComponent("data").path,
+            "--database-url": "sqlite://" + folder.appendingPathComponent("other.sqlite").path,
+            "--public-url": "http://127.0.0.1:8080", "--log-level": "info", "--log-format": "text",
+            "--max-body-size": "65536", "--smtp-url": "smtp://127.0.0.1:1", "--mail-from": "auth@example.com",
+            "--site-url": "https://app.example.com", "--redirect-urls": "https://app.example.com/auth/*,myapp://callback",
+            "--access-token-ttl": "600", "--session-idle-timeout": "86400", "--session-lifetime": "604800",
+            "--apple-audiences": "com.example.app", "--apple-jwks-url": "https://appleid.apple.com/auth/keys",
+            "--trusted-proxies": "10.0.0.0/8,127.0.0.1", "--metrics-token": "a-long-metrics-token-1234",
+            "--encryption-keys": SecretBox.newKey(), "--code-failures-per-day": "50",
+        ]
+    }
+
+    @Test("F16 the binary starts with every flag in the README's table")
+    func readmeFlags() async throws {
+        let readme = try String(
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../README.md"),
+            encoding: .utf8)
+        let rows = readme.matches(of: /\| `(--[a-z0-9-]+)` \| `(GATEHOUSE_[A-Z0-9_]+)` \|/).map { (String($0.1), String($0.2)) }
+        #expect(rows.count >= 20)
+        for (flag, variable) in rows {
+            let key = try #require(ConfigurationKey(rawValue: String(flag.dropFirst(2))), "\(flag) is not a setting")
+            #expect(key.environmentName == variable)
+        }
+        let folder = try Self.scratchFolder()
+        let samples = Self.sampleValues(folder: folder)
+        var arguments = ["serve"]
+        for (flag, _) in rows {
+            let value = try #require(samples[flag], "no sample value for \(flag)")
+            arguments += [flag, value]
+        }
+        let process = Process()
+        process.executableURL = Self.executable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
+        let err = Pipe()
+        process.standardError = err
+        let lines = err.lines()
+        try process.run()
+        var iterator = lines.makeAsyncIterator()
+        let startLine = await iterator.next() ?? ""
+        #expect(startLine.contains("gatehouse listening on http://127.0.0.1:"), "\(startLine)")
+        #expect(startLine.contains("other.sqlite"))
+        process.terminate()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+    }
+}
+
 @Suite("gatehouse operator commands")
 struct OperatorCommandTests {
     @Test("keys rotate, companies list/show/set-tier and users list/show/disable work on the server's store")
