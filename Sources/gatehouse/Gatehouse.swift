@@ -295,7 +295,21 @@ struct Companies: AsyncParsableCommand {
 /// `gatehouse users list | show | disable`.
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Inspect and disable accounts.", subcommands: [List.self, Show.self, Disable.self])
+        abstract: "Inspect accounts, sign them out everywhere, or disable them.",
+        subcommands: [List.self, Show.self, SignOut.self, Disable.self])
+
+    struct SignOut: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "sign-out", abstract: "End every session of an account without disabling it.")
+        @Argument(help: "Account id or email.") var account: String
+        @OptionGroup var options: ServerOptions
+        func run() async throws {
+            try await withOperator(options) { op in
+                guard let ended = try await op.signOutUser(account) else { throw NotFound(description: "no account \(account)") }
+                print("account \(account) signed out everywhere; \(ended) session\(ended == 1 ? "" : "s") ended")
+            }
+        }
+    }
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List every account.")

@@ -210,7 +210,7 @@ extension CommandLineTests {
 
 @Suite("gatehouse operator commands")
 struct OperatorCommandTests {
-    @Test("keys rotate, companies list/show/set-tier and users list/show/disable work on the server's store")
+    @Test("keys rotate, companies list/show/set-tier and users list/show/sign-out/disable work on the server's store")
     func operatorCommands() async throws {
         let folder = try CommandLineTests.scratchFolder()
         let dataDir = folder.appendingPathComponent("data").path
@@ -243,6 +243,9 @@ struct OperatorCommandTests {
         #expect(missing.stderr.contains("no company no-such-company"))
         #expect(try CommandLineTests.run(["users", "list"] + args).stdout.contains(owner.email))
         #expect(try CommandLineTests.run(["users", "show", owner.email] + args).stdout.contains("sessions:  2 live"))
+        let signedOut = try CommandLineTests.run(["users", "sign-out", owner.email] + args)
+        #expect(signedOut.stdout.contains("2 sessions ended"))
+        #expect(try CommandLineTests.run(["users", "show", owner.email] + args).stdout.contains("sessions:  0 live"))
         #expect(try CommandLineTests.run(["users", "disable", owner.email] + args).status == 0)
 
         // Back on the server: the disabled account's sessions have ended, and the new key signs.

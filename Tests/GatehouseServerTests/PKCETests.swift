@@ -44,7 +44,7 @@ struct PKCETests {
         try await h.client.post("/auth/v1/token?grant_type=pkce", ["auth_code": code, "code_verifier": verifier])
     }
 
-    @Test("sign-up link → ?code= → token?grant_type=pkce with the verifier: a session, and the sign-up's password set")
+    @Test("sign-up link → ?code= → token?grant_type=pkce with the verifier: a session, the sign-up's password; a replay ends it")
     func signUpFlow() async throws {
         try await AccountHarness.with(Self.configure) { h in
             let pkce = Verifier()
@@ -59,6 +59,10 @@ struct PKCETests {
             let signedIn = try SignedIn(session)
             #expect(try await h.client.user(signedIn.access).json["email_confirmed_at"] is String)
             #expect(try await h.client.password(email, "correct horse battery").status == 200)
+            // A code presented again (it leaked?) is refused, and the session its first exchange started ends.
+            let replayed = try await Self.exchange(h, code: code, verifier: pkce.verifier)
+            #expect(replayed.json["error_code"] as? String == "flow_state_not_found")
+            #expect(try await h.client.user(signedIn.access).status == 403)
         }
     }
 

@@ -292,7 +292,10 @@ struct AuthController {
     /// Applies what a verified code proves (a confirmed email, a new email) and starts a session. An unconfirmed
     /// account takes the password and profile of the sign-up whose code this is; confirmed any other way, whatever a
     /// sign-up had chosen is dropped.
-    private func signIn(after consumed: ConsumedCode, method: String, client: ClientInfo) async throws -> AuthSession {
+    private func signIn(
+        after consumed: ConsumedCode, method: String, client: ClientInfo,
+        started: @escaping @Sendable (String, any SQLDatabase) async throws -> Void = { _, _ in }
+    ) async throws -> AuthSession {
         let now = env.clock.now
         let env = self.env
         let amrMethod = consumed.purpose == .recovery ? "recovery" : consumed.purpose == .emailChange ? "email_change" : method
@@ -336,6 +339,7 @@ struct AuthController {
             try await accounts.touchIdentity(provider: "email", accountID: account.id, at: now)
             let issued = try await env.sessions.start(
                 accountID: account.id, method: amrMethod, ip: client.ip, userAgent: client.userAgent, db: db)
+            try await started(issued.sessionID, db)
             try await audit.record(client.event("verified", accountID: account.id, detail: ["purpose": consumed.purpose.rawValue]))
             if consumed.purpose == .emailChange {
                 try await audit.record(client.event("email_changed", accountID: account.id))
@@ -433,9 +437,19 @@ struct AuthController {
         }
         switch outcome {
         case .success(let consumed):
-            return try await signIn(after: consumed, method: "magiclink", client: client)
+            // The session is bound to its code, so a replayed code can end what the first exchange started.
+            return try await signIn(after: consumed, method: "magiclink", client: client) { [clock = env.clock] sessionID, db in
+                try await FlowStates(db: db, clock: clock).bind(body.authCode, sessionID: sessionID)
+            }
         case .failure(let refusal):
-            await env.sessions.audit(client.event("verify_failed", accountID: nil, detail: ["type": "pkce", "reason": "\(refusal)"]))
+            if case .reused(let sessionID?) = refusal {
+                try await env.store.transaction { [env] db in
+                    try await db.update("sessions").set("revoked_at", to: env.clock.now.epochMilliseconds)
+                        .where { $0.where("id", .equal, sessionID).orWhere("parent_id", .equal, sessionID) }
+                        .where("revoked_at", .is, SQLLiteral.null).run()
+                }
+            }
+            await env.sessions.audit(client.event("verify_failed", accountID: nil, detail: ["type": "pkce", "reason": refusal.reason]))
             throw refusal.apiError
         }
     }
@@ -639,6 +653,7 @@ struct AuthController {
             return
         }
         if let current = body.currentPassword {
+            try await env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
             let key = AccountsEnvironment.passwordKey(account.email)
             try await env.admit(key, rule: env.passwordRule, client: client, accountID: account.id)
             if let hash = account.passwordHash, case .valid = await env.hasher.verify(current, against: hash) {

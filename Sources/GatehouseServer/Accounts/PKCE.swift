@@ -48,10 +48,21 @@ struct FlowStates {
     /// Why an exchange was refused, in GoTrue's codes.
     enum Refusal: Error {
         case notFound, expired, badVerifier
+        /// The code was exchanged before; the session that exchange started (if any) must end (RFC 9700 4.2.1).
+        case reused(sessionID: String?)
+
+        var reason: String {
+            switch self {
+            case .notFound: "not_found"
+            case .expired: "expired"
+            case .badVerifier: "bad_verifier"
+            case .reused: "reused"
+            }
+        }
 
         var apiError: APIError {
             switch self {
-            case .notFound:
+            case .notFound, .reused:
                 APIError(.notFound, code: "flow_state_not_found", message: "Invalid flow state, no valid flow state found")
             case .expired:
                 APIError(
@@ -80,15 +91,28 @@ struct FlowStates {
         return code
     }
 
+    /// Remembers which session the code's exchange started.
+    func bind(_ authCode: String, sessionID: String) async throws {
+        try await db.update("flow_states").set("session_id", to: sessionID)
+            .where("auth_code_hash", .equal, Secrets.digest(authCode)).run()
+    }
+
     /// Uses up the authorization code when the verifier matches, returning what its link proved. A wrong verifier
     /// also uses it up: a code is never worth a second guess.
     func redeem(_ authCode: String, verifier: String) async throws -> Result<ConsumedCode, Refusal> {
         let now = clock.now.epochMilliseconds
+        let hash = Secrets.digest(authCode)
         guard
             let row = try await db.update("flow_states").set("used_at", to: now)
-                .where("auth_code_hash", .equal, Secrets.digest(authCode)).where("used_at", .is, SQLLiteral.null)
+                .where("auth_code_hash", .equal, hash).where("used_at", .is, SQLLiteral.null)
                 .returning("code_challenge", "verified", "expires_at").first()
-        else { return .failure(.notFound) }
+        else {
+            guard
+                let used = try await db.select().column("session_id").from("flow_states")
+                    .where("auth_code_hash", .equal, hash).first()
+            else { return .failure(.notFound) }
+            return .failure(.reused(sessionID: try used.decode(column: "session_id", as: String?.self)))
+        }
         guard try row.decode(column: "expires_at", as: Int64.self) > now else { return .failure(.expired) }
         guard PKCE.verifies(verifier, challenge: try row.decode(column: "code_challenge", as: String.self)) else {
             return .failure(.badVerifier)

@@ -238,6 +238,8 @@ struct CompaniesController {
     /// What accepting a link would join, without joining.
     @Sendable func preview(_ request: Request, context: AuthenticatedContext) async throws -> SharePreview {
         let token = try context.parameters.require("token")
+        // A share token is a secret: looking one up is limited per IP like every other secret check.
+        try await env.limit("share", env.settings.limits.verificationsPerIP, client: client(request, context.peerAddress))
         let companies = CompanyRepository(db: env.store.database)
         guard let link = try await companies.share(tokenHash: Secrets.digest(token)) else { throw Self.shareExpired }
         guard link.usable(at: env.clock.now), let company = try await companies.company(link.companyID) else {
@@ -255,9 +257,29 @@ struct CompaniesController {
         let token = try context.parameters.require("token")
         let accountID = context.identity.accountID
         let client = client(request, context.peerAddress)
+        try await env.limit("share", env.settings.limits.verificationsPerIP, client: client)
         let env = self.env
         let now = env.clock.now
-        let companyID: String = try await env.store.transaction { db in
+        let companyID: String
+        do {
+            companyID = try await acceptShare(token: token, accountID: accountID, client: client, now: now)
+        } catch let error as APIError {
+            // A refusal the link's holder hit (tier, limit, expiry) is a security decision: it goes in the trail.
+            let link = try? await CompanyRepository(db: env.store.database).share(tokenHash: Secrets.digest(token))
+            await env.sessions.audit(
+                AuditEvent(
+                    "share_refused", accountID: accountID, companyID: link?.companyID, ip: client.ip,
+                    userAgent: client.userAgent, detail: ["reason": error.code]))
+            throw error
+        }
+        let summaries = try await CompanyRepository(db: env.store.database).summaries(accountID: accountID)
+        guard let summary = summaries.first(where: { $0.id == companyID }) else { throw Self.companyNotFound }
+        return summary
+    }
+
+    private func acceptShare(token: String, accountID: String, client: ClientInfo, now: Date) async throws -> String {
+        let env = self.env
+        return try await env.store.transaction { db in
             let companies = CompanyRepository(db: db)
             guard let link = try await companies.share(tokenHash: Secrets.digest(token)), link.usable(at: now) else {
                 throw Self.shareExpired
@@ -287,9 +309,6 @@ struct CompaniesController {
                            detail: ["share": link.id, "permission": link.permission.rawValue]))
             return company.id
         }
-        let summaries = try await CompanyRepository(db: env.store.database).summaries(accountID: accountID)
-        guard let summary = summaries.first(where: { $0.id == companyID }) else { throw Self.companyNotFound }
-        return summary
     }
 
     // MARK: Members

@@ -88,6 +88,23 @@ public struct Operator: Sendable {
         return text
     }
 
+    /// Ends every session of an account (every device, every company login) without disabling it; nil when there is
+    /// no such account, else how many sessions ended.
+    public func signOutUser(_ idOrEmail: String) async throws -> Int? {
+        try await store.transaction { db in
+            let accounts = AccountRepository(db: db)
+            var found = try await accounts.find(id: idOrEmail)
+            if found == nil { found = try await accounts.find(email: idOrEmail.lowercased()) }
+            guard let account = found else { return nil }
+            let ended = try await db.update("sessions").set("revoked_at", to: Date().epochMilliseconds)
+                .where("account_id", .equal, account.id).where("revoked_at", .is, SQLLiteral.null)
+                .returning("id").all().count
+            try await AuditLog(db: db, clock: SystemClock()).record(
+                AuditEvent("signed_out_everywhere", accountID: account.id, detail: ["by": "operator", "sessions": String(ended)]))
+            return ended
+        }
+    }
+
     /// Disables an account and ends all its sessions; false when there is no such account.
     public func disableUser(_ idOrEmail: String) async throws -> Bool {
         try await store.transaction { db in

@@ -147,6 +147,7 @@ struct CredentialsController {
         else { throw APIError.notFound("You have no credential for this company") }
         // The current password is a guess like any login: counted first, backing off the same way.
         let throttleKey = Self.throttleKey(cid, accountID)
+        try await env.limit("company-login", env.settings.limits.signInsPerIP, client: client)
         try await env.admit(throttleKey, rule: env.passwordRule, client: client, accountID: accountID)
         guard case .valid = await env.hasher.verify(body.currentPassword, against: credential.passwordHash) else {
             await env.sessions.audit(event("credential_password_change_failed", client, accountID: accountID, companyID: cid))

@@ -255,6 +255,7 @@ public enum Migrations {
                 .column("created_at", type: .bigint, .notNull)
                 .column("expires_at", type: .bigint, .notNull)
                 .column("used_at", type: .bigint)
+                .column("session_id", type: .text)
                 .run()
             // Mail waits here, encrypted, until a worker sends it: off the request path, and nothing lost in an outage.
             try await db.create(table: "mail_queue")
