@@ -72,6 +72,23 @@ struct CommandLineTests {
             stderr: String(decoding: stderr, as: UTF8.self))
     }
 
+    /// Starts the binary with `arguments` (a `serve`), returning it and its standard error a line at a time.
+    static func serve(
+        _ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil
+    ) throws -> (Process, AsyncStream<String>) {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
+            .merging(environment) { $1 }
+        if let folder { process.currentDirectoryURL = folder }
+        let err = Pipe()
+        process.standardError = err
+        let lines = err.lines()
+        try process.run()
+        return (process, lines)
+    }
+
     static func scratchFolder() throws -> URL {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -111,17 +128,8 @@ struct CommandLineTests {
     @Test("gatehouse serve with no flags: ./gatehouse-data, one start line, ready, and a clean stop on SIGTERM")
     func serve() async throws {
         let folder = try Self.scratchFolder()
-        let process = Process()
-        process.executableURL = Self.executable
         // Port 0 stands in for 8080 so parallel runs do not collide; everything else is default.
-        process.arguments = ["serve"]
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
-            .merging(["GATEHOUSE_PORT": "0"]) { $1 }
-        process.currentDirectoryURL = folder
-        let err = Pipe()
-        process.standardError = err
-        let lines = err.lines()
-        try process.run()
+        let (process, lines) = try Self.serve(["serve"], environment: ["GATEHOUSE_PORT": "0"], in: folder)
         var iterator = lines.makeAsyncIterator()
         let startLine = await iterator.next() ?? ""
         #expect(startLine.contains("gatehouse listening on http://127.0.0.1:"))
@@ -190,14 +198,7 @@ extension CommandLineTests {
             let value = try #require(samples[flag], "no sample value for \(flag)")
             arguments += [flag, value]
         }
-        let process = Process()
-        process.executableURL = Self.executable
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
-        let err = Pipe()
-        process.standardError = err
-        let lines = err.lines()
-        try process.run()
+        let (process, lines) = try Self.serve(arguments)
         var iterator = lines.makeAsyncIterator()
         let startLine = await iterator.next() ?? ""
         #expect(startLine.contains("gatehouse listening on http://127.0.0.1:"), "\(startLine)")
