@@ -1,0 +1,90 @@
+import Crypto
+import Foundation
+import Testing
+
+@testable import GatehouseServer
+
+/// The state machines and decisions that need no server: refresh rotation, token buckets, company rules.
+@Suite("Rules without I/O")
+struct RulesTests {
+    static let start = Date(timeIntervalSince1970: 1_700_000_000)
+
+    // MARK: Refresh rotation
+
+    @Test("a fresh token rotates; a rotated one inside the grace window replays; after it, reuse ends the session")
+    func rotationDecision() {
+        #expect(RefreshRotation.decide(rotatedAt: nil, now: Self.start, grace: 10) == .rotate)
+        #expect(RefreshRotation.decide(rotatedAt: Self.start, now: Self.start.addingTimeInterval(10), grace: 10) == .replayWithinGrace)
+        #expect(RefreshRotation.decide(rotatedAt: Self.start, now: Self.start.addingTimeInterval(10.001), grace: 10) == .reuseDetected)
+    }
+
+    @Test("a token's successor is fixed by the token and the key, and differs for another key")
+    func successor() {
+        let key = SymmetricKey(size: .bits256)
+        let next = RefreshRotation.successor(of: "token", key: key)
+        #expect(next == RefreshRotation.successor(of: "token", key: key))
+        #expect(next != RefreshRotation.successor(of: "token", key: SymmetricKey(size: .bits256)))
+        #expect(next != RefreshRotation.successor(of: "token2", key: key))
+        #expect(next.count == 43 && !next.contains("="))
+    }
+
+    // MARK: Token buckets
+
+    @Test("a bucket gives its burst at once, then refills at its rate, and says how long to wait")
+    func tokenBucket() {
+        let rule = RateLimit(limit: 150, per: 300, burst: 30)
+        var bucket = TokenBucket(tokens: 30, updatedAt: Self.start)
+        for _ in 0..<30 { #expect(bucket.take(rule, now: Self.start) == nil) }
+        #expect(bucket.take(rule, now: Self.start) == 2)
+        // Half a token a second: two seconds later one more request goes through.
+        #expect(bucket.take(rule, now: Self.start.addingTimeInterval(2)) == nil)
+        #expect(bucket.take(rule, now: Self.start.addingTimeInterval(2)) != nil)
+        // It never holds more than its burst, however long it rests.
+        _ = bucket.take(rule, now: Self.start.addingTimeInterval(100_000))
+        #expect(bucket.tokens <= 29)
+    }
+
+    // MARK: Company rules
+
+    static func member(_ role: MemberRole, dept: Int64 = 0, manager: Int64 = 0, id: String = "m") -> Membership {
+        Membership(companyID: "c", accountID: id, role: role, deptMask: dept, managerMask: manager)
+    }
+
+    @Test("tiers: Free admits nobody, Business ten participants, Enterprise any number")
+    func tiers() {
+        #expect(!CompanyRules.admits(participants: 0, tier: .free))
+        #expect(CompanyRules.admits(participants: 9, tier: .business))
+        #expect(!CompanyRules.admits(participants: 10, tier: .business))
+        #expect(CompanyRules.admits(participants: 10_000, tier: .enterprise))
+        #expect(!CompanyTier.free.allowsSharing && CompanyTier.business.allowsSharing)
+    }
+
+    @Test("share links: the owner always; a manager only when the policy says so; a plain member never")
+    func shareManagement() {
+        var policy = CompanyPolicy()
+        let manager = Self.member(.member, manager: 0b10)
+        #expect(CompanyRules.canManageShares(Self.member(.owner), policy: policy))
+        #expect(!CompanyRules.canManageShares(manager, policy: policy))
+        policy.managersCanShare = true
+        #expect(CompanyRules.canManageShares(manager, policy: policy))
+        #expect(!CompanyRules.canManageShares(Self.member(.member), policy: policy))
+        #expect(!CompanyRules.canManageShares(Self.member(.readOnly, manager: 0b1), policy: policy))
+    }
+
+    @Test("member changes: owners change others but never into an owner; managers move only the bits they manage")
+    func memberChanges() {
+        let owner = Self.member(.owner, id: "owner")
+        let manager = Self.member(.member, dept: 0b01, manager: 0b0110, id: "manager")
+        let target = Self.member(.member, dept: 0b0001, id: "target")
+        typealias Change = CompanyRules.MemberChange
+        #expect(CompanyRules.judge(Change(role: .readOnly), by: owner, on: target) == .allowed)
+        #expect(CompanyRules.judge(Change(role: .owner), by: owner, on: target) != .allowed)
+        #expect(CompanyRules.judge(Change(deptMask: 0), by: owner, on: owner) != .allowed)
+        #expect(CompanyRules.judge(Change(deptMask: 0b0111), by: manager, on: target) == .allowed)
+        #expect(CompanyRules.judge(Change(deptMask: 0b1001), by: manager, on: target) != .allowed)
+        #expect(CompanyRules.judge(Change(deptMask: 0b0000), by: manager, on: target) != .allowed)
+        #expect(CompanyRules.judge(Change(managerMask: 0b10), by: manager, on: target) != .allowed)
+        #expect(CompanyRules.judge(Change(deptMask: 0b10), by: manager, on: owner) != .allowed)
+        #expect(CompanyRules.judge(Change(deptMask: 0b10), by: Self.member(.member), on: target) != .allowed)
+    }
+}
