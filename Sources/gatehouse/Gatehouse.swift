@@ -190,7 +190,7 @@ struct Keys: AsyncParsableCommand {
                 let rotated = try await SigningKeys.rotate(store, box: try SecretBox.load(configuration))
                 try await store.recordAudit(
                     AuditEvent(
-                        "signing_key_rotated", detail: ["new": rotated.new, "retired": rotated.retired.joined(separator: ",")]))
+                        .signingKeyRotated, detail: ["new": rotated.new, "retired": rotated.retired.joined(separator: ",")]))
                 await store.close()
                 print("signing with key \(rotated.new); retired \(rotated.retired.isEmpty ? "none" : rotated.retired.joined(separator: ", "))")
             } catch {
@@ -216,7 +216,7 @@ extension Keys {
             do {
                 try await store.migrate()
                 let count = try await ServerSecrets.reencrypt(store, box: box)
-                try await store.recordAudit(AuditEvent("secrets_reencrypted", detail: ["count": String(count)]))
+                try await store.recordAudit(AuditEvent(.secretsReencrypted, detail: ["count": String(count)]))
                 await store.close()
                 print("re-encrypted \(count) stored secret\(count == 1 ? "" : "s") with the newest key")
             } catch {

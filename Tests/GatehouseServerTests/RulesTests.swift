@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GatehouseAPI
 import Testing
 
 @testable import GatehouseServer
@@ -86,5 +87,24 @@ struct RulesTests {
         #expect(CompanyRules.judge(Change(managerMask: 0b10), by: manager, on: target) != .allowed)
         #expect(CompanyRules.judge(Change(deptMask: 0b10), by: manager, on: owner) != .allowed)
         #expect(CompanyRules.judge(Change(deptMask: 0b10), by: Self.member(.member), on: target) != .allowed)
+    }
+}
+
+/// The lists that clients and operators rely on.
+@Suite("One list each: error codes and audit actions")
+struct ListsTests {
+    @Test("the error codes in openapi.yaml are exactly the server's ErrorCode list")
+    func errorCodesDocumented() throws {
+        let document = String(decoding: try GatehouseAPIDocument.yaml(), as: UTF8.self)
+        let line = try #require(document.firstMatch(of: #/\n    ErrorCode:[\s\S]*?enum: \[([a-z_, ]+)\]/#))
+        let documented = Set(line.1.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+        #expect(documented == Set(ErrorCode.allCases.map(\.rawValue)))
+    }
+
+    @Test("audit actions are unique snake_case names")
+    func auditActions() {
+        let names = AuditAction.allCases.map(\.rawValue)
+        #expect(Set(names).count == names.count)
+        #expect(names.allSatisfy { $0.allSatisfy { $0.isLowercase || $0 == "_" } })
     }
 }

@@ -35,10 +35,10 @@ struct AccountsEnvironment: Sendable {
 
     /// The per-IP limit for `rule`, answered with 429 and `Retry-After` when spent (and audited).
     func limit(
-        _ name: String, _ rule: RateLimit, client: ClientInfo, code: String = "over_request_rate_limit"
+        _ name: String, _ rule: RateLimit, client: ClientInfo, code: ErrorCode = .overRequestRateLimit
     ) async throws {
         if let wait = limiter.check("\(name):\(client.ip ?? "unknown")", rule) {
-            await sessions.audit(client.event("rate_limited", accountID: nil, detail: ["limit": name, "retry_after": "\(wait)"]))
+            await sessions.audit(client.event(.rateLimited, accountID: nil, detail: ["limit": name, "retry_after": "\(wait)"]))
             throw APIError.rateLimited(code, retryAfter: wait)
         }
     }
@@ -51,8 +51,8 @@ struct AccountsEnvironment: Sendable {
         }
         if let wait {
             await sessions.audit(
-                client.event("rate_limited", accountID: accountID, detail: ["limit": Self.throttleName(key), "retry_after": "\(wait)"]))
-            throw APIError.rateLimited("over_request_rate_limit", retryAfter: wait)
+                client.event(.rateLimited, accountID: accountID, detail: ["limit": Self.throttleName(key), "retry_after": "\(wait)"]))
+            throw APIError.rateLimited(.overRequestRateLimit, retryAfter: wait)
         }
     }
 
@@ -79,7 +79,7 @@ struct AccountsEnvironment: Sendable {
         }
         if let wait {
             throw APIError.rateLimited(
-                "over_email_send_rate_limit", retryAfter: wait,
+                .overEmailSendRateLimit, retryAfter: wait,
                 message: "For security purposes, you can only request this after \(wait) seconds.")
         }
         return key
@@ -88,7 +88,7 @@ struct AccountsEnvironment: Sendable {
     /// Mails a code of `purpose` to the account at `email` when it exists, is not disabled and is `eligible`;
     /// otherwise does nothing, so the caller answers the same either way. The mail is queued with the code.
     func mailCode(
-        to email: String, purpose: CodePurpose, client: ClientInfo, auditAction: String, codeChallenge: String? = nil,
+        to email: String, purpose: CodePurpose, client: ClientInfo, auditAction: AuditAction, codeChallenge: String? = nil,
         eligible: @escaping @Sendable (AccountRecord) -> Bool,
         template: @escaping @Sendable (IssuedCode) -> Mailer.Template
     ) async throws {
@@ -161,7 +161,7 @@ struct AccountsEnvironment: Sendable {
         let problems = policy.problems(for: password, forbidden: forbidden)
         guard problems.isEmpty else {
             throw APIError(
-                .unprocessableContent, code: "weak_password",
+                .unprocessableContent, code: .weakPassword,
                 message: problems.map { $0.message(for: policy) }.joined(separator: "; "),
                 details: ["weak_password": .object(["reasons": .array(problems.map { .string($0.rawValue) })])])
         }
@@ -179,7 +179,7 @@ struct AccountsEnvironment: Sendable {
         let email = try validEmail(raw)
         guard await mailer.canDeliver(to: email) else {
             throw APIError(
-                .unprocessableContent, code: "email_address_not_supported",
+                .unprocessableContent, code: .emailAddressNotSupported,
                 message: "Mail cannot be sent to addresses with non-ASCII characters from this server")
         }
         return email
@@ -205,7 +205,7 @@ struct ClientInfo: Sendable {
 
     static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
 
-    func event(_ action: String, accountID: String?, detail: [String: String] = [:]) -> AuditEvent {
+    func event(_ action: AuditAction, accountID: String?, detail: [String: String] = [:]) -> AuditEvent {
         AuditEvent(action, accountID: accountID, ip: ip, userAgent: userAgent, detail: detail)
     }
 }

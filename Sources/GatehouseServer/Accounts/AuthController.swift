@@ -39,7 +39,7 @@ struct AuthController {
         guard !context.identity.isAccountSession else { return }
         await env.sessions.audit(
             client(request, context.peerAddress).event(
-                "authorization_refused", accountID: context.identity.accountID,
+                .authorizationRefused, accountID: context.identity.accountID,
                 detail: ["reason": "account_session_required", "path": request.uri.path]))
         throw APIError.accountSessionRequired
     }
@@ -55,7 +55,7 @@ struct AuthController {
         let email = try await env.deliverableEmail(body.email)
         if let password = body.password { try env.checkPassword(password, email: email) }
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
-        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
+        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
         _ = try await env.claimCooldown("signup", email: email)
         let redirect = request.uri.queryParameters["redirect_to"].map(String.init)
         let now = env.clock.now
@@ -70,7 +70,7 @@ struct AuthController {
             let existing = try await accounts.find(email: email)
             if let existing, existing.emailConfirmedAt != nil {
                 try await env.mailer.enqueue(.signupAttempt(signInLink: env.siteURL), to: email, db: db)
-                try await AuditLog(db: db, clock: env.clock).record(client.event("signup_existing_email", accountID: existing.id))
+                try await AuditLog(db: db, clock: env.clock).record(client.event(.signupExistingEmail, accountID: existing.id))
                 return nil
             }
             // An unconfirmed account is never changed by a sign-up: its own code carries this sign-up's choices.
@@ -85,7 +85,7 @@ struct AuthController {
             try await env.mailer.enqueue(
                 .signupConfirmation(code: code.code, link: env.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirect)),
                 to: email, db: db)
-            try await AuditLog(db: db, clock: env.clock).record(client.event("signup", accountID: account.id))
+            try await AuditLog(db: db, clock: env.clock).record(client.event(.signup, accountID: account.id))
             return account.id
         }
         env.mailer.queue.wake()
@@ -105,7 +105,7 @@ struct AuthController {
         let client = client(request, context.peerAddress)
         let email = try await env.deliverableEmail(body.email)
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
-        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
+        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
         _ = try await env.claimCooldown("otp", email: email)
         let redirect = request.uri.queryParameters["redirect_to"].map(String.init)
         let now = env.clock.now
@@ -126,7 +126,7 @@ struct AuthController {
             try await env.mailer.enqueue(
                 .magicLink(code: code.code, link: env.verifyLink(token: code.linkToken, type: "magiclink", redirectTo: redirect)),
                 to: email, db: db)
-            try await AuditLog(db: db, clock: env.clock).record(client.event("otp_sent", accountID: account.id))
+            try await AuditLog(db: db, clock: env.clock).record(client.event(.otpSent, accountID: account.id))
         }
         env.mailer.queue.wake()
         return [:]
@@ -142,12 +142,12 @@ struct AuthController {
         let client = client(request, context.peerAddress)
         let email = try await env.deliverableEmail(body.email)
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
-        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
+        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
         _ = try await env.claimCooldown("signup", email: email)
         let redirect = request.uri.queryParameters["redirect_to"].map(String.init)
         let env = self.env
         try await env.mailCode(
-            to: email, purpose: .signup, client: client, auditAction: "signup_code_resent", codeChallenge: challenge,
+            to: email, purpose: .signup, client: client, auditAction: .signupCodeResent, codeChallenge: challenge,
             eligible: { $0.emailConfirmedAt == nil }
         ) { code in
             .signupConfirmation(
@@ -162,12 +162,12 @@ struct AuthController {
         let client = client(request, context.peerAddress)
         let email = try await env.deliverableEmail(body.email)
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
-        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
+        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
         _ = try await env.claimCooldown("recovery", email: email)
         let redirect = request.uri.queryParameters["redirect_to"].map(String.init)
         let env = self.env
         try await env.mailCode(
-            to: email, purpose: .recovery, client: client, auditAction: "recovery_requested", codeChallenge: challenge,
+            to: email, purpose: .recovery, client: client, auditAction: .recoveryRequested, codeChallenge: challenge,
             eligible: { _ in true }
         ) { code in
             .recovery(code: code.code, link: env.verifyLink(token: code.linkToken, type: "recovery", redirectTo: redirect))
@@ -212,8 +212,8 @@ struct AuthController {
         guard let consumed else {
             var detail = ["type": String(body.type.prefix(32))]
             detail["email"] = emailDigest
-            await env.sessions.audit(client.event("verify_failed", accountID: nil, detail: detail))
-            throw APIError(.forbidden, code: "otp_expired", message: "Token has expired or is invalid")
+            await env.sessions.audit(client.event(.verifyFailed, accountID: nil, detail: detail))
+            throw APIError(.forbidden, code: .otpExpired, message: "Token has expired or is invalid")
         }
         return try await signIn(after: consumed, method: body.tokenHash == nil ? "otp" : "magiclink", client: client)
     }
@@ -243,8 +243,8 @@ struct AuthController {
         let form = try await request.decodeForm(context: context)
         let client = client(request, context.peerAddress)
         guard LinkPage.isSameOrigin(request, publicURL: env.publicURL) else {
-            await env.sessions.audit(client.event("authorization_refused", accountID: nil, detail: ["reason": "cross_site_link_post"]))
-            throw APIError(.forbidden, code: "cross_site_request", message: "This form can only be sent from its own page")
+            await env.sessions.audit(client.event(.authorizationRefused, accountID: nil, detail: ["reason": "cross_site_link_post"]))
+            throw APIError(.forbidden, code: .crossSiteRequest, message: "This form can only be sent from its own page")
         }
         try await env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
         let type = form["type"] ?? "magiclink"
@@ -258,11 +258,11 @@ struct AuthController {
             }
         }
         guard let consumed else {
-            await env.sessions.audit(client.event("verify_failed", accountID: nil, detail: ["type": String(type.prefix(32))]))
+            await env.sessions.audit(client.event(.verifyFailed, accountID: nil, detail: ["type": String(type.prefix(32))]))
             return LinkPage.redirect(
                 target,
                 fragment: [
-                    ("error", "access_denied"), ("error_code", "otp_expired"),
+                    ("error", "access_denied"), ("error_code", ErrorCode.otpExpired.rawValue),
                     ("error_description", "Email link is invalid or has expired"),
                 ])
         }
@@ -271,7 +271,7 @@ struct AuthController {
                 try await FlowStates(db: db, clock: env.clock).create(for: consumed, challenge: challenge)
             }
             await env.sessions.audit(
-                client.event("verified", accountID: consumed.accountID, detail: ["purpose": consumed.purpose.rawValue, "flow": "pkce"]))
+                client.event(.verified, accountID: consumed.accountID, detail: ["purpose": consumed.purpose.rawValue, "flow": "pkce"]))
             return LinkPage.redirect(target, query: [("code", code)])
         }
         do {
@@ -305,16 +305,16 @@ struct AuthController {
             if let id = consumed.accountID { found = try await accounts.find(id: id) }
             if found == nil { found = try await accounts.find(email: consumed.email) }
             guard var account = found else {
-                throw APIError(.forbidden, code: "otp_expired", message: "Token has expired or is invalid")
+                throw APIError(.forbidden, code: .otpExpired, message: "Token has expired or is invalid")
             }
             guard account.disabledAt == nil else {
-                throw APIError(.forbidden, code: "user_banned", message: "This account is disabled")
+                throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
             }
             let audit = AuditLog(db: db, clock: env.clock)
             if consumed.purpose == .emailChange, let newEmail = consumed.newEmail {
                 if let other = try await accounts.find(email: newEmail), other.id != account.id {
                     throw APIError(
-                        .unprocessableContent, code: "email_exists",
+                        .unprocessableContent, code: .emailExists,
                         message: "A user with this email address has already been registered")
                 }
                 account.email = newEmail
@@ -325,7 +325,7 @@ struct AuthController {
                 if account.passwordHash != nil || !account.userMetadata.isEmpty || pending.passwordHash != nil {
                     try await audit.record(
                         client.event(
-                            "pending_signup_resolved", accountID: account.id,
+                            .pendingSignupResolved, accountID: account.id,
                             detail: ["password": pending.passwordHash == nil ? "none" : "set_by_this_code"]))
                 }
                 account.passwordHash = pending.passwordHash
@@ -340,11 +340,11 @@ struct AuthController {
             let issued = try await env.sessions.start(
                 accountID: account.id, method: amrMethod, ip: client.ip, userAgent: client.userAgent, db: db)
             try await started(issued.sessionID, db)
-            try await audit.record(client.event("verified", accountID: account.id, detail: ["purpose": consumed.purpose.rawValue]))
+            try await audit.record(client.event(.verified, accountID: account.id, detail: ["purpose": consumed.purpose.rawValue]))
             if consumed.purpose == .emailChange {
-                try await audit.record(client.event("email_changed", accountID: account.id))
+                try await audit.record(client.event(.emailChanged, accountID: account.id))
             }
-            try await audit.record(client.event("signed_in", accountID: account.id, detail: ["method": amrMethod]))
+            try await audit.record(client.event(.signedIn, accountID: account.id, detail: ["method": amrMethod]))
             return (account, issued)
         }
         return try await env.sessions.response(for: issued, user: try await env.user(account, db: env.store.database))
@@ -366,12 +366,12 @@ struct AuthController {
             return try await pkceGrant(try await request.decodeJSON(as: PKCEGrant.self, context: context), client)
         default:
             throw APIError(
-                .badRequest, code: "unsupported_grant_type",
+                .badRequest, code: .unsupportedGrantType,
                 message: "grant_type must be password, refresh_token, id_token or pkce")
         }
     }
 
-    static let invalidCredentials = APIError(.badRequest, code: "invalid_credentials", message: "Invalid login credentials")
+    static let invalidCredentials = APIError(.badRequest, code: .invalidCredentials, message: "Invalid login credentials")
 
     private func passwordGrant(_ body: PasswordGrant, _ client: ClientInfo) async throws -> AuthSession {
         try await env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
@@ -391,7 +391,7 @@ struct AuthController {
             // The password of a sign-up still waiting for its code: right, it only earns "confirm your email".
             if case .valid = await env.hasher.verify(body.password, against: pending) {
                 try await env.clearThrottle(throttleKey)
-                throw APIError(.badRequest, code: "email_not_confirmed", message: "Email not confirmed")
+                throw APIError(.badRequest, code: .emailNotConfirmed, message: "Email not confirmed")
             }
             verification = .invalid
         } else {
@@ -402,7 +402,7 @@ struct AuthController {
             let reason = account == nil ? "no_account" : account?.passwordHash == nil ? "no_password" : "wrong_password"
             await env.sessions.audit(
                 client.event(
-                    "sign_in_failed", accountID: account?.id,
+                    .signInFailed, accountID: account?.id,
                     detail: ["method": "password", "reason": reason, "email": Secrets.emailDigest(email)]))
             throw Self.invalidCredentials
         }
@@ -418,7 +418,7 @@ struct AuthController {
             try await AccountRepository(db: db).touchIdentity(provider: "email", accountID: account.id, at: now)
             try await ThrottleRepository(db: db).clear(throttleKey)
             try await AuditLog(db: db, clock: env.clock).record(
-                client.event("signed_in", accountID: account.id, detail: ["method": "password"]))
+                client.event(.signedIn, accountID: account.id, detail: ["method": "password"]))
             return try await env.sessions.start(
                 accountID: account.id, method: "password", ip: client.ip, userAgent: client.userAgent, db: db)
         }
@@ -449,7 +449,7 @@ struct AuthController {
                         .where("revoked_at", .is, SQLLiteral.null).run()
                 }
             }
-            await env.sessions.audit(client.event("verify_failed", accountID: nil, detail: ["type": "pkce", "reason": refusal.reason]))
+            await env.sessions.audit(client.event(.verifyFailed, accountID: nil, detail: ["type": "pkce", "reason": refusal.reason]))
             throw refusal.apiError
         }
     }
@@ -459,28 +459,28 @@ struct AuthController {
         let issued: IssuedSession
         do {
             issued = try await env.sessions.refresh(body.refreshToken) { issued in
-                client.event("token_refreshed", accountID: issued.accountID, detail: ["session": issued.sessionID])
+                client.event(.tokenRefreshed, accountID: issued.accountID, detail: ["session": issued.sessionID])
             }
         } catch SessionService.RefreshFailure.notFound {
             throw APIError(
-                .badRequest, code: "refresh_token_not_found", message: "Invalid Refresh Token: Refresh Token Not Found")
+                .badRequest, code: .refreshTokenNotFound, message: "Invalid Refresh Token: Refresh Token Not Found")
         } catch SessionService.RefreshFailure.sessionEnded {
-            throw APIError(.badRequest, code: "session_expired", message: "Invalid Refresh Token: Session Expired")
+            throw APIError(.badRequest, code: .sessionExpired, message: "Invalid Refresh Token: Session Expired")
         } catch SessionService.RefreshFailure.alreadyUsed(let sessionID, let accountID) {
             await env.sessions.audit(
-                client.event("refresh_token_reused", accountID: accountID, detail: ["session": sessionID, "outcome": "session revoked"]))
+                client.event(.refreshTokenReused, accountID: accountID, detail: ["session": sessionID, "outcome": "session revoked"]))
             throw APIError(
-                .badRequest, code: "refresh_token_already_used", message: "Invalid Refresh Token: Already Used")
+                .badRequest, code: .refreshTokenAlreadyUsed, message: "Invalid Refresh Token: Already Used")
         }
         guard let account = try await AccountRepository(db: env.store.database).find(id: issued.accountID) else {
-            throw APIError(.badRequest, code: "refresh_token_not_found", message: "Invalid Refresh Token: Refresh Token Not Found")
+            throw APIError(.badRequest, code: .refreshTokenNotFound, message: "Invalid Refresh Token: Refresh Token Not Found")
         }
         // A company session refreshes into a company session, with the membership as it is now.
         var membership: Membership?
         if let companyID = issued.companyID {
             membership = try await CompanyRepository(db: env.store.database).membership(companyID, accountID: account.id)
             guard membership != nil else {
-                throw APIError(.badRequest, code: "session_expired", message: "Invalid Refresh Token: Session Expired")
+                throw APIError(.badRequest, code: .sessionExpired, message: "Invalid Refresh Token: Session Expired")
             }
         }
         return try await env.sessions.response(
@@ -490,17 +490,17 @@ struct AuthController {
     private func idTokenGrant(_ body: IDTokenGrant, _ client: ClientInfo) async throws -> AuthSession {
         try await env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
         guard body.provider == "apple" else {
-            throw APIError(.badRequest, code: "provider_disabled", message: "Only the apple provider is supported")
+            throw APIError(.badRequest, code: .providerDisabled, message: "Only the apple provider is supported")
         }
         guard !env.settings.appleAudiences.isEmpty else {
-            throw APIError(.badRequest, code: "provider_disabled", message: "Sign in with Apple is not configured")
+            throw APIError(.badRequest, code: .providerDisabled, message: "Sign in with Apple is not configured")
         }
         let apple: AppleIdentity
         do {
             apple = try await env.apple.verify(body.idToken, nonce: body.nonce)
         } catch {
-            await env.sessions.audit(client.event("sign_in_failed", accountID: nil, detail: ["method": "apple", "reason": "\(error)"]))
-            throw APIError(.badRequest, code: "bad_jwt", message: "The Apple identity token is invalid: \(error)")
+            await env.sessions.audit(client.event(.signInFailed, accountID: nil, detail: ["method": "apple", "reason": "\(error)"]))
+            throw APIError(.badRequest, code: .badJwt, message: "The Apple identity token is invalid: \(error)")
         }
         let now = env.clock.now
         let env = self.env
@@ -511,7 +511,7 @@ struct AuthController {
             let fresh = try await db.insert(into: "used_identity_tokens").columns("token_hash", "expires_at")
                 .values(SQLBind(tokenDigest), SQLBind(apple.expiresAt.epochMilliseconds))
                 .ignoringConflicts(with: "token_hash").returning("token_hash").all()
-            guard !fresh.isEmpty else { throw APIError(.badRequest, code: "bad_jwt", message: "The Apple identity token was already used") }
+            guard !fresh.isEmpty else { throw APIError(.badRequest, code: .badJwt, message: "The Apple identity token was already used") }
             let accounts = AccountRepository(db: db)
             var account: AccountRecord
             if let linked = try await accounts.identity(provider: "apple", providerID: apple.subject),
@@ -532,10 +532,10 @@ struct AuthController {
                     IdentityRecord(
                         id: Secrets.identifier(), accountID: account.id, provider: "apple", providerID: apple.subject,
                         email: email, createdAt: now, lastSignInAt: nil))
-                try await AuditLog(db: db, clock: env.clock).record(client.event("identity_linked", accountID: account.id, detail: ["provider": "apple"]))
+                try await AuditLog(db: db, clock: env.clock).record(client.event(.identityLinked, accountID: account.id, detail: ["provider": "apple"]))
             }
             guard account.disabledAt == nil else {
-                throw APIError(.forbidden, code: "user_banned", message: "This account is disabled")
+                throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
             }
             if account.emailConfirmedAt == nil {
                 // Apple confirmed the address, not a sign-up's code: whatever a sign-up had chosen is dropped.
@@ -548,7 +548,7 @@ struct AuthController {
             account.updatedAt = now
             try await accounts.update(account)
             try await accounts.touchIdentity(provider: "apple", accountID: account.id, at: now)
-            try await AuditLog(db: db, clock: env.clock).record(client.event("signed_in", accountID: account.id, detail: ["method": "apple"]))
+            try await AuditLog(db: db, clock: env.clock).record(client.event(.signedIn, accountID: account.id, detail: ["method": "apple"]))
             return (account, try await env.sessions.start(
                 accountID: account.id, method: "oauth", ip: client.ip, userAgent: client.userAgent, db: db))
         }
@@ -561,7 +561,7 @@ struct AuthController {
     @Sendable func user(_ request: Request, context: AuthenticatedContext) async throws -> AuthUser {
         try await requireAccountSession(context, request)
         guard let account = try await AccountRepository(db: env.store.database).find(id: context.identity.accountID) else {
-            throw APIError(.notFound, code: "user_not_found", message: "User not found")
+            throw APIError(.notFound, code: .userNotFound, message: "User not found")
         }
         return try await env.user(account, db: env.store.database)
     }
@@ -575,7 +575,7 @@ struct AuthController {
         let client = client(request, context.peerAddress)
         let identity = context.identity
         guard var account = try await AccountRepository(db: env.store.database).find(id: identity.accountID) else {
-            throw APIError(.notFound, code: "user_not_found", message: "User not found")
+            throw APIError(.notFound, code: .userNotFound, message: "User not found")
         }
         let now = env.clock.now
         var newEmail: String?
@@ -592,13 +592,13 @@ struct AuthController {
             try env.checkPassword(password, email: account.email)
             if let current = account.passwordHash, case .valid = await env.hasher.verify(password, against: current) {
                 throw APIError(
-                    .unprocessableContent, code: "same_password",
+                    .unprocessableContent, code: .samePassword,
                     message: "New password should be different from the old password")
             }
             newHash = try await env.hasher.hash(password)
         }
         if let newEmail {
-            try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
+            try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
             _ = try await env.claimCooldown("email_change", email: newEmail)
         }
         if let data = body.data {
@@ -615,17 +615,17 @@ struct AuthController {
         try await env.store.transaction { db in
             let audit = AuditLog(db: db, clock: env.clock)
             if body.data != nil {
-                try await audit.record(client.event("profile_updated", accountID: updated.id))
+                try await audit.record(client.event(.profileUpdated, accountID: updated.id))
             }
             if passwordChanged {
                 try await env.sessions.revoke(accountID: updated.id, current: identity.sessionID, scope: .others, db: db)
-                try await audit.record(client.event("password_changed", accountID: updated.id))
+                try await audit.record(client.event(.passwordChanged, accountID: updated.id))
             }
             try await AccountRepository(db: db).update(updated)
             guard let newEmail = requestedEmail else { return }
             let taken = try await AccountRepository(db: db).find(email: newEmail) != nil
             try await audit.record(
-                client.event("email_change_requested", accountID: updated.id, detail: ["new_email": Secrets.emailDigest(newEmail)]))
+                client.event(.emailChangeRequested, accountID: updated.id, detail: ["new_email": Secrets.emailDigest(newEmail)]))
             try await env.mailer.enqueue(.emailChangeRequested(newEmail: newEmail), to: updated.email, db: db)
             // A taken address gets no code (it could never be confirmed), and the answer does not say so.
             guard !taken else { return }
@@ -661,8 +661,8 @@ struct AuthController {
                 return
             }
             await env.sessions.audit(
-                client.event("password_change_refused", accountID: account.id, detail: ["reason": "wrong_current_password"]))
-            throw APIError(.badRequest, code: "invalid_credentials", message: "The current password is not correct")
+                client.event(.passwordChangeRefused, accountID: account.id, detail: ["reason": "wrong_current_password"]))
+            throw APIError(.badRequest, code: .invalidCredentials, message: "The current password is not correct")
         }
         if let nonce = body.nonce {
             let env = self.env
@@ -676,13 +676,13 @@ struct AuthController {
             }
             if consumed != nil { return }
             await env.sessions.audit(
-                client.event("password_change_refused", accountID: account.id, detail: ["reason": "wrong_reauthentication_code"]))
-            throw APIError(.badRequest, code: "reauthentication_not_valid", message: "Verification code is invalid or has expired")
+                client.event(.passwordChangeRefused, accountID: account.id, detail: ["reason": "wrong_reauthentication_code"]))
+            throw APIError(.badRequest, code: .reauthenticationNotValid, message: "Verification code is invalid or has expired")
         }
         await env.sessions.audit(
-            client.event("password_change_refused", accountID: account.id, detail: ["reason": "reauthentication_needed"]))
+            client.event(.passwordChangeRefused, accountID: account.id, detail: ["reason": "reauthentication_needed"]))
         throw APIError(
-            .unauthorized, code: "reauthentication_needed",
+            .unauthorized, code: .reauthenticationNeeded,
             message: "Changing the password or email requires the current password or a code from /auth/v1/reauthenticate")
     }
 
@@ -691,16 +691,16 @@ struct AuthController {
         try await requireAccountSession(context, request)
         let client = client(request, context.peerAddress)
         guard let account = try await AccountRepository(db: env.store.database).find(id: context.identity.accountID) else {
-            throw APIError(.notFound, code: "user_not_found", message: "User not found")
+            throw APIError(.notFound, code: .userNotFound, message: "User not found")
         }
-        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: "over_email_send_rate_limit")
+        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
         _ = try await env.claimCooldown("reauthentication", email: account.email)
         let env = self.env
         try await env.store.transaction { db in
             let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
                 .issue(email: account.email, purpose: .reauthentication, accountID: account.id)
             try await env.mailer.enqueue(.reauthentication(code: code.code), to: account.email, db: db)
-            try await AuditLog(db: db, clock: env.clock).record(client.event("reauthentication_requested", accountID: account.id))
+            try await AuditLog(db: db, clock: env.clock).record(client.event(.reauthenticationRequested, accountID: account.id))
         }
         env.mailer.queue.wake()
         return [:]
@@ -719,7 +719,7 @@ struct AuthController {
             let ended = try await env.sessions.revoke(
                 accountID: identity.accountID, current: identity.sessionID, scope: scope, db: db)
             try await AuditLog(db: db, clock: env.clock).record(
-                client.event("logged_out", accountID: identity.accountID, detail: ["scope": raw, "sessions": String(ended)]))
+                client.event(.loggedOut, accountID: identity.accountID, detail: ["scope": raw, "sessions": String(ended)]))
         }
         return Response(status: .noContent)
     }

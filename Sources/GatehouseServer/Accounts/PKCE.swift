@@ -63,14 +63,14 @@ struct FlowStates {
         var apiError: APIError {
             switch self {
             case .notFound, .reused:
-                APIError(.notFound, code: "flow_state_not_found", message: "Invalid flow state, no valid flow state found")
+                APIError(.notFound, code: .flowStateNotFound, message: "Invalid flow state, no valid flow state found")
             case .expired:
                 APIError(
-                    .unprocessableContent, code: "flow_state_expired",
+                    .unprocessableContent, code: .flowStateExpired,
                     message: "Flow state has expired; ask for a new link")
             case .badVerifier:
                 APIError(
-                    .badRequest, code: "bad_code_verifier",
+                    .badRequest, code: .badCodeVerifier,
                     message: "code challenge does not match previously saved code verifier")
             }
         }

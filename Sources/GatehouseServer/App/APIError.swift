@@ -14,11 +14,11 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
     public var details: [String: JSONValue]
 
     public init(
-        _ status: HTTPResponse.Status, code: String, message: String, headers: HTTPFields = [:],
+        _ status: HTTPResponse.Status, code: ErrorCode, message: String, headers: HTTPFields = [:],
         details: [String: JSONValue] = [:]
     ) {
         self.status = status
-        self.code = code
+        self.code = code.rawValue
         self.message = message
         self.headers = headers
         self.details = details
@@ -27,38 +27,38 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
     public var description: String { "\(status.code) \(code): \(message)" }
 
     public static func notFound(_ message: String = "No such resource") -> APIError {
-        APIError(.notFound, code: "not_found", message: message)
+        APIError(.notFound, code: .notFound, message: message)
     }
     public static func badJSON(_ message: String) -> APIError {
-        APIError(.badRequest, code: "bad_json", message: message)
+        APIError(.badRequest, code: .badJson, message: message)
     }
     public static func payloadTooLarge(limit: Int) -> APIError {
-        APIError(.contentTooLarge, code: "payload_too_large", message: "The request body is larger than \(limit) bytes")
+        APIError(.contentTooLarge, code: .payloadTooLarge, message: "The request body is larger than \(limit) bytes")
     }
     public static func validation(_ message: String) -> APIError {
-        APIError(.badRequest, code: "validation_failed", message: message)
+        APIError(.badRequest, code: .validationFailed, message: message)
     }
     /// Too many requests: the answer says when to come back.
-    public static func rateLimited(_ code: String, retryAfter seconds: Int, message: String? = nil) -> APIError {
+    public static func rateLimited(_ code: ErrorCode, retryAfter seconds: Int, message: String? = nil) -> APIError {
         APIError(
             .tooManyRequests, code: code,
             message: message ?? "Too many requests: try again in \(seconds) seconds",
             headers: [.retryAfter: String(seconds)])
     }
     public static let noAuthorization = APIError(
-        .unauthorized, code: "no_authorization", message: "This endpoint requires a Bearer token")
+        .unauthorized, code: .noAuthorization, message: "This endpoint requires a Bearer token")
     public static let badJWT = APIError(
-        .forbidden, code: "bad_jwt", message: "invalid JWT: unable to parse or verify signature, token is expired or invalid")
+        .forbidden, code: .badJwt, message: "invalid JWT: unable to parse or verify signature, token is expired or invalid")
     public static let sessionNotFound = APIError(
-        .forbidden, code: "session_not_found", message: "Session from session_id claim in JWT does not exist")
+        .forbidden, code: .sessionNotFound, message: "Session from session_id claim in JWT does not exist")
     /// A company session used where only the account session may act (`/auth/v1/user`, company login, …).
     public static let accountSessionRequired = APIError(
-        .forbidden, code: "account_session_required",
+        .forbidden, code: .accountSessionRequired,
         message: "This needs the account session; a company session cannot change or read the account")
     public static let unsupportedMediaType = APIError(
-        .unsupportedMediaType, code: "unsupported_media_type", message: "The request body must be application/json")
+        .unsupportedMediaType, code: .unsupportedMediaType, message: "The request body must be application/json")
     public static let internalError = APIError(
-        .internalServerError, code: "unexpected_failure", message: "Something went wrong on the server")
+        .internalServerError, code: .unexpectedFailure, message: "Something went wrong on the server")
 
     /// The Supabase API version header that selects the newer error format on `/auth/v1`.
     static let supabaseVersionHeader = HTTPField.Name("X-Supabase-Api-Version")!

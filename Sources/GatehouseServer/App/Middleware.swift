@@ -24,11 +24,11 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         case .notFound:
             translated = .notFound("No route matches this method and path")
         case .contentTooLarge:
-            translated = APIError(.contentTooLarge, code: "payload_too_large", message: "The request body is too large")
+            translated = APIError(.contentTooLarge, code: .payloadTooLarge, message: "The request body is too large")
         case .methodNotAllowed:
-            translated = APIError(.methodNotAllowed, code: "method_not_allowed", message: "This method is not allowed here")
+            translated = APIError(.methodNotAllowed, code: .methodNotAllowed, message: "This method is not allowed here")
         case let status where status.kind == .clientError:
-            translated = APIError(status, code: "bad_request", message: error.body ?? "The request could not be read")
+            translated = APIError(status, code: .badRequest, message: error.body ?? "The request could not be read")
         default:
             translated = .internalError
         }
@@ -97,7 +97,7 @@ extension Request {
     func decodeForm(context: some RequestContext) async throws -> [String: String] {
         guard let type = headers[.contentType]?.lowercased(), type.hasPrefix("application/x-www-form-urlencoded") else {
             throw APIError(
-                .unsupportedMediaType, code: "unsupported_media_type",
+                .unsupportedMediaType, code: .unsupportedMediaType,
                 message: "The request body must be application/x-www-form-urlencoded")
         }
         let buffer: ByteBuffer

@@ -27,7 +27,7 @@ struct OperationsController {
     /// The store answers and its schema is current; 503 `not_ready` otherwise.
     @Sendable func ready(_ request: Request, context: AppRequestContext) async throws -> Components.Schemas.Readiness {
         guard await store.isReady(), let version = store.schemaVersion else {
-            throw APIError(.serviceUnavailable, code: "not_ready", message: "The store is not reachable or not migrated yet")
+            throw APIError(.serviceUnavailable, code: .notReady, message: "The store is not reachable or not migrated yet")
         }
         return .init(status: .ready, store: .init(rawValue: store.location.kind) ?? .sqlite, schemaVersion: version)
     }
@@ -36,7 +36,7 @@ struct OperationsController {
     @Sendable func emitMetrics(_ request: Request, context: AppRequestContext) async throws -> Response {
         guard let metricsToken else {
             throw APIError(
-                .forbidden, code: "metrics_disabled",
+                .forbidden, code: .metricsDisabled,
                 message: "Metrics are served only with a token: start the server with --metrics-token")
         }
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer "),

@@ -32,7 +32,7 @@ struct CompaniesController {
         company.get("audit", use: audit)
     }
 
-    static func forbidden(_ message: String) -> APIError { APIError(.forbidden, code: "forbidden", message: message) }
+    static func forbidden(_ message: String) -> APIError { APIError(.forbidden, code: .forbidden, message: message) }
     static let companyNotFound = APIError.notFound("No such company")
 
     private func client(_ request: Request, _ peer: String?) -> ClientInfo {
@@ -40,7 +40,7 @@ struct CompaniesController {
     }
 
     private func event(
-        _ action: String, _ client: ClientInfo, accountID: String?, companyID: String, detail: [String: String] = [:]
+        _ action: AuditAction, _ client: ClientInfo, accountID: String?, companyID: String, detail: [String: String] = [:]
     ) -> AuditEvent {
         AuditEvent(action, accountID: accountID, companyID: companyID, ip: client.ip, userAgent: client.userAgent, detail: detail)
     }
@@ -69,7 +69,7 @@ struct CompaniesController {
             try await companies.insert(company)
             try await companies.addMember(company.id, accountID: accountID, role: .owner, now: now)
             try await AuditLog(db: db, clock: env.clock).record(
-                self.event("company_created", client, accountID: accountID, companyID: company.id))
+                self.event(.companyCreated, client, accountID: accountID, companyID: company.id))
         }
         return try AuthController.json(try await detail(company.id), status: .created)
     }
@@ -136,7 +136,7 @@ struct CompaniesController {
         let actor = context.identity.accountID
         try await env.store.transaction { db in
             try await CompanyRepository(db: db).update(updated)
-            try await AuditLog(db: db, clock: env.clock).record(self.event("company_updated", client, accountID: actor, companyID: updated.id))
+            try await AuditLog(db: db, clock: env.clock).record(self.event(.companyUpdated, client, accountID: actor, companyID: updated.id))
         }
         return try await detail(company.id)
     }
@@ -150,7 +150,7 @@ struct CompaniesController {
         let env = self.env
         try await env.store.transaction { db in
             try await CompanyRepository(db: db).delete(cid, now: env.clock.now)
-            try await AuditLog(db: db, clock: env.clock).record(self.event("company_deleted", client, accountID: actor, companyID: cid))
+            try await AuditLog(db: db, clock: env.clock).record(self.event(.companyDeleted, client, accountID: actor, companyID: cid))
         }
         return Response(status: .noContent)
     }
@@ -181,7 +181,7 @@ struct CompaniesController {
     @Sendable func createShare(_ request: Request, context: CompanyContext) async throws -> Response {
         let company = try await shareRights(context)
         guard company.tier.allowsSharing else {
-            throw APIError(.forbidden, code: "tier_forbids_sharing", message: "The Free tier does not allow sharing; upgrade to share")
+            throw APIError(.forbidden, code: .tierForbidsSharing, message: "The Free tier does not allow sharing; upgrade to share")
         }
         let body = try await request.decodeJSON(as: CreateShareRequest.self, context: context)
         guard let permission = SharePermission(rawValue: body.permission) else {
@@ -204,7 +204,7 @@ struct CompaniesController {
         try await env.store.transaction { db in
             try await CompanyRepository(db: db).insert(link, tokenHash: Secrets.digest(token))
             try await AuditLog(db: db, clock: env.clock).record(
-                self.event("share_created", client, accountID: link.createdBy, companyID: link.companyID,
+                self.event(.shareCreated, client, accountID: link.createdBy, companyID: link.companyID,
                            detail: ["share": link.id, "permission": permission.rawValue]))
         }
         let info = ShareLinkInfo(
@@ -224,7 +224,7 @@ struct CompaniesController {
             let revoked = try await CompanyRepository(db: db).revokeShare(cid, shareID: shareID, now: env.clock.now)
             if revoked {
                 try await AuditLog(db: db, clock: env.clock).record(
-                    self.event("share_revoked", client, accountID: actor, companyID: cid, detail: ["share": shareID]))
+                    self.event(.shareRevoked, client, accountID: actor, companyID: cid, detail: ["share": shareID]))
             }
             return revoked
         }
@@ -233,7 +233,7 @@ struct CompaniesController {
     }
 
     private static let shareExpired = APIError(
-        .gone, code: "share_expired", message: "This share link has expired, was revoked, or is used up")
+        .gone, code: .shareExpired, message: "This share link has expired, was revoked, or is used up")
 
     /// What accepting a link would join, without joining.
     @Sendable func preview(_ request: Request, context: AuthenticatedContext) async throws -> SharePreview {
@@ -268,7 +268,7 @@ struct CompaniesController {
             let link = try? await CompanyRepository(db: env.store.database).share(tokenHash: Secrets.digest(token))
             await env.sessions.audit(
                 AuditEvent(
-                    "share_refused", accountID: accountID, companyID: link?.companyID, ip: client.ip,
+                    .shareRefused, accountID: accountID, companyID: link?.companyID, ip: client.ip,
                     userAgent: client.userAgent, detail: ["reason": error.code]))
             throw error
         }
@@ -290,22 +290,22 @@ struct CompaniesController {
             guard let company = try await companies.company(link.companyID) else { throw Self.shareExpired }
             if let existing = try await companies.membership(company.id, accountID: accountID) {
                 if existing.isOwner {
-                    throw APIError(.conflict, code: "owner_cannot_accept", message: "You own this company")
+                    throw APIError(.conflict, code: .ownerCannotAccept, message: "You own this company")
                 }
                 return company.id
             }
             guard company.tier.allowsSharing else {
-                throw APIError(.forbidden, code: "tier_forbids_sharing", message: "This company's tier does not allow sharing")
+                throw APIError(.forbidden, code: .tierForbidsSharing, message: "This company's tier does not allow sharing")
             }
             guard CompanyRules.admits(participants: try await companies.participantCount(company.id), tier: company.tier) else {
                 throw APIError(
-                    .forbidden, code: "participant_limit_reached",
+                    .forbidden, code: .participantLimitReached,
                     message: "This company has reached its tier's participant limit")
             }
             guard try await companies.useShare(company.id, shareID: link.id, now: now) else { throw Self.shareExpired }
             try await companies.addMember(company.id, accountID: accountID, role: link.permission.role, now: now)
             try await AuditLog(db: db, clock: env.clock).record(
-                self.event("share_accepted", client, accountID: accountID, companyID: company.id,
+                self.event(.shareAccepted, client, accountID: accountID, companyID: company.id,
                            detail: ["share": link.id, "permission": link.permission.rawValue]))
             return company.id
         }
@@ -348,7 +348,7 @@ struct CompaniesController {
             if let mask = body.deptMask { detail["dept_mask"] = String(mask) }
             if let mask = body.managerMask { detail["manager_mask"] = String(mask) }
             try await AuditLog(db: db, clock: env.clock).record(
-                self.event("member_changed", client, accountID: actor.accountID, companyID: cid, detail: detail))
+                self.event(.memberChanged, client, accountID: actor.accountID, companyID: cid, detail: detail))
         }
         let members = try await CompanyRepository(db: env.store.database).members(cid, publicURL: env.publicURL)
         guard let member = members.first(where: { $0.accountID == targetID }) else { throw APIError.notFound("No such member") }
@@ -360,22 +360,22 @@ struct CompaniesController {
         guard context.membership.isOwner else { throw Self.forbidden("Only the owner may remove members") }
         let targetID = try context.parameters.require("accountId")
         guard targetID != context.identity.accountID else {
-            throw APIError(.conflict, code: "owner_cannot_leave", message: "Transfer ownership before leaving")
+            throw APIError(.conflict, code: .ownerCannotLeave, message: "Transfer ownership before leaving")
         }
-        try await remove(targetID, from: context, action: "member_removed", request: request)
+        try await remove(targetID, from: context, action: .memberRemoved, request: request)
         return Response(status: .noContent)
     }
 
     /// A participant leaves; the owner must transfer ownership first.
     @Sendable func leave(_ request: Request, context: CompanyContext) async throws -> Response {
         guard !context.membership.isOwner else {
-            throw APIError(.conflict, code: "owner_cannot_leave", message: "Transfer ownership before leaving")
+            throw APIError(.conflict, code: .ownerCannotLeave, message: "Transfer ownership before leaving")
         }
-        try await remove(context.identity.accountID, from: context, action: "member_left", request: request)
+        try await remove(context.identity.accountID, from: context, action: .memberLeft, request: request)
         return Response(status: .noContent)
     }
 
-    private func remove(_ targetID: String, from context: CompanyContext, action: String, request: Request) async throws {
+    private func remove(_ targetID: String, from context: CompanyContext, action: AuditAction, request: Request) async throws {
         let cid = context.companyID
         let actor = context.identity.accountID
         let client = client(request, context.peerAddress)
@@ -411,7 +411,7 @@ struct CompaniesController {
             try await CredentialRepository(db: db).setSuperUser(cid, accountID: owner, false)
             try await CredentialRepository(db: db).setSuperUser(cid, accountID: target.accountID, true)
             try await AuditLog(db: db, clock: env.clock).record(
-                self.event("ownership_transferred", client, accountID: owner, companyID: cid, detail: ["to": target.accountID]))
+                self.event(.ownershipTransferred, client, accountID: owner, companyID: cid, detail: ["to": target.accountID]))
         }
         return try await detail(cid)
     }

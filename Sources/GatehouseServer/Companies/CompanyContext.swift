@@ -30,9 +30,9 @@ struct CompanyAccessMiddleware: RouterMiddleware {
     let store: Store
 
     static let contextRequired = APIError(
-        .forbidden, code: "company_context_required",
+        .forbidden, code: .companyContextRequired,
         message: "This endpoint needs a session logged in to this company (POST /v1/companies/{cid}/login)")
-    static let notMember = APIError(.forbidden, code: "not_a_member", message: "You are not a member of this company")
+    static let notMember = APIError(.forbidden, code: .notAMember, message: "You are not a member of this company")
 
     func handle(
         _ request: Request, context: AppRequestContext,
@@ -62,7 +62,7 @@ struct CompanyAccessMiddleware: RouterMiddleware {
         let client = ClientInfo(request, peerAddress: context.peerAddress, settings: sessions.settings)
         await sessions.audit(
             AuditEvent(
-                "authorization_refused", accountID: identity.accountID, companyID: companyID, ip: client.ip,
+                .authorizationRefused, accountID: identity.accountID, companyID: companyID, ip: client.ip,
                 userAgent: client.userAgent, detail: ["reason": reason, "path": request.uri.path]))
     }
 }

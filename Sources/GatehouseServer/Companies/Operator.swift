@@ -49,7 +49,7 @@ public struct Operator: Sendable {
             company.updatedAt = Date()
             try await companies.update(company)
             try await AuditLog(db: db, clock: SystemClock()).record(
-                AuditEvent("tier_changed", companyID: id, detail: ["from": old.rawValue, "to": tier.rawValue, "by": "operator"]))
+                AuditEvent(.tierChanged, companyID: id, detail: ["from": old.rawValue, "to": tier.rawValue, "by": "operator"]))
             return true
         }
     }
@@ -100,7 +100,7 @@ public struct Operator: Sendable {
                 .where("account_id", .equal, account.id).where("revoked_at", .is, SQLLiteral.null)
                 .returning("id").all().count
             try await AuditLog(db: db, clock: SystemClock()).record(
-                AuditEvent("signed_out_everywhere", accountID: account.id, detail: ["by": "operator", "sessions": String(ended)]))
+                AuditEvent(.signedOutEverywhere, accountID: account.id, detail: ["by": "operator", "sessions": String(ended)]))
             return ended
         }
     }
@@ -119,7 +119,7 @@ public struct Operator: Sendable {
             try await db.update("sessions").set("revoked_at", to: now.epochMilliseconds)
                 .where("account_id", .equal, account.id).where("revoked_at", .is, SQLLiteral.null).run()
             try await AuditLog(db: db, clock: SystemClock()).record(
-                AuditEvent("account_disabled", accountID: account.id, detail: ["by": "operator"]))
+                AuditEvent(.accountDisabled, accountID: account.id, detail: ["by": "operator"]))
             return true
         }
     }

@@ -22,7 +22,7 @@ struct CredentialsController {
         company.get("members/{accountId}/image", use: image)
     }
 
-    static let invalidCredentials = APIError(.badRequest, code: "invalid_credentials", message: "Invalid username or password")
+    static let invalidCredentials = APIError(.badRequest, code: .invalidCredentials, message: "Invalid username or password")
     static let maximumImageBytes = 1 << 20
 
     private func client(_ request: Request, _ peer: String?) -> ClientInfo {
@@ -32,7 +32,7 @@ struct CredentialsController {
     /// The backoff key of one account's credential in one company, shared by login and password changes.
     static func throttleKey(_ companyID: String, _ accountID: String) -> String { "company:\(companyID):\(accountID)" }
 
-    private func event(_ action: String, _ client: ClientInfo, accountID: String, companyID: String, detail: [String: String] = [:]) -> AuditEvent {
+    private func event(_ action: AuditAction, _ client: ClientInfo, accountID: String, companyID: String, detail: [String: String] = [:]) -> AuditEvent {
         AuditEvent(action, accountID: accountID, companyID: companyID, ip: client.ip, userAgent: client.userAgent, detail: detail)
     }
 
@@ -91,14 +91,14 @@ struct CredentialsController {
         _ credential: CompanyCredential, image: Data?, imageType: String?, client: ClientInfo, now: Date
     ) async throws {
         let clock = env.clock
-        let audit = event("credential_created", client, accountID: credential.accountID, companyID: credential.companyID)
+        let audit = event(.credentialCreated, client, accountID: credential.accountID, companyID: credential.companyID)
         try await env.store.transaction { db in
             let credentials = CredentialRepository(db: db)
             if try await credentials.find(credential.companyID, accountID: credential.accountID) != nil {
-                throw APIError(.conflict, code: "credential_exists", message: "You already have a credential for this company")
+                throw APIError(.conflict, code: .credentialExists, message: "You already have a credential for this company")
             }
             if try await credentials.usernameTaken(credential.companyID, username: credential.username) {
-                throw APIError(.conflict, code: "username_taken", message: "That username is taken in this company")
+                throw APIError(.conflict, code: .usernameTaken, message: "That username is taken in this company")
             }
             try await credentials.insert(credential, image: image, imageType: imageType, now: now)
             try await AuditLog(db: db, clock: clock).record(audit)
@@ -130,7 +130,7 @@ struct CredentialsController {
             }
             try await CredentialRepository(db: db).delete(cid, accountID: accountID)
             try await CompanyRepository(db: db).endSessions(cid, accountID: accountID, except: nil, now: env.clock.now)
-            try await AuditLog(db: db, clock: env.clock).record(self.event("credential_deleted", client, accountID: accountID, companyID: cid))
+            try await AuditLog(db: db, clock: env.clock).record(self.event(.credentialDeleted, client, accountID: accountID, companyID: cid))
         }
         return Response(status: .noContent)
     }
@@ -150,7 +150,7 @@ struct CredentialsController {
         try await env.limit("company-login", env.settings.limits.signInsPerIP, client: client)
         try await env.admit(throttleKey, rule: env.passwordRule, client: client, accountID: accountID)
         guard case .valid = await env.hasher.verify(body.currentPassword, against: credential.passwordHash) else {
-            await env.sessions.audit(event("credential_password_change_failed", client, accountID: accountID, companyID: cid))
+            await env.sessions.audit(event(.credentialPasswordChangeFailed, client, accountID: accountID, companyID: cid))
             throw Self.invalidCredentials
         }
         try await env.clearThrottle(throttleKey)
@@ -163,7 +163,7 @@ struct CredentialsController {
         try await env.store.transaction { db in
             try await CredentialRepository(db: db).setPassword(cid, accountID: accountID, hash: hash, now: env.clock.now)
             try await CompanyRepository(db: db).endSessions(cid, accountID: accountID, except: current, now: env.clock.now)
-            try await AuditLog(db: db, clock: env.clock).record(self.event("credential_password_changed", client, accountID: accountID, companyID: cid))
+            try await AuditLog(db: db, clock: env.clock).record(self.event(.credentialPasswordChanged, client, accountID: accountID, companyID: cid))
         }
         return Response(status: .noContent)
     }
@@ -190,7 +190,7 @@ struct CredentialsController {
         let client = client(request, context.peerAddress)
         guard context.identity.isAccountSession else {
             await env.sessions.audit(
-                event("authorization_refused", client, accountID: accountID, companyID: cid,
+                event(.authorizationRefused, client, accountID: accountID, companyID: cid,
                       detail: ["reason": "account_session_required", "path": request.uri.path]))
             throw APIError.accountSessionRequired
         }
@@ -216,7 +216,7 @@ struct CredentialsController {
             guard case .valid(let needsRehash) = verification, let credential else {
                 let reason = credential == nil ? "no_credential" : credential?.username == given ? "wrong_password" : "wrong_username"
                 await env.sessions.audit(
-                    event("company_login_failed", client, accountID: accountID, companyID: cid, detail: ["reason": reason]))
+                    event(.companyLoginFailed, client, accountID: accountID, companyID: cid, detail: ["reason": reason]))
                 throw Self.invalidCredentials
             }
             if needsRehash, let rehashed = try? await env.hasher.hash(password) {
@@ -234,13 +234,13 @@ struct CredentialsController {
         let parent = context.identity.sessionID
         let issued = try await env.store.transaction { db in
             try await ThrottleRepository(db: db).clear(throttleKey)
-            try await AuditLog(db: db, clock: env.clock).record(self.event("company_login", client, accountID: accountID, companyID: cid))
+            try await AuditLog(db: db, clock: env.clock).record(self.event(.companyLogin, client, accountID: accountID, companyID: cid))
             return try await env.sessions.start(
                 accountID: accountID, method: "company_password", ip: client.ip, userAgent: client.userAgent, db: db,
                 company: scope, parent: parent)
         }
         guard let account = try await AccountRepository(db: env.store.database).find(id: accountID) else {
-            throw APIError(.notFound, code: "user_not_found", message: "User not found")
+            throw APIError(.notFound, code: .userNotFound, message: "User not found")
         }
         return try await env.sessions.response(
             for: issued, user: try await env.user(account, db: env.store.database), membership: membership)

@@ -13,10 +13,10 @@ public struct AuditEvent: Sendable {
     public var detail: [String: String]
 
     public init(
-        _ action: String, accountID: String? = nil, companyID: String? = nil, ip: String? = nil,
+        _ action: AuditAction, accountID: String? = nil, companyID: String? = nil, ip: String? = nil,
         userAgent: String? = nil, detail: [String: String] = [:]
     ) {
-        self.action = action
+        self.action = action.rawValue
         self.accountID = accountID
         self.companyID = companyID
         self.ip = ip

@@ -33,7 +33,7 @@ struct SessionsController {
                 .where("revoked_at", .is, SQLLiteral.null).returning("id").all()
             if !rows.isEmpty {
                 try await AuditLog(db: db, clock: env.clock).record(
-                    client.event("session_revoked", accountID: identity.accountID, detail: ["session": id]))
+                    client.event(.sessionRevoked, accountID: identity.accountID, detail: ["session": id]))
             }
             return !rows.isEmpty
         }

@@ -1,0 +1,96 @@
+/// Every stable error code Gatehouse answers with, in one list (after supabase/auth's `errorcode.go`). Clients
+/// match on these strings; a new code is added here, never renamed.
+public enum ErrorCode: String, CaseIterable, Sendable {
+    /// A company session used where only the account session may act.
+    case accountSessionRequired = "account_session_required"
+    /// The PKCE verifier does not match the challenge.
+    case badCodeVerifier = "bad_code_verifier"
+    /// The body is not JSON of the expected shape (the field is named, the value never echoed).
+    case badJson = "bad_json"
+    /// An access or identity token that does not verify.
+    case badJwt = "bad_jwt"
+    /// A request Hummingbird could not read.
+    case badRequest = "bad_request"
+    /// A company endpoint called without a session logged in to that company.
+    case companyContextRequired = "company_context_required"
+    /// The caller already has a credential for this company.
+    case credentialExists = "credential_exists"
+    /// The link page's form posted from another site.
+    case crossSiteRequest = "cross_site_request"
+    /// A non-ASCII address the mail server cannot deliver to (no SMTPUTF8).
+    case emailAddressNotSupported = "email_address_not_supported"
+    /// The address belongs to another account (only where the caller proved they own it).
+    case emailExists = "email_exists"
+    /// The right password of a sign-up still waiting for its code.
+    case emailNotConfirmed = "email_not_confirmed"
+    /// A PKCE authorization code older than five minutes.
+    case flowStateExpired = "flow_state_expired"
+    /// An unknown, used or replayed PKCE authorization code.
+    case flowStateNotFound = "flow_state_not_found"
+    /// The caller may not do this in this company.
+    case forbidden = "forbidden"
+    /// A wrong email, username or password (one answer for all).
+    case invalidCredentials = "invalid_credentials"
+    /// The path exists, not with this method.
+    case methodNotAllowed = "method_not_allowed"
+    /// /metrics asked for on a server started without --metrics-token.
+    case metricsDisabled = "metrics_disabled"
+    /// No bearer token (or a wrong metrics token).
+    case noAuthorization = "no_authorization"
+    /// The caller is not a member of the company.
+    case notAMember = "not_a_member"
+    /// No such route or resource.
+    case notFound = "not_found"
+    /// The store is not reachable or not migrated yet.
+    case notReady = "not_ready"
+    /// A mailed code or link that is wrong, used, voided or expired.
+    case otpExpired = "otp_expired"
+    /// A mail limit (per IP, or the per-address cooldown).
+    case overEmailSendRateLimit = "over_email_send_rate_limit"
+    /// A request limit or a backoff; Retry-After says when.
+    case overRequestRateLimit = "over_request_rate_limit"
+    /// The owner opened their own share link.
+    case ownerCannotAccept = "owner_cannot_accept"
+    /// The owner must transfer the company first.
+    case ownerCannotLeave = "owner_cannot_leave"
+    /// The tier's participant limit is reached.
+    case participantLimitReached = "participant_limit_reached"
+    /// The body is larger than --max-body-size.
+    case payloadTooLarge = "payload_too_large"
+    /// Sign in with Apple is not configured (or another provider was asked for).
+    case providerDisabled = "provider_disabled"
+    /// A password or email change without the current password or a code.
+    case reauthenticationNeeded = "reauthentication_needed"
+    /// A wrong or expired reauthentication code.
+    case reauthenticationNotValid = "reauthentication_not_valid"
+    /// A rotated refresh token presented after the grace window: the session ended.
+    case refreshTokenAlreadyUsed = "refresh_token_already_used"
+    /// An unknown refresh token.
+    case refreshTokenNotFound = "refresh_token_not_found"
+    /// The new password equals the current one.
+    case samePassword = "same_password"
+    /// The session is revoked, idle too long or past its lifetime.
+    case sessionExpired = "session_expired"
+    /// The access token's session has ended.
+    case sessionNotFound = "session_not_found"
+    /// A share link that is expired, revoked or used up.
+    case shareExpired = "share_expired"
+    /// The company's tier does not allow sharing.
+    case tierForbidsSharing = "tier_forbids_sharing"
+    /// Anything unexpected; logged once on the server.
+    case unexpectedFailure = "unexpected_failure"
+    /// Grant_type is not password, refresh_token, id_token or pkce.
+    case unsupportedGrantType = "unsupported_grant_type"
+    /// A body not declared as JSON (or, for the link form, as a form).
+    case unsupportedMediaType = "unsupported_media_type"
+    /// The account is disabled.
+    case userBanned = "user_banned"
+    /// The token's account no longer exists.
+    case userNotFound = "user_not_found"
+    /// The username is taken in this company.
+    case usernameTaken = "username_taken"
+    /// A value breaks a documented rule (the message says which).
+    case validationFailed = "validation_failed"
+    /// The password breaks the policy; weak_password.reasons lists why.
+    case weakPassword = "weak_password"
+}
