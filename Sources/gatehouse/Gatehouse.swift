@@ -64,7 +64,9 @@ struct ServerOptions: ParsableArguments {
         name: .customLong("database-url"),
         help: "postgres://user:pass@host:port/db to use PostgreSQL, or sqlite:///path (GATEHOUSE_DATABASE_URL).")
     var databaseURL: String?
-    @Option(name: .customLong("public-url"), help: "URL users reach this server at, used in mailed links (GATEHOUSE_PUBLIC_URL).")
+    @Option(
+        name: .customLong("public-url"),
+        help: "URL users reach this server at, used in mailed links (GATEHOUSE_PUBLIC_URL).")
     var publicURL: String?
     @Option(
         name: .customLong("log-level"),
@@ -72,13 +74,19 @@ struct ServerOptions: ParsableArguments {
     var logLevel: String?
     @Option(name: .customLong("log-format"), help: "text or json (GATEHOUSE_LOG_FORMAT, default text).")
     var logFormat: String?
-    @Option(name: .customLong("max-body-size"), help: "Largest request body in bytes (GATEHOUSE_MAX_BODY_SIZE, default 1048576).")
+    @Option(
+        name: .customLong("max-body-size"),
+        help: "Largest request body in bytes (GATEHOUSE_MAX_BODY_SIZE, default 1048576).")
     var maxBodySize: String?
     @Option(
         name: .customLong("smtp-url"),
-        help: "smtp://user:pass@host:587 (TLS required except to loopback), smtps://…, smtp+insecure://…; unset writes mail to <data-dir>/outbox (GATEHOUSE_SMTP_URL).")
+        help:
+            "smtp://user:pass@host:587 (TLS required except to loopback), smtps://…, smtp+insecure://…; unset writes mail to <data-dir>/outbox (GATEHOUSE_SMTP_URL)."
+    )
     var smtpURL: String?
-    @Option(name: .customLong("mail-from"), help: "Sender address of every mail (GATEHOUSE_MAIL_FROM, default no-reply@gatehouse.local).")
+    @Option(
+        name: .customLong("mail-from"),
+        help: "Sender address of every mail (GATEHOUSE_MAIL_FROM, default no-reply@gatehouse.local).")
     var mailFrom: String?
     @Option(
         name: .customLong("site-url"),
@@ -86,9 +94,13 @@ struct ServerOptions: ParsableArguments {
     var siteURL: String?
     @Option(
         name: .customLong("redirect-urls"),
-        help: "Comma-separated redirect URLs magic links may go to; a * is a wildcard inside the path (GATEHOUSE_REDIRECT_URLS).")
+        help:
+            "Comma-separated redirect URLs magic links may go to; a * is a wildcard inside the path (GATEHOUSE_REDIRECT_URLS)."
+    )
     var redirectURLs: String?
-    @Option(name: .customLong("access-token-ttl"), help: "Access token lifetime in seconds (GATEHOUSE_ACCESS_TOKEN_TTL, default 900).")
+    @Option(
+        name: .customLong("access-token-ttl"),
+        help: "Access token lifetime in seconds (GATEHOUSE_ACCESS_TOKEN_TTL, default 900).")
     var accessTokenTTL: String?
     @Option(
         name: .customLong("session-idle-timeout"),
@@ -110,13 +122,19 @@ struct ServerOptions: ParsableArguments {
     var trustedProxies: String?
     @Option(
         name: .customLong("code-failures-per-day"),
-        help: "Wrong mailed codes allowed per address a day, across its codes (GATEHOUSE_CODE_FAILURES_PER_DAY, default 100).")
+        help:
+            "Wrong mailed codes allowed per address a day, across its codes (GATEHOUSE_CODE_FAILURES_PER_DAY, default 100)."
+    )
     var codeFailuresPerDay: String?
-    @Option(name: .customLong("metrics-token"), help: "Bearer token /metrics requires; unset refuses /metrics (GATEHOUSE_METRICS_TOKEN).")
+    @Option(
+        name: .customLong("metrics-token"),
+        help: "Bearer token /metrics requires; unset refuses /metrics (GATEHOUSE_METRICS_TOKEN).")
     var metricsToken: String?
     @Option(
         name: .customLong("encryption-keys"),
-        help: "Base64 key-encryption keys, newest first; prefer the variable (GATEHOUSE_ENCRYPTION_KEYS; default <data-dir>/gatehouse.key).")
+        help:
+            "Base64 key-encryption keys, newest first; prefer the variable (GATEHOUSE_ENCRYPTION_KEYS; default <data-dir>/gatehouse.key)."
+    )
     var encryptionKeys: String?
 
     /// Flags over `GATEHOUSE_*` variables over defaults.
@@ -190,9 +208,12 @@ struct Keys: AsyncParsableCommand {
                 let rotated = try await SigningKeys.rotate(store, box: try SecretBox.load(configuration))
                 try await store.recordAudit(
                     AuditEvent(
-                        .signingKeyRotated, detail: ["new": rotated.new, "retired": rotated.retired.joined(separator: ",")]))
+                        .signingKeyRotated,
+                        detail: ["new": rotated.new, "retired": rotated.retired.joined(separator: ",")]))
                 await store.close()
-                print("signing with key \(rotated.new); retired \(rotated.retired.isEmpty ? "none" : rotated.retired.joined(separator: ", "))")
+                print(
+                    "signing with key \(rotated.new); retired \(rotated.retired.isEmpty ? "none" : rotated.retired.joined(separator: ", "))"
+                )
             } catch {
                 await store.close()
                 throw error
@@ -205,7 +226,8 @@ extension Keys {
     /// `gatehouse keys reencrypt`: seal every stored secret with the first encryption key (after a new one was put
     /// in front of `GATEHOUSE_ENCRYPTION_KEYS` or gatehouse.key); the old key can be removed afterwards.
     struct Reencrypt: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Encrypt stored secrets with the newest encryption key.")
+        static let configuration = CommandConfiguration(
+            abstract: "Encrypt stored secrets with the newest encryption key.")
         @OptionGroup var options: ServerOptions
 
         func run() async throws {
@@ -279,7 +301,9 @@ struct Companies: AsyncParsableCommand {
         @Argument(help: "free, business or enterprise.") var tier: String
         @OptionGroup var options: ServerOptions
         func validate() throws {
-            guard CompanyTier(rawValue: tier) != nil else { throw ValidationError("tier must be free, business or enterprise") }
+            guard CompanyTier(rawValue: tier) != nil else {
+                throw ValidationError("tier must be free, business or enterprise")
+            }
         }
         func run() async throws {
             try await withOperator(options) { op in
@@ -305,7 +329,9 @@ struct Users: AsyncParsableCommand {
         @OptionGroup var options: ServerOptions
         func run() async throws {
             try await withOperator(options) { op in
-                guard let ended = try await op.signOutUser(account) else { throw NotFound(description: "no account \(account)") }
+                guard let ended = try await op.signOutUser(account) else {
+                    throw NotFound(description: "no account \(account)")
+                }
                 print("account \(account) signed out everywhere; \(ended) session\(ended == 1 ? "" : "s") ended")
             }
         }
@@ -325,7 +351,9 @@ struct Users: AsyncParsableCommand {
         @OptionGroup var options: ServerOptions
         func run() async throws {
             try await withOperator(options) { op in
-                guard let text = try await op.user(account) else { throw NotFound(description: "no account \(account)") }
+                guard let text = try await op.user(account) else {
+                    throw NotFound(description: "no account \(account)")
+                }
                 print(text)
             }
         }

@@ -9,7 +9,8 @@ struct AccountFlowTests {
     func signUpVerifyPassword() async throws {
         let h = try await AccountHarness.start()
         let email = AccountHarness.newEmail()
-        let signUp = try await h.client.signUp("  \(email.uppercased()) ", password: "correct horse battery", data: ["first_name": "Ada"])
+        let signUp = try await h.client.signUp(
+            "  \(email.uppercased()) ", password: "correct horse battery", data: ["first_name": "Ada"])
         #expect(signUp.status == 200)
         #expect(signUp.json["email"] as? String == email)
         #expect(signUp.json["access_token"] == nil)
@@ -70,7 +71,9 @@ struct AccountFlowTests {
         #expect(try await h.client.otp(email).status == 200)
         let mail = try await h.mail(to: email, subject: "Your sign-in code")
         var link = try #require(mail.link)
-        link = link.replacingOccurrences(of: "redirect_to=", with: "ignored=") + "&redirect_to=myapp%3A%2F%2Flogin-callback"
+        link =
+            link.replacingOccurrences(of: "redirect_to=", with: "ignored=")
+            + "&redirect_to=myapp%3A%2F%2Flogin-callback"
         let (page, reply) = try await h.followLink(link)
         #expect(page.status == 200)
         #expect(page.headers["content-type"]?.hasPrefix("text/html") == true)
@@ -94,7 +97,8 @@ struct AccountFlowTests {
         let email = AccountHarness.newEmail()
         _ = try await h.client.otp(email)
         let link = try #require(try await h.mail(to: email, subject: "Your sign-in code").link)
-        let evil = link.replacingOccurrences(of: "redirect_to=", with: "ignored=") + "&redirect_to=https%3A%2F%2Fevil.example"
+        let evil =
+            link.replacingOccurrences(of: "redirect_to=", with: "ignored=") + "&redirect_to=https%3A%2F%2Fevil.example"
         let (_, reply) = try await h.followLink(evil)
         #expect(reply.status == 303)
         #expect(reply.headers["location"]?.hasPrefix("https://app.example.com#access_token=") == true)
@@ -270,7 +274,9 @@ struct AccountFlowTests {
         #expect(try await h.client.post("/auth/v1/recover", ["email": AccountHarness.newEmail("none")]).status == 200)
         let code = try #require(try await h.mail(to: email, subject: "Reset your password").code)
         let session = try SignedIn(try await h.client.verify(email, code: code, type: "recovery"))
-        #expect(try await h.client.put("/auth/v1/user", ["password": "brand new secret"], bearer: session.access).status == 200)
+        #expect(
+            try await h.client.put("/auth/v1/user", ["password": "brand new secret"], bearer: session.access).status
+                == 200)
         #expect(try await h.client.password(email, "brand new secret").status == 200)
         #expect(try await h.client.password(email, "correct horse battery").status == 400)
         try await h.stop()
@@ -302,7 +308,9 @@ struct AccountFlowTests {
         try await h.stop()
     }
 
-    @Test("email change needs the current password, is confirmed by a code mailed to the new address, and the old one is told")
+    @Test(
+        "email change needs the current password, is confirmed by a code mailed to the new address, and the old one is told"
+    )
     func emailChange() async throws {
         let h = try await AccountHarness.start()
         let email = AccountHarness.newEmail("old")

@@ -27,7 +27,8 @@ struct FakeAppleKeys {
     static func start() async throws -> FakeAppleKeys {
         let key = ES256PrivateKey()
         let parameters = try #require(key.parameters)
-        let jwks = JWKS(keys: [.ecdsa(.es256, identifier: "apple-test", x: parameters.x, y: parameters.y, curve: .p256)])
+        let jwks = JWKS(keys: [.ecdsa(.es256, identifier: "apple-test", x: parameters.x, y: parameters.y, curve: .p256)]
+        )
         let body = String(decoding: try JSONEncoder().encode(jwks), as: UTF8.self)
         let keys = JWTKeyCollection()
         await keys.add(ecdsa: key, kid: "apple-test")
@@ -41,7 +42,9 @@ struct FakeAppleKeys {
 
     var jwksURL: String { server.baseURL + "/auth/keys" }
 
-    func token(sub: String, email: String?, audience: String = "com.example.app", nonce: String? = nil) async throws -> String {
+    func token(sub: String, email: String?, audience: String = "com.example.app", nonce: String? = nil) async throws
+        -> String
+    {
         let now = Int(Date().timeIntervalSince1970)
         let hashed = nonce.map { SHA256.hash(data: Data($0.utf8)).map { String(format: "%02x", $0) }.joined() }
         return try await keys.sign(
@@ -65,7 +68,10 @@ struct AppleSignInTests {
         let sub = "001234.\(UUID().uuidString.prefix(8))"
         let first = try await h.client.post(
             "/auth/v1/token?grant_type=id_token",
-            ["provider": "apple", "id_token": try await apple.token(sub: sub, email: email, nonce: "raw-nonce"), "nonce": "raw-nonce"])
+            [
+                "provider": "apple", "id_token": try await apple.token(sub: sub, email: email, nonce: "raw-nonce"),
+                "nonce": "raw-nonce",
+            ])
         #expect(first.status == 200)
         let session = try SignedIn(first)
         let user = try await h.client.user(session.access)
@@ -75,7 +81,8 @@ struct AppleSignInTests {
 
         // The same Apple ID again is the same account, even with no email in the token.
         let again = try await h.client.post(
-            "/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": try await apple.token(sub: sub, email: nil)])
+            "/auth/v1/token?grant_type=id_token",
+            ["provider": "apple", "id_token": try await apple.token(sub: sub, email: nil)])
         #expect(try SignedIn(again).userID == session.userID)
 
         // An existing account with the same verified email is linked, not duplicated.
@@ -83,7 +90,10 @@ struct AppleSignInTests {
         let owner = try await h.confirmedAccount(existing)
         let linked = try await h.client.post(
             "/auth/v1/token?grant_type=id_token",
-            ["provider": "apple", "id_token": try await apple.token(sub: "other.\(UUID().uuidString.prefix(6))", email: existing)])
+            [
+                "provider": "apple",
+                "id_token": try await apple.token(sub: "other.\(UUID().uuidString.prefix(6))", email: existing),
+            ])
         #expect(try SignedIn(linked).userID == owner.userID)
 
         // Wrong audience, wrong nonce, a forged signature.
@@ -93,11 +103,15 @@ struct AppleSignInTests {
         #expect(foreign.status == 400)
         let badNonce = try await h.client.post(
             "/auth/v1/token?grant_type=id_token",
-            ["provider": "apple", "id_token": try await apple.token(sub: sub, email: email, nonce: "one"), "nonce": "two"])
+            [
+                "provider": "apple", "id_token": try await apple.token(sub: sub, email: email, nonce: "one"),
+                "nonce": "two",
+            ])
         #expect(badNonce.status == 400)
         let token = try await apple.token(sub: sub, email: email)
         let forged = String(token.dropLast(4)) + (token.hasSuffix("AAAA") ? "BBBB" : "AAAA")
-        let refused = try await h.client.post("/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": forged])
+        let refused = try await h.client.post(
+            "/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": forged])
         #expect(refused.status == 400)
         #expect(refused.json["error_code"] as? String == "bad_jwt")
         try await h.stop()
@@ -114,7 +128,8 @@ struct AppleSignInTests {
             let sub = "001234.\(UUID().uuidString.prefix(8))"
             let email = AccountHarness.newEmail("apple")
             let bound = try await apple.token(sub: sub, email: email, nonce: "raw-nonce")
-            let withoutNonce = try await h.client.post("/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": bound])
+            let withoutNonce = try await h.client.post(
+                "/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": bound])
             #expect(withoutNonce.status == 400)
             #expect(withoutNonce.json["error_code"] as? String == "bad_jwt")
             let first = try await h.client.post(
@@ -138,7 +153,9 @@ struct AppleSignInTests {
             let email = AccountHarness.newEmail("victim")
             #expect(try await h.client.signUp(email, password: "attacker knows this one").status == 200)
             let token = try await apple.token(sub: "victim.\(UUID().uuidString.prefix(6))", email: email)
-            #expect(try await h.client.post("/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": token]).status == 200)
+            #expect(
+                try await h.client.post("/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": token])
+                    .status == 200)
             #expect(try await h.client.password(email, "attacker knows this one").status == 400)
         }
         try await apple.server.stop()
@@ -147,10 +164,13 @@ struct AppleSignInTests {
     @Test("without configured audiences Sign in with Apple is off")
     func disabled() async throws {
         let h = try await AccountHarness.start()
-        let reply = try await h.client.post("/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": "x.y.z"])
+        let reply = try await h.client.post(
+            "/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": "x.y.z"])
         #expect(reply.status == 400)
         #expect(reply.json["error_code"] as? String == "provider_disabled")
-        #expect((try await h.client.get("/auth/v1/settings").json["external"] as? [String: Any])?["apple"] as? Bool == false)
+        #expect(
+            (try await h.client.get("/auth/v1/settings").json["external"] as? [String: Any])?["apple"] as? Bool == false
+        )
         try await h.stop()
     }
 }

@@ -42,7 +42,8 @@ struct AttackBinaryTests {
 
         /// A client whose requests arrive, through the trusted proxy on loopback, from `ip`.
         func from(_ ip: String) -> AuthClient {
-            AuthClient(http: client.http, base: base, headers: [("User-Agent", "attacker/1.0"), ("X-Forwarded-For", ip)])
+            AuthClient(
+                http: client.http, base: base, headers: [("User-Agent", "attacker/1.0"), ("X-Forwarded-For", ip)])
         }
 
         func stop() {
@@ -65,7 +66,9 @@ struct AttackBinaryTests {
         #expect(binary.process.terminationStatus == 0)
     }
 
-    static func confirmed(_ binary: Binary, _ sink: SMTPSink, password: String = "correct horse battery") async throws -> (String, SignedIn) {
+    static func confirmed(_ binary: Binary, _ sink: SMTPSink, password: String = "correct horse battery") async throws
+        -> (String, SignedIn)
+    {
         let email = AccountHarness.newEmail("bin")
         let client = binary.from("192.0.2.\(Int.random(in: 1...254))")
         #expect(try await client.signUp(email, password: password).status == 200)
@@ -102,7 +105,9 @@ struct AttackBinaryTests {
                 "/auth/v1/otp?redirect_to=https%3A%2F%2Fgood.example.evil.test%2Fsteal", ["email": target]
             ).status == 200)
         let link = try #require(try await sink.waitForMail(to: target, subject: "Your sign-in code").link)
-        #expect(URLComponents(string: link)?.queryItems?.first { $0.name == "redirect_to" }?.value == "https://site.example")
+        #expect(
+            URLComponents(string: link)?.queryItems?.first { $0.name == "redirect_to" }?.value == "https://site.example"
+        )
 
         // 4. The backoff race: 30 parallel wrong passwords from 30 addresses.
         let (email, session) = try await confirmed(binary, sink)
@@ -118,7 +123,8 @@ struct AttackBinaryTests {
 
         // 5. Email change with a stolen access token alone.
         let (_, stolen) = try await confirmed(binary, sink)
-        let change = try await binary.client.put("/auth/v1/user", ["email": AccountHarness.newEmail("thief")], bearer: stolen.access)
+        let change = try await binary.client.put(
+            "/auth/v1/user", ["email": AccountHarness.newEmail("thief")], bearer: stolen.access)
         #expect(change.status == 401)
 
         // 6. Guessing the current password through the password change.
@@ -127,7 +133,8 @@ struct AttackBinaryTests {
         for attempt in 0..<8 {
             guesses.append(
                 try await binary.from("198.51.100.6").put(
-                    "/auth/v1/user", ["password": "a new passphrase \(attempt)", "current_password": "guess \(attempt)"],
+                    "/auth/v1/user",
+                    ["password": "a new passphrase \(attempt)", "current_password": "guess \(attempt)"],
                     bearer: guessed.access
                 ).status)
         }
@@ -138,10 +145,13 @@ struct AttackBinaryTests {
         let created = try await binary.client.createCompany("Binary Co", bearer: session.access)
         let cid = try #require(created.json["id"] as? String)
         #expect(
-            try await binary.client.createCredential(cid, username: "boss", password: "company secret 1", bearer: session.access)
-                .status == 201)
+            try await binary.client.createCredential(
+                cid, username: "boss", password: "company secret 1", bearer: session.access
+            )
+            .status == 201)
         let company = try SignedIn(
-            try await binary.client.companyLogin(cid, username: "boss", password: "company secret 1", bearer: session.access))
+            try await binary.client.companyLogin(
+                cid, username: "boss", password: "company secret 1", bearer: session.access))
         #expect(try await binary.client.user(company.access).status == 403)
         #expect(try await binary.client.logout(session.access, scope: "local").status == 204)
         #expect(try await binary.client.get("/v1/companies/\(cid)", bearer: company.access).status == 403)

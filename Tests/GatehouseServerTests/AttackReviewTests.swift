@@ -16,13 +16,17 @@ struct AttackReviewTests {
         try await AccountHarness.with { h in
             // By a magic-link code.
             let victim = AccountHarness.newEmail("victim")
-            #expect(try await h.client.signUp(victim, password: Self.attackerPassword, data: ["name": "Mallory"]).status == 200)
+            #expect(
+                try await h.client.signUp(victim, password: Self.attackerPassword, data: ["name": "Mallory"]).status
+                    == 200)
             _ = try await h.mail(to: victim, subject: "Confirm your email")
             h.clock.advance(by: 61)
             #expect(try await h.client.otp(victim).status == 200)
             let code = try #require(try await h.mail(to: victim, subject: "Your sign-in code").code)
             let session = try SignedIn(try await h.client.verify(victim, code: code, type: "magiclink"))
-            #expect(try await h.client.password(victim, Self.attackerPassword).json["error_code"] as? String == "invalid_credentials")
+            #expect(
+                try await h.client.password(victim, Self.attackerPassword).json["error_code"] as? String
+                    == "invalid_credentials")
             #expect((try await h.client.user(session.access).json["user_metadata"] as? [String: Any])?.isEmpty == true)
 
             // By recovery.
@@ -48,7 +52,9 @@ struct AttackReviewTests {
         }
     }
 
-    @Test("F2 X-Forwarded-For: forged leftmost entries do not escape the per-IP limit; the rightmost untrusted one counts")
+    @Test(
+        "F2 X-Forwarded-For: forged leftmost entries do not escape the per-IP limit; the rightmost untrusted one counts"
+    )
     func forwardedForSpoofing() async throws {
         try await AccountHarness.with { h in
             var statuses: [Int] = []
@@ -94,7 +100,8 @@ struct AttackReviewTests {
             let (email, bearer) = (owner.email, owner.account.access)
             let statuses = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
                 for index in 0..<60 {
-                    let client = AuthClient(http: h.http, base: h.server.baseURL, headers: [("X-Forwarded-For", "198.19.\(index).9")])
+                    let client = AuthClient(
+                        http: h.http, base: h.server.baseURL, headers: [("X-Forwarded-For", "198.19.\(index).9")])
                     group.addTask {
                         let account = try await client.password(email, "not the password \(index)").status
                         let company = try await client.companyLogin(
@@ -113,14 +120,17 @@ struct AttackReviewTests {
         }
     }
 
-    @Test("F5 email change: a stolen token alone cannot change it; taken and free addresses answer alike; the old one is told")
+    @Test(
+        "F5 email change: a stolen token alone cannot change it; taken and free addresses answer alike; the old one is told"
+    )
     func emailChange() async throws {
         try await AccountHarness.with { h in
             let email = AccountHarness.newEmail("owner")
             let stolen = try await h.confirmedAccount(email)
             let taken = AccountHarness.newEmail("taken")
             _ = try await h.confirmedAccount(taken)
-            let refused = try await h.client.put("/auth/v1/user", ["email": AccountHarness.newEmail("thief")], bearer: stolen.access)
+            let refused = try await h.client.put(
+                "/auth/v1/user", ["email": AccountHarness.newEmail("thief")], bearer: stolen.access)
             #expect(refused.status == 401)
             #expect(refused.json["error_code"] as? String == "reauthentication_needed")
 
@@ -150,7 +160,8 @@ struct AttackReviewTests {
             for attempt in 0..<8 {
                 account.append(
                     try await h.client.put(
-                        "/auth/v1/user", ["password": "new passphrase \(attempt)", "current_password": "guess \(attempt)"],
+                        "/auth/v1/user",
+                        ["password": "new passphrase \(attempt)", "current_password": "guess \(attempt)"],
                         bearer: owner.account.access
                     ).status)
                 company.append(
@@ -176,10 +187,14 @@ struct AttackReviewTests {
             // Not on the account endpoints.
             #expect(try await h.client.user(company.access).json["error_code"] as? String == "account_session_required")
             let change = try await h.client.put(
-                "/auth/v1/user", ["password": "a new passphrase", "current_password": "correct horse battery"], bearer: company.access)
+                "/auth/v1/user", ["password": "a new passphrase", "current_password": "correct horse battery"],
+                bearer: company.access)
             #expect(change.status == 403)
             // No company login from a company session.
-            #expect(try await h.client.companyLogin(cid, username: "boss", password: "company secret 1", bearer: company.access).status == 403)
+            #expect(
+                try await h.client.companyLogin(
+                    cid, username: "boss", password: "company secret 1", bearer: company.access
+                ).status == 403)
             // The parent's local logout ends it.
             #expect(try await h.client.logout(owner.account.access, scope: "local").status == 204)
             #expect(try await h.client.get("/v1/companies/\(cid)", bearer: company.access).status == 403)
@@ -188,10 +203,15 @@ struct AttackReviewTests {
             // A company policy cannot stretch the idle timeout past the server's 14 days.
             let fresh = try SignedIn(try await h.client.password(owner.email, "correct horse battery"))
             let login = try SignedIn(
-                try await h.client.companyLogin(cid, username: "boss", password: "company secret 1", bearer: fresh.access))
-            #expect(try await h.client.patch("/v1/companies/\(cid)", ["session_idle_timeout": 31_536_000], bearer: login.access).status == 200)
+                try await h.client.companyLogin(
+                    cid, username: "boss", password: "company secret 1", bearer: fresh.access))
+            #expect(
+                try await h.client.patch(
+                    "/v1/companies/\(cid)", ["session_idle_timeout": 31_536_000], bearer: login.access
+                ).status == 200)
             let capped = try SignedIn(
-                try await h.client.companyLogin(cid, username: "boss", password: "company secret 1", bearer: fresh.access))
+                try await h.client.companyLogin(
+                    cid, username: "boss", password: "company secret 1", bearer: fresh.access))
             h.clock.advance(by: 10 * 86_400)
             let parent = try SignedIn(try await h.client.refresh(fresh.refresh))
             h.clock.advance(by: 5 * 86_400)
@@ -203,7 +223,8 @@ struct AttackReviewTests {
         }
     }
 
-    @Test("F8 enumeration: mail leaves the request path (answers while the mail server is down) and decoy ids are stable")
+    @Test(
+        "F8 enumeration: mail leaves the request path (answers while the mail server is down) and decoy ids are stable")
     func enumeration() async throws {
         let port = try SMTPSink.freePort()
         try await AccountHarness.with({ $0.smtpURL = "smtp://127.0.0.1:\(port)" }) { h in
@@ -214,8 +235,10 @@ struct AttackReviewTests {
             let forUnknown = try await h.client.post("/auth/v1/recover", ["email": unknown])
             #expect(forKnown.status == 200 && forUnknown.status == 200)
             #expect(forKnown.body == forUnknown.body)
-            let queued = try await h.server.services.store.database.select().column("recipient_digest").from("mail_queue")
-                .all(decodingColumn: "recipient_digest", as: String.self)
+            let queued = try await h.server.services.store.database.select().column("recipient_digest").from(
+                "mail_queue"
+            )
+            .all(decodingColumn: "recipient_digest", as: String.self)
             #expect(queued.contains(Secrets.emailDigest(known)))
         }
         // A confirmed address's decoy keeps its ids, as a new address's answer does.
@@ -242,7 +265,8 @@ struct AttackReviewTests {
             var lastCode = ""
             for round in 0..<20 {
                 h.clock.advance(by: 61)
-                let client = AuthClient(http: h.http, base: h.server.baseURL, headers: [("X-Forwarded-For", "198.51.\(round).1")])
+                let client = AuthClient(
+                    http: h.http, base: h.server.baseURL, headers: [("X-Forwarded-For", "198.51.\(round).1")])
                 #expect(try await client.otp(email).status == 200)
                 lastCode = try #require(try await h.mail(to: email, subject: "Your sign-in code").code)
                 for guess in 0..<5 {
@@ -271,7 +295,8 @@ struct AttackReviewTests {
             #expect(try await h.client.refresh(session.refresh).status == 200)
             let folder = h.server.services.configuration.dataDirectory
             func mode(_ path: String) throws -> Int {
-                try #require((try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue)
+                try #require(
+                    (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue)
             }
             #expect(try mode(folder) == 0o700)
             #expect(try mode(folder + "/gatehouse.key") == 0o600)
@@ -279,9 +304,11 @@ struct AttackReviewTests {
                 #expect(try mode(path) == 0o600)
             }
             let db = h.server.services.store.database
-            let keys = try await db.select().column("private_key").from("signing_keys").all(decodingColumn: "private_key", as: String.self)
+            let keys = try await db.select().column("private_key").from("signing_keys").all(
+                decodingColumn: "private_key", as: String.self)
             #expect(!keys.isEmpty && keys.allSatisfy { $0.hasPrefix("gh1:") && !$0.contains("PRIVATE KEY") })
-            let secrets = try await db.select().column("value").from("server_secrets").all(decodingColumn: "value", as: String.self)
+            let secrets = try await db.select().column("value").from("server_secrets").all(
+                decodingColumn: "value", as: String.self)
             #expect(!secrets.isEmpty && secrets.allSatisfy { $0.hasPrefix("gh1:") })
         }
     }

@@ -52,7 +52,8 @@ struct CommandLineTests {
         let stderr: String
     }
 
-    static func run(_ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil) throws -> Outcome {
+    static func run(_ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil) throws -> Outcome
+    {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -119,7 +120,9 @@ struct CommandLineTests {
         let first = try Self.run(["migrate"], in: folder)
         #expect(first.status == 0)
         #expect(first.stdout.contains("applied migrations 1"))
-        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("gatehouse-data/gatehouse.sqlite").path))
+        #expect(
+            FileManager.default.fileExists(
+                atPath: folder.appendingPathComponent("gatehouse-data/gatehouse.sqlite").path))
         let second = try Self.run(["migrate"], in: folder)
         #expect(second.status == 0)
         #expect(second.stdout.contains("schema already at version"))
@@ -157,7 +160,8 @@ struct CommandLineTests {
         let store = try Store(
             location: .sqlite(path: folder.appendingPathComponent("gatehouse-data/gatehouse.sqlite").path),
             logger: TestStore.quietLogger)
-        let mode = try await store.database.raw("PRAGMA journal_mode").first(decodingColumn: "journal_mode", as: String.self)
+        let mode = try await store.database.raw("PRAGMA journal_mode").first(
+            decodingColumn: "journal_mode", as: String.self)
         #expect(mode == "wal")
         await store.close()
     }
@@ -172,7 +176,8 @@ extension CommandLineTests {
             "--database-url": "sqlite://" + folder.appendingPathComponent("other.sqlite").path,
             "--public-url": "http://127.0.0.1:8080", "--log-level": "info", "--log-format": "text",
             "--max-body-size": "65536", "--smtp-url": "smtp://127.0.0.1:1", "--mail-from": "auth@example.com",
-            "--site-url": "https://app.example.com", "--redirect-urls": "https://app.example.com/auth/*,myapp://callback",
+            "--site-url": "https://app.example.com",
+            "--redirect-urls": "https://app.example.com/auth/*,myapp://callback",
             "--access-token-ttl": "600", "--session-idle-timeout": "86400", "--session-lifetime": "604800",
             "--apple-audiences": "com.example.app", "--apple-jwks-url": "https://appleid.apple.com/auth/keys",
             "--trusted-proxies": "10.0.0.0/8,127.0.0.1", "--metrics-token": "a-long-metrics-token-1234",
@@ -183,9 +188,12 @@ extension CommandLineTests {
     @Test("F16 the binary starts with every flag in the README's table")
     func readmeFlags() async throws {
         let readme = try String(
-            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../README.md"),
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+                "../../README.md"),
             encoding: .utf8)
-        let rows = readme.matches(of: /\| `(--[a-z0-9-]+)` \| `(GATEHOUSE_[A-Z0-9_]+)` \|/).map { (String($0.1), String($0.2)) }
+        let rows = readme.matches(of: /\| `(--[a-z0-9-]+)` \| `(GATEHOUSE_[A-Z0-9_]+)` \|/).map {
+            (String($0.1), String($0.2))
+        }
         #expect(rows.count >= 20)
         for (flag, variable) in rows {
             let key = try #require(ConfigurationKey(rawValue: String(flag.dropFirst(2))), "\(flag) is not a setting")

@@ -22,7 +22,8 @@ struct ConfigurationTests {
             flags: [:],
             environment: [
                 "GATEHOUSE_HOST": "0.0.0.0", "GATEHOUSE_PORT": "9000", "GATEHOUSE_DATA_DIR": "/var/lib/gh",
-                "GATEHOUSE_DATABASE_URL": "postgres://u:p@db:5433/gh", "GATEHOUSE_PUBLIC_URL": "https://auth.example.com/",
+                "GATEHOUSE_DATABASE_URL": "postgres://u:p@db:5433/gh",
+                "GATEHOUSE_PUBLIC_URL": "https://auth.example.com/",
                 "GATEHOUSE_LOG_LEVEL": "DEBUG", "GATEHOUSE_LOG_FORMAT": "json", "GATEHOUSE_MAX_BODY_SIZE": "2048",
             ])
         #expect(config.host == "0.0.0.0")
@@ -83,7 +84,8 @@ struct ConfigurationTests {
     @Test("an invalid variable is named by its environment name, and a password in a URL is never echoed")
     func invalidEnvironment() {
         #expect {
-            try GatehouseConfiguration.resolve(flags: [:], environment: ["GATEHOUSE_DATABASE_URL": "redis://:hunter2@h"])
+            try GatehouseConfiguration.resolve(
+                flags: [:], environment: ["GATEHOUSE_DATABASE_URL": "redis://:hunter2@h"])
         } throws: { error in
             "\(error)".hasPrefix("GATEHOUSE_DATABASE_URL") && !"\(error)".contains("hunter2")
         }

@@ -17,7 +17,9 @@ struct IsolationTests {
         let expected: [Int?]
     }
 
-    @Test("every company-scoped endpoint × every kind of caller × own and foreign ids: statuses per policy, no foreign rows")
+    @Test(
+        "every company-scoped endpoint × every kind of caller × own and foreign ids: statuses per policy, no foreign rows"
+    )
     func matrix() async throws {
         let h = try await AccountHarness.start()
         var owner = try await h.person("owner-a")
@@ -29,11 +31,15 @@ struct IsolationTests {
         try await h.join(a, &member, owner: owner)
         try await h.join(a, &manager, owner: owner)
         let ownerToken = try #require(owner.company?.access)
-        #expect(try await h.client.patch("/v1/companies/\(a)/members/\(manager.id)", ["manager_mask": 6], bearer: ownerToken).status == 200)
+        #expect(
+            try await h.client.patch(
+                "/v1/companies/\(a)/members/\(manager.id)", ["manager_mask": 6], bearer: ownerToken
+            ).status == 200)
 
         var ownerB = try await h.person("owner-b")
         let b = try await h.company("Bravo Corp", owner: &ownerB)
-        let shareB = try await h.client.createShare(b, permission: "read_write", bearer: try #require(ownerB.company?.access))
+        let shareB = try await h.client.createShare(
+            b, permission: "read_write", bearer: try #require(ownerB.company?.access))
         let shareBID = try #require(shareB.json["id"] as? String)
         let deletable = try await h.client.createShare(a, permission: "read_only", bearer: ownerToken)
         let deletableID = try #require(deletable.json["id"] as? String)
@@ -48,33 +54,60 @@ struct IsolationTests {
             Case(method: "GET", path: c, body: nil, expected: [401, 403, 403, 200, 200, 200, 200]),
             Case(method: "PATCH", path: c, body: ["name": "Alpha Inc"], expected: [401, 403, 403, 403, 403, 403, 200]),
             Case(method: "GET", path: "\(c)/shares", body: nil, expected: [401, 403, 403, 403, 403, 403, 200]),
-            Case(method: "POST", path: "\(c)/shares", body: ["permission": "read_only"], expected: [401, 403, 403, 403, 403, 403, 201]),
-            Case(method: "DELETE", path: "\(c)/shares/\(deletableID)", body: nil, expected: [401, 403, 403, 403, 403, 403, 204]),
+            Case(
+                method: "POST", path: "\(c)/shares", body: ["permission": "read_only"],
+                expected: [401, 403, 403, 403, 403, 403, 201]),
+            Case(
+                method: "DELETE", path: "\(c)/shares/\(deletableID)", body: nil,
+                expected: [401, 403, 403, 403, 403, 403, 204]),
             Case(method: "GET", path: "\(c)/members", body: nil, expected: [401, 403, 403, 200, 200, 200, 200]),
-            Case(method: "PATCH", path: "\(c)/members/\(member.id)", body: ["dept_mask": 2], expected: [401, 403, 403, 403, 403, 200, 200]),
-            Case(method: "DELETE", path: "\(c)/members/no-such-account", body: nil, expected: [401, 403, 403, 403, 403, 403, 404]),
+            Case(
+                method: "PATCH", path: "\(c)/members/\(member.id)", body: ["dept_mask": 2],
+                expected: [401, 403, 403, 403, 403, 200, 200]),
+            Case(
+                method: "DELETE", path: "\(c)/members/no-such-account", body: nil,
+                expected: [401, 403, 403, 403, 403, 403, 404]),
             Case(method: "GET", path: "\(c)/credential", body: nil, expected: [401, 403, 403, 200, 200, 200, 200]),
             Case(
-                method: "POST", path: "\(c)/credential/password", body: ["current_password": "wrong", "new_password": "whatever pw 1"],
+                method: "POST", path: "\(c)/credential/password",
+                body: ["current_password": "wrong", "new_password": "whatever pw 1"],
                 expected: [401, 403, 403, 400, 400, 400, 400]),
             Case(method: "GET", path: "\(c)/audit", body: nil, expected: [401, 403, 403, 200, 200, 200, 200]),
-            Case(method: "GET", path: "\(c)/members/\(owner.id)/image", body: nil, expected: [401, 403, 403, 404, 404, 404, 404]),
-            Case(method: "POST", path: "\(c)/transfer", body: ["account_id": "no-such-account"], expected: [401, 403, 403, 403, 403, 403, 404]),
+            Case(
+                method: "GET", path: "\(c)/members/\(owner.id)/image", body: nil,
+                expected: [401, 403, 403, 404, 404, 404, 404]),
+            Case(
+                method: "POST", path: "\(c)/transfer", body: ["account_id": "no-such-account"],
+                expected: [401, 403, 403, 403, 403, 403, 404]),
             Case(method: "DELETE", path: c, body: nil, expected: [401, 403, 403, 403, 403, 403, nil]),
             Case(method: "POST", path: "\(c)/leave", body: [:], expected: [401, 403, 403, nil, nil, nil, 409]),
             // Endpoints that need only the account session.
-            Case(method: "POST", path: "\(c)/login", body: ["username": "x", "password": "wrong pw"], expected: [401, 400, 403, 403, 403, 403, 403]),
+            Case(
+                method: "POST", path: "\(c)/login", body: ["username": "x", "password": "wrong pw"],
+                expected: [401, 400, 403, 403, 403, 403, 403]),
             Case(
                 method: "PUT", path: "\(c)/credential", body: ["username": "another", "password": "long enough pw 1"],
                 expected: [401, 409, 404, 409, 409, 409, 409]),
             // Another company's ids, through company A's paths and tokens.
             Case(method: "GET", path: "/v1/companies/\(b)", body: nil, expected: [401, 403, nil, 403, 403, 403, 403]),
-            Case(method: "GET", path: "/v1/companies/\(b)/members", body: nil, expected: [401, 403, nil, 403, 403, 403, 403]),
-            Case(method: "DELETE", path: "\(c)/shares/\(shareBID)", body: nil, expected: [401, 403, 403, 403, 403, 403, 404]),
-            Case(method: "PATCH", path: "\(c)/members/\(ownerB.id)", body: ["dept_mask": 1], expected: [401, 403, 403, 404, 404, 404, 404]),
-            Case(method: "DELETE", path: "\(c)/members/\(ownerB.id)", body: nil, expected: [401, 403, 403, 403, 403, 403, 404]),
-            Case(method: "GET", path: "\(c)/members/\(ownerB.id)/image", body: nil, expected: [401, 403, 403, 404, 404, 404, 404]),
-            Case(method: "POST", path: "\(c)/transfer", body: ["account_id": ownerB.id], expected: [401, 403, 403, 403, 403, 403, 404]),
+            Case(
+                method: "GET", path: "/v1/companies/\(b)/members", body: nil,
+                expected: [401, 403, nil, 403, 403, 403, 403]),
+            Case(
+                method: "DELETE", path: "\(c)/shares/\(shareBID)", body: nil,
+                expected: [401, 403, 403, 403, 403, 403, 404]),
+            Case(
+                method: "PATCH", path: "\(c)/members/\(ownerB.id)", body: ["dept_mask": 1],
+                expected: [401, 403, 403, 404, 404, 404, 404]),
+            Case(
+                method: "DELETE", path: "\(c)/members/\(ownerB.id)", body: nil,
+                expected: [401, 403, 403, 403, 403, 403, 404]),
+            Case(
+                method: "GET", path: "\(c)/members/\(ownerB.id)/image", body: nil,
+                expected: [401, 403, 403, 404, 404, 404, 404]),
+            Case(
+                method: "POST", path: "\(c)/transfer", body: ["account_id": ownerB.id],
+                expected: [401, 403, 403, 403, 403, 403, 404]),
         ]
         let foreign = [b, ownerB.id, shareBID, "Bravo Corp", ownerB.email]
         var checked = 0
@@ -86,7 +119,11 @@ struct IsolationTests {
                     reply.status == expected,
                     "\(testCase.method) \(testCase.path) as \(principal): \(reply.status) \(reply.body.prefix(160))")
                 if principal != .otherCompany {
-                    for value in foreign { #expect(!reply.body.contains(value), "\(testCase.method) \(testCase.path) as \(principal) shows a row of company B") }
+                    for value in foreign {
+                        #expect(
+                            !reply.body.contains(value),
+                            "\(testCase.method) \(testCase.path) as \(principal) shows a row of company B")
+                    }
                 }
                 if reply.status >= 400 {
                     #expect(reply.json["code"] is String, "\(testCase.method) \(testCase.path): error without a code")
@@ -96,9 +133,12 @@ struct IsolationTests {
         }
         #expect(checked > 150)
         // Company B is untouched by all of the above.
-        let bMembers = try await h.client.get("/v1/companies/\(b)/members", bearer: try #require(ownerB.company?.access))
+        let bMembers = try await h.client.get(
+            "/v1/companies/\(b)/members", bearer: try #require(ownerB.company?.access))
         #expect((bMembers.json["members"] as? [Any])?.count == 1)
-        #expect(try await h.client.get("/v1/companies/\(b)/shares", bearer: try #require(ownerB.company?.access)).body.contains(shareBID))
+        #expect(
+            try await h.client.get("/v1/companies/\(b)/shares", bearer: try #require(ownerB.company?.access)).body
+                .contains(shareBID))
         try await h.stop()
     }
 

@@ -272,7 +272,8 @@ struct SMTPTransportTests {
         #expect(received.authLogin == nil)
     }
 
-    @Test("a non-ASCII address is sent with SMTPUTF8 when the server offers it, and refused as invalid when it does not")
+    @Test(
+        "a non-ASCII address is sent with SMTPUTF8 when the server offers it, and refused as invalid when it does not")
     func internationalAddresses() async throws {
         var message = Self.message
         message.to = "adá@exämple.com"
@@ -300,7 +301,8 @@ struct SMTPTransportTests {
         let sink = try await MailSink.start(["--bind", address])
         defer { sink.stop() }
         let transport = SMTPTransport(
-            configuration: SMTPConfiguration(host: address, port: sink.port, security: .startTLSIfOffered, timeout: .seconds(10)))
+            configuration: SMTPConfiguration(
+                host: address, port: sink.port, security: .startTLSIfOffered, timeout: .seconds(10)))
         let error = await #expect(throws: MailError.self) { try await transport.send(Self.message) }
         #expect(error?.kind == .unavailable)
         #expect(error?.stage == "STARTTLS")

@@ -82,7 +82,9 @@ struct OperationsTests {
             try await client.execute(uri: "/v1/nothing-here", method: .get) { response in
                 #expect(response.status == .notFound)
                 #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
-                #expect(String(buffer: response.body) == #"{"code":"not_found","message":"No route matches this method and path"}"#)
+                #expect(
+                    String(buffer: response.body)
+                        == #"{"code":"not_found","message":"No route matches this method and path"}"#)
             }
         }
     }
@@ -96,13 +98,17 @@ struct OperationsTests {
         ])
     func malformedJSON(body: String, message: String) async throws {
         try await withApp { client in
-            try await client.execute(uri: "/test/echo", method: .post, headers: Self.json, body: ByteBuffer(string: body)) { response in
+            try await client.execute(
+                uri: "/test/echo", method: .post, headers: Self.json, body: ByteBuffer(string: body)
+            ) { response in
                 #expect(response.status == .badRequest)
                 let text = String(buffer: response.body)
                 #expect(text == #"{"code":"bad_json","message":"\#(message)"}"#)
                 #expect(!text.contains("12345") && !text.contains("secret-value"))
             }
-            try await client.execute(uri: "/test/echo", method: .post, headers: Self.json, body: ByteBuffer(string: #"{"a":"b"}"#)) {
+            try await client.execute(
+                uri: "/test/echo", method: .post, headers: Self.json, body: ByteBuffer(string: #"{"a":"b"}"#)
+            ) {
                 #expect($0.status == .ok)
             }
         }

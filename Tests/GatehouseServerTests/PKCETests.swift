@@ -44,14 +44,19 @@ struct PKCETests {
         try await h.client.post("/auth/v1/token?grant_type=pkce", ["auth_code": code, "code_verifier": verifier])
     }
 
-    @Test("sign-up link → ?code= → token?grant_type=pkce with the verifier: a session, the sign-up's password; a replay ends it")
+    @Test(
+        "sign-up link → ?code= → token?grant_type=pkce with the verifier: a session, the sign-up's password; a replay ends it"
+    )
     func signUpFlow() async throws {
         try await AccountHarness.with(Self.configure) { h in
             let pkce = Verifier()
             let email = AccountHarness.newEmail("pkce")
             let signedUp = try await h.client.post(
                 "/auth/v1/signup?redirect_to=myapp%3A%2F%2Flogin-callback",
-                ["email": email, "password": "correct horse battery", "code_challenge": pkce.challenge, "code_challenge_method": "s256"])
+                [
+                    "email": email, "password": "correct horse battery", "code_challenge": pkce.challenge,
+                    "code_challenge_method": "s256",
+                ])
             #expect(signedUp.status == 200)
             let code = try await Self.authCode(h, to: email, subject: "Confirm your email")
             let session = try await Self.exchange(h, code: code, verifier: pkce.verifier)
@@ -71,7 +76,9 @@ struct PKCETests {
         try await AccountHarness.with(Self.configure) { h in
             let pkce = Verifier()
             let email = AccountHarness.newEmail("pkce")
-            let body: [String: Any] = ["email": email, "code_challenge": pkce.challenge, "code_challenge_method": "s256"]
+            let body: [String: Any] = [
+                "email": email, "code_challenge": pkce.challenge, "code_challenge_method": "s256",
+            ]
             _ = try await h.client.post("/auth/v1/otp?redirect_to=myapp%3A%2F%2Flogin-callback", body)
             let code = try await Self.authCode(h, to: email, subject: "Your sign-in code")
             let wrong = try await Self.exchange(h, code: code, verifier: Verifier().verifier)
@@ -110,7 +117,9 @@ struct PKCETests {
                 ).status == 200)
             let code = try await Self.authCode(h, to: email, subject: "Reset your password")
             let session = try SignedIn(try await Self.exchange(h, code: code, verifier: pkce.verifier))
-            #expect(try await h.client.put("/auth/v1/user", ["password": "a brand new passphrase"], bearer: session.access).status == 200)
+            #expect(
+                try await h.client.put("/auth/v1/user", ["password": "a brand new passphrase"], bearer: session.access)
+                    .status == 200)
             #expect(try await h.client.password(email, "a brand new passphrase").status == 200)
         }
     }

@@ -289,7 +289,10 @@ struct PasswordPolicyTests {
 
     @Test("reason codes and messages")
     func messages() {
-        #expect(PasswordProblem.allCases.map(\.rawValue) == ["length", "too_long", "matches_identity", "repetitive", "common"])
+        #expect(
+            PasswordProblem.allCases.map(\.rawValue) == [
+                "length", "too_long", "matches_identity", "repetitive", "common",
+            ])
         #expect(PasswordProblem.tooShort.message == "Password must be at least 8 characters")
         #expect(PasswordProblem.tooShort.message(for: PasswordPolicy(minimumLength: 12)).contains("12"))
         #expect(PasswordProblem.tooLong.message(for: PasswordPolicy(maximumLength: 100)).contains("100"))

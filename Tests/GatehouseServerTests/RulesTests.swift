@@ -15,8 +15,12 @@ struct RulesTests {
     @Test("a fresh token rotates; a rotated one inside the grace window replays; after it, reuse ends the session")
     func rotationDecision() {
         #expect(RefreshRotation.decide(rotatedAt: nil, now: Self.start, grace: 10) == .rotate)
-        #expect(RefreshRotation.decide(rotatedAt: Self.start, now: Self.start.addingTimeInterval(10), grace: 10) == .replayWithinGrace)
-        #expect(RefreshRotation.decide(rotatedAt: Self.start, now: Self.start.addingTimeInterval(10.001), grace: 10) == .reuseDetected)
+        #expect(
+            RefreshRotation.decide(rotatedAt: Self.start, now: Self.start.addingTimeInterval(10), grace: 10)
+                == .replayWithinGrace)
+        #expect(
+            RefreshRotation.decide(rotatedAt: Self.start, now: Self.start.addingTimeInterval(10.001), grace: 10)
+                == .reuseDetected)
     }
 
     @Test("a token's successor is fixed by the token and the key, and differs for another key")

@@ -10,27 +10,41 @@ struct SecurityRulesTests {
 
     static let proxies = [IPNetwork("10.0.0.0/8")!, IPNetwork("127.0.0.1")!, IPNetwork("fd00::/8")!]
 
-    @Test("the client is the rightmost X-Forwarded-For entry that is not a trusted proxy, whatever the client wrote first")
+    @Test(
+        "the client is the rightmost X-Forwarded-For entry that is not a trusted proxy, whatever the client wrote first"
+    )
     func rightmostUntrusted() {
         // The client forged "1.2.3.4"; its own address 203.0.113.7 was appended by the proxy.
-        #expect(ClientAddress.resolve(peer: "10.1.2.3", forwardedFor: ["1.2.3.4, 203.0.113.7"], trustedProxies: Self.proxies) == "203.0.113.7")
+        #expect(
+            ClientAddress.resolve(
+                peer: "10.1.2.3", forwardedFor: ["1.2.3.4, 203.0.113.7"], trustedProxies: Self.proxies) == "203.0.113.7"
+        )
         // Through two proxies, over two header lines.
         #expect(
-            ClientAddress.resolve(peer: "10.1.2.3", forwardedFor: ["9.9.9.9, 198.51.100.2", "10.0.0.5"], trustedProxies: Self.proxies)
+            ClientAddress.resolve(
+                peer: "10.1.2.3", forwardedFor: ["9.9.9.9, 198.51.100.2", "10.0.0.5"], trustedProxies: Self.proxies)
                 == "198.51.100.2")
-        #expect(ClientAddress.resolve(peer: "fd00::1", forwardedFor: ["2001:db8::9"], trustedProxies: Self.proxies) == "2001:db8::9")
+        #expect(
+            ClientAddress.resolve(peer: "fd00::1", forwardedFor: ["2001:db8::9"], trustedProxies: Self.proxies)
+                == "2001:db8::9")
     }
 
     @Test("X-Forwarded-For is ignored from a peer that is not a trusted proxy, and when no proxy is configured")
     func untrustedPeer() {
-        #expect(ClientAddress.resolve(peer: "203.0.113.9", forwardedFor: ["1.2.3.4"], trustedProxies: Self.proxies) == "203.0.113.9")
+        #expect(
+            ClientAddress.resolve(peer: "203.0.113.9", forwardedFor: ["1.2.3.4"], trustedProxies: Self.proxies)
+                == "203.0.113.9")
         #expect(ClientAddress.resolve(peer: "127.0.0.1", forwardedFor: ["1.2.3.4"], trustedProxies: []) == "127.0.0.1")
     }
 
     @Test("a malformed entry stops the walk at the last address a trusted proxy vouched for")
     func malformedHop() {
-        #expect(ClientAddress.resolve(peer: "10.0.0.1", forwardedFor: ["1.2.3.4, not-an-ip"], trustedProxies: Self.proxies) == "10.0.0.1")
-        #expect(ClientAddress.resolve(peer: "10.0.0.1", forwardedFor: ["10.0.0.2, 10.0.0.3"], trustedProxies: Self.proxies) == "10.0.0.2")
+        #expect(
+            ClientAddress.resolve(peer: "10.0.0.1", forwardedFor: ["1.2.3.4, not-an-ip"], trustedProxies: Self.proxies)
+                == "10.0.0.1")
+        #expect(
+            ClientAddress.resolve(peer: "10.0.0.1", forwardedFor: ["10.0.0.2, 10.0.0.3"], trustedProxies: Self.proxies)
+                == "10.0.0.2")
     }
 
     @Test("CIDR networks contain exactly their addresses; IPv4-mapped IPv6 counts as IPv4")
@@ -111,7 +125,9 @@ struct SecurityRulesTests {
 
     // MARK: Finding 12: passwords
 
-    @Test("common passwords are refused, also with a decoration of digits and symbols", arguments: ["Password123!", "qwerty123", "iloveyou1", "Dragon2024"])
+    @Test(
+        "common passwords are refused, also with a decoration of digits and symbols",
+        arguments: ["Password123!", "qwerty123", "iloveyou1", "Dragon2024"])
     func commonPasswords(password: String) {
         #expect(PasswordPolicy().problems(for: password) == [.common])
     }
@@ -209,7 +225,8 @@ struct SecurityRulesTests {
         #expect(throws: ConfigurationError.self) {
             try GatehouseConfiguration.resolve(flags: [.metricsToken: "short"], environment: [:])
         }
-        let smtp = try GatehouseConfiguration.resolve(flags: [.smtpURL: "smtp+insecure://relay.internal"], environment: [:])
+        let smtp = try GatehouseConfiguration.resolve(
+            flags: [.smtpURL: "smtp+insecure://relay.internal"], environment: [:])
         #expect(smtp.smtpURL == "smtp+insecure://relay.internal")
     }
 }

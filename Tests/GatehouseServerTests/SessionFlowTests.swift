@@ -175,11 +175,13 @@ struct SessionFlowTests {
         let h = try await AccountHarness.start()
         let email = AccountHarness.newEmail()
         let before = try await h.confirmedAccount(email)
-        let rotated = try await SigningKeys.rotate(h.server.services.store, box: h.server.services.box, now: h.clock.now)
+        let rotated = try await SigningKeys.rotate(
+            h.server.services.store, box: h.server.services.box, now: h.clock.now)
         #expect(rotated.retired.count == 1)
         h.clock.advance(by: 31)
         let after = try SignedIn(try await h.client.password(email, "correct horse battery"))
-        let keys = try #require(try await h.client.get("/auth/v1/.well-known/jwks.json").json["keys"] as? [[String: Any]])
+        let keys = try #require(
+            try await h.client.get("/auth/v1/.well-known/jwks.json").json["keys"] as? [[String: Any]])
         #expect(Set(keys.compactMap { $0["kid"] as? String }) == Set(rotated.retired + [rotated.new]))
         #expect(try await h.client.user(before.access).status == 200)
         #expect(try await h.client.user(after.access).status == 200)
@@ -225,7 +227,9 @@ struct SessionFlowTests {
         let lines = h.log.all
         #expect(!lines.isEmpty)
         let linkToken = try #require(URLComponents(string: link)?.queryItems?.first { $0.name == "token" }?.value)
-        for secret in [code, linkToken, s.access, s.refresh, r.access, r.refresh, "correct horse battery", "a wrong password"] {
+        for secret in [
+            code, linkToken, s.access, s.refresh, r.access, r.refresh, "correct horse battery", "a wrong password",
+        ] {
             #expect(!lines.contains { $0.contains(secret) }, "a log line holds a secret")
         }
         try await h.stop()

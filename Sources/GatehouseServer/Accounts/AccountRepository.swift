@@ -66,7 +66,8 @@ struct AccountRepository {
         try await insert(account)
         try await insert(
             IdentityRecord(
-                id: Secrets.identifier(), accountID: account.id, provider: "email", providerID: account.id, email: email,
+                id: Secrets.identifier(), accountID: account.id, provider: "email", providerID: account.id,
+                email: email,
                 createdAt: now, lastSignInAt: nil))
         return account
     }
@@ -89,22 +90,27 @@ struct AccountRepository {
     }
 
     func identities(accountID: String) async throws -> [IdentityRecord] {
-        try await db.select().columns("id", "account_id", "provider", "provider_id", "email", "created_at", "last_sign_in_at")
-            .from("identities").where("account_id", .equal, accountID).orderBy("created_at").all()
-            .map(Self.decodeIdentity)
+        try await db.select().columns(
+            "id", "account_id", "provider", "provider_id", "email", "created_at", "last_sign_in_at"
+        )
+        .from("identities").where("account_id", .equal, accountID).orderBy("created_at").all()
+        .map(Self.decodeIdentity)
     }
 
     func identity(provider: String, providerID: String) async throws -> IdentityRecord? {
-        try await db.select().columns("id", "account_id", "provider", "provider_id", "email", "created_at", "last_sign_in_at")
-            .from("identities").where("provider", .equal, provider).where("provider_id", .equal, providerID).first()
-            .map(Self.decodeIdentity)
+        try await db.select().columns(
+            "id", "account_id", "provider", "provider_id", "email", "created_at", "last_sign_in_at"
+        )
+        .from("identities").where("provider", .equal, provider).where("provider_id", .equal, providerID).first()
+        .map(Self.decodeIdentity)
     }
 
     func insert(_ identity: IdentityRecord) async throws {
         try await db.insert(into: "identities")
             .columns("id", "account_id", "provider", "provider_id", "email", "created_at", "last_sign_in_at")
             .values(
-                SQLBind(identity.id), SQLBind(identity.accountID), SQLBind(identity.provider), SQLBind(identity.providerID),
+                SQLBind(identity.id), SQLBind(identity.accountID), SQLBind(identity.provider),
+                SQLBind(identity.providerID),
                 SQLBind(identity.email), SQLBind(identity.createdAt.epochMilliseconds),
                 SQLBind(identity.lastSignInAt?.epochMilliseconds)
             )
@@ -159,7 +165,8 @@ extension AccountRecord {
     func wire(identities: [IdentityRecord], confirmationSentAt: Date? = nil) -> AuthUser {
         let providers = identities.map(\.provider).uniqued()
         return AuthUser(
-            id: id, email: email, emailConfirmedAt: emailConfirmedAt?.iso8601, confirmationSentAt: confirmationSentAt?.iso8601,
+            id: id, email: email, emailConfirmedAt: emailConfirmedAt?.iso8601,
+            confirmationSentAt: confirmationSentAt?.iso8601,
             lastSignInAt: lastSignInAt?.iso8601,
             appMetadata: [
                 "provider": .string(providers.first ?? "email"), "providers": .array(providers.map { .string($0) }),
@@ -174,7 +181,8 @@ extension AccountRecord {
                 return AuthIdentity(
                     identityID: identity.id, id: identity.providerID, userID: id, identityData: data,
                     provider: identity.provider, email: identity.email, lastSignInAt: identity.lastSignInAt?.iso8601,
-                    createdAt: identity.createdAt.iso8601, updatedAt: (identity.lastSignInAt ?? identity.createdAt).iso8601)
+                    createdAt: identity.createdAt.iso8601,
+                    updatedAt: (identity.lastSignInAt ?? identity.createdAt).iso8601)
             },
             createdAt: createdAt.iso8601, updatedAt: updatedAt.iso8601)
     }
@@ -191,7 +199,9 @@ extension Array where Element: Hashable {
 enum EmailAddress {
     static func normalize(_ raw: String) -> String? {
         let email = raw.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
-        guard email.count <= 254, email.unicodeScalars.allSatisfy({ $0.value > 32 && $0.value != 127 }) else { return nil }
+        guard email.count <= 254, email.unicodeScalars.allSatisfy({ $0.value > 32 && $0.value != 127 }) else {
+            return nil
+        }
         let parts = email.split(separator: "@", omittingEmptySubsequences: false)
         guard parts.count == 2, !parts[0].isEmpty, parts[0].count <= 64 else { return nil }
         let domain = parts[1]

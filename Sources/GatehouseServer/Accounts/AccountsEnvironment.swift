@@ -38,7 +38,8 @@ struct AccountsEnvironment: Sendable {
         _ name: String, _ rule: RateLimit, client: ClientInfo, code: ErrorCode = .overRequestRateLimit
     ) async throws {
         if let wait = limiter.check("\(name):\(client.ip ?? "unknown")", rule) {
-            await sessions.audit(client.event(.rateLimited, accountID: nil, detail: ["limit": name, "retry_after": "\(wait)"]))
+            await sessions.audit(
+                client.event(.rateLimited, accountID: nil, detail: ["limit": name, "retry_after": "\(wait)"]))
             throw APIError.rateLimited(code, retryAfter: wait)
         }
     }
@@ -51,7 +52,9 @@ struct AccountsEnvironment: Sendable {
         }
         if let wait {
             await sessions.audit(
-                client.event(.rateLimited, accountID: accountID, detail: ["limit": Self.throttleName(key), "retry_after": "\(wait)"]))
+                client.event(
+                    .rateLimited, accountID: accountID,
+                    detail: ["limit": Self.throttleName(key), "retry_after": "\(wait)"]))
             throw APIError.rateLimited(.overRequestRateLimit, retryAfter: wait)
         }
     }
@@ -88,7 +91,8 @@ struct AccountsEnvironment: Sendable {
     /// Mails a code of `purpose` to the account at `email` when it exists, is not disabled and is `eligible`;
     /// otherwise does nothing, so the caller answers the same either way. The mail is queued with the code.
     func mailCode(
-        to email: String, purpose: CodePurpose, client: ClientInfo, auditAction: AuditAction, codeChallenge: String? = nil,
+        to email: String, purpose: CodePurpose, client: ClientInfo, auditAction: AuditAction,
+        codeChallenge: String? = nil,
         eligible: @escaping @Sendable (AccountRecord) -> Bool,
         template: @escaping @Sendable (IssuedCode) -> Mailer.Template
     ) async throws {
@@ -135,15 +139,20 @@ struct AccountsEnvironment: Sendable {
             var bytes = Array(mac.prefix(16))
             bytes[6] = (bytes[6] & 0x0F) | 0x40
             bytes[8] = (bytes[8] & 0x3F) | 0x80
-            return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8],
-                bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15])).uuidString.lowercased()
+            return UUID(
+                uuid: (
+                    bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8],
+                    bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+                )
+            ).uuidString.lowercased()
         }
         let accountID = id("account")
         let identity = IdentityRecord(
             id: id("identity"), accountID: accountID, provider: "email", providerID: accountID, email: email,
             createdAt: now, lastSignInAt: nil)
         return AccountRecord(
-            id: accountID, email: email, emailConfirmedAt: nil, passwordHash: nil, userMetadata: metadata, createdAt: now,
+            id: accountID, email: email, emailConfirmedAt: nil, passwordHash: nil, userMetadata: metadata,
+            createdAt: now,
             updatedAt: now, lastSignInAt: nil, disabledAt: nil
         ).wire(identities: [identity], confirmationSentAt: now)
     }

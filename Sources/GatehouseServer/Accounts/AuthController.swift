@@ -70,7 +70,8 @@ struct AuthController {
             let existing = try await accounts.find(email: email)
             if let existing, existing.emailConfirmedAt != nil {
                 try await env.mailer.enqueue(.signupAttempt(signInLink: env.siteURL), to: email, db: db)
-                try await AuditLog(db: db, clock: env.clock).record(client.event(.signupExistingEmail, accountID: existing.id))
+                try await AuditLog(db: db, clock: env.clock).record(
+                    client.event(.signupExistingEmail, accountID: existing.id))
                 return nil
             }
             // An unconfirmed account is never changed by a sign-up: its own code carries this sign-up's choices.
@@ -78,12 +79,15 @@ struct AuthController {
             if let existing {
                 account = existing
             } else {
-                account = try await accounts.create(email: email, passwordHash: nil, metadata: [:], confirmedAt: nil, now: now)
+                account = try await accounts.create(
+                    email: email, passwordHash: nil, metadata: [:], confirmedAt: nil, now: now)
             }
             let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
-                .issue(email: email, purpose: .signup, accountID: account.id, pending: pending, codeChallenge: challenge)
+                .issue(
+                    email: email, purpose: .signup, accountID: account.id, pending: pending, codeChallenge: challenge)
             try await env.mailer.enqueue(
-                .signupConfirmation(code: code.code, link: env.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirect)),
+                .signupConfirmation(
+                    code: code.code, link: env.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirect)),
                 to: email, db: db)
             try await AuditLog(db: db, clock: env.clock).record(client.event(.signup, accountID: account.id))
             return account.id
@@ -120,11 +124,16 @@ struct AuthController {
             }
             guard let account, account.disabledAt == nil else { return }
             // Profile data given here applies only if this code is what confirms a new account.
-            let pending = account.emailConfirmedAt == nil ? PendingSignup(passwordHash: nil, metadata: body.data ?? [:]) : nil
+            let pending =
+                account.emailConfirmedAt == nil ? PendingSignup(passwordHash: nil, metadata: body.data ?? [:]) : nil
             let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
-                .issue(email: email, purpose: .magiclink, accountID: account.id, pending: pending, codeChallenge: challenge)
+                .issue(
+                    email: email, purpose: .magiclink, accountID: account.id, pending: pending, codeChallenge: challenge
+                )
             try await env.mailer.enqueue(
-                .magicLink(code: code.code, link: env.verifyLink(token: code.linkToken, type: "magiclink", redirectTo: redirect)),
+                .magicLink(
+                    code: code.code,
+                    link: env.verifyLink(token: code.linkToken, type: "magiclink", redirectTo: redirect)),
                 to: email, db: db)
             try await AuditLog(db: db, clock: env.clock).record(client.event(.otpSent, accountID: account.id))
         }
@@ -170,7 +179,8 @@ struct AuthController {
             to: email, purpose: .recovery, client: client, auditAction: .recoveryRequested, codeChallenge: challenge,
             eligible: { _ in true }
         ) { code in
-            .recovery(code: code.code, link: env.verifyLink(token: code.linkToken, type: "recovery", redirectTo: redirect))
+            .recovery(
+                code: code.code, link: env.verifyLink(token: code.linkToken, type: "recovery", redirectTo: redirect))
         }
         return [:]
     }
@@ -233,7 +243,9 @@ struct AuthController {
             live = false
         }
         return LinkPage.response(
-            live ? .confirm(token: token, type: type, redirectTo: redirect, action: "/auth/v1/verify/continue") : .expired)
+            live
+                ? .confirm(token: token, type: type, redirectTo: redirect, action: "/auth/v1/verify/continue")
+                : .expired)
     }
 
     /// The landing page's button: verifies the link and answers 303 to the redirect URL, with the session in the
@@ -243,7 +255,8 @@ struct AuthController {
         let form = try await request.decodeForm(context: context)
         let client = client(request, context.peerAddress)
         guard LinkPage.isSameOrigin(request, publicURL: env.publicURL) else {
-            await env.sessions.audit(client.event(.authorizationRefused, accountID: nil, detail: ["reason": "cross_site_link_post"]))
+            await env.sessions.audit(
+                client.event(.authorizationRefused, accountID: nil, detail: ["reason": "cross_site_link_post"]))
             throw APIError(.forbidden, code: .crossSiteRequest, message: "This form can only be sent from its own page")
         }
         try await env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
@@ -258,7 +271,8 @@ struct AuthController {
             }
         }
         guard let consumed else {
-            await env.sessions.audit(client.event(.verifyFailed, accountID: nil, detail: ["type": String(type.prefix(32))]))
+            await env.sessions.audit(
+                client.event(.verifyFailed, accountID: nil, detail: ["type": String(type.prefix(32))]))
             return LinkPage.redirect(
                 target,
                 fragment: [
@@ -271,7 +285,9 @@ struct AuthController {
                 try await FlowStates(db: db, clock: env.clock).create(for: consumed, challenge: challenge)
             }
             await env.sessions.audit(
-                client.event(.verified, accountID: consumed.accountID, detail: ["purpose": consumed.purpose.rawValue, "flow": "pkce"]))
+                client.event(
+                    .verified, accountID: consumed.accountID,
+                    detail: ["purpose": consumed.purpose.rawValue, "flow": "pkce"]))
             return LinkPage.redirect(target, query: [("code", code)])
         }
         do {
@@ -285,7 +301,10 @@ struct AuthController {
                 ])
         } catch let error as APIError {
             return LinkPage.redirect(
-                target, fragment: [("error", "access_denied"), ("error_code", error.code), ("error_description", error.message)])
+                target,
+                fragment: [
+                    ("error", "access_denied"), ("error_code", error.code), ("error_description", error.message),
+                ])
         }
     }
 
@@ -298,7 +317,8 @@ struct AuthController {
     ) async throws -> AuthSession {
         let now = env.clock.now
         let env = self.env
-        let amrMethod = consumed.purpose == .recovery ? "recovery" : consumed.purpose == .emailChange ? "email_change" : method
+        let amrMethod =
+            consumed.purpose == .recovery ? "recovery" : consumed.purpose == .emailChange ? "email_change" : method
         let (account, issued) = try await env.store.transaction { db in
             let accounts = AccountRepository(db: db)
             var found: AccountRecord? = nil
@@ -331,7 +351,8 @@ struct AuthController {
                 account.passwordHash = pending.passwordHash
                 account.userMetadata = pending.metadata
                 account.emailConfirmedAt = now
-                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings).voidSignups(email: account.email)
+                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings).voidSignups(
+                    email: account.email)
             }
             account.lastSignInAt = now
             account.updatedAt = now
@@ -340,7 +361,8 @@ struct AuthController {
             let issued = try await env.sessions.start(
                 accountID: account.id, method: amrMethod, ip: client.ip, userAgent: client.userAgent, db: db)
             try await started(issued.sessionID, db)
-            try await audit.record(client.event(.verified, accountID: account.id, detail: ["purpose": consumed.purpose.rawValue]))
+            try await audit.record(
+                client.event(.verified, accountID: account.id, detail: ["purpose": consumed.purpose.rawValue]))
             if consumed.purpose == .emailChange {
                 try await audit.record(client.event(.emailChanged, accountID: account.id))
             }
@@ -357,7 +379,8 @@ struct AuthController {
         let client = client(request, context.peerAddress)
         switch request.uri.queryParameters["grant_type"].map(String.init) {
         case "password":
-            return try await passwordGrant(try await request.decodeJSON(as: PasswordGrant.self, context: context), client)
+            return try await passwordGrant(
+                try await request.decodeJSON(as: PasswordGrant.self, context: context), client)
         case "refresh_token":
             return try await refreshGrant(try await request.decodeJSON(as: RefreshGrant.self, context: context), client)
         case "id_token":
@@ -371,7 +394,8 @@ struct AuthController {
         }
     }
 
-    static let invalidCredentials = APIError(.badRequest, code: .invalidCredentials, message: "Invalid login credentials")
+    static let invalidCredentials = APIError(
+        .badRequest, code: .invalidCredentials, message: "Invalid login credentials")
 
     private func passwordGrant(_ body: PasswordGrant, _ client: ClientInfo) async throws -> AuthSession {
         try await env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
@@ -438,7 +462,8 @@ struct AuthController {
         switch outcome {
         case .success(let consumed):
             // The session is bound to its code, so a replayed code can end what the first exchange started.
-            return try await signIn(after: consumed, method: "magiclink", client: client) { [clock = env.clock] sessionID, db in
+            return try await signIn(after: consumed, method: "magiclink", client: client) {
+                [clock = env.clock] sessionID, db in
                 try await FlowStates(db: db, clock: clock).bind(body.authCode, sessionID: sessionID)
             }
         case .failure(let refusal):
@@ -449,7 +474,8 @@ struct AuthController {
                         .where("revoked_at", .is, SQLLiteral.null).run()
                 }
             }
-            await env.sessions.audit(client.event(.verifyFailed, accountID: nil, detail: ["type": "pkce", "reason": refusal.reason]))
+            await env.sessions.audit(
+                client.event(.verifyFailed, accountID: nil, detail: ["type": "pkce", "reason": refusal.reason]))
             throw refusal.apiError
         }
     }
@@ -468,17 +494,21 @@ struct AuthController {
             throw APIError(.badRequest, code: .sessionExpired, message: "Invalid Refresh Token: Session Expired")
         } catch SessionService.RefreshFailure.alreadyUsed(let sessionID, let accountID) {
             await env.sessions.audit(
-                client.event(.refreshTokenReused, accountID: accountID, detail: ["session": sessionID, "outcome": "session revoked"]))
+                client.event(
+                    .refreshTokenReused, accountID: accountID,
+                    detail: ["session": sessionID, "outcome": "session revoked"]))
             throw APIError(
                 .badRequest, code: .refreshTokenAlreadyUsed, message: "Invalid Refresh Token: Already Used")
         }
         guard let account = try await AccountRepository(db: env.store.database).find(id: issued.accountID) else {
-            throw APIError(.badRequest, code: .refreshTokenNotFound, message: "Invalid Refresh Token: Refresh Token Not Found")
+            throw APIError(
+                .badRequest, code: .refreshTokenNotFound, message: "Invalid Refresh Token: Refresh Token Not Found")
         }
         // A company session refreshes into a company session, with the membership as it is now.
         var membership: Membership?
         if let companyID = issued.companyID {
-            membership = try await CompanyRepository(db: env.store.database).membership(companyID, accountID: account.id)
+            membership = try await CompanyRepository(db: env.store.database).membership(
+                companyID, accountID: account.id)
             guard membership != nil else {
                 throw APIError(.badRequest, code: .sessionExpired, message: "Invalid Refresh Token: Session Expired")
             }
@@ -499,7 +529,8 @@ struct AuthController {
         do {
             apple = try await env.apple.verify(body.idToken, nonce: body.nonce)
         } catch {
-            await env.sessions.audit(client.event(.signInFailed, accountID: nil, detail: ["method": "apple", "reason": "\(error)"]))
+            await env.sessions.audit(
+                client.event(.signInFailed, accountID: nil, detail: ["method": "apple", "reason": "\(error)"]))
             throw APIError(.badRequest, code: .badJwt, message: "The Apple identity token is invalid: \(error)")
         }
         let now = env.clock.now
@@ -507,11 +538,14 @@ struct AuthController {
         let tokenDigest = Secrets.digest(body.idToken)
         let (account, issued) = try await env.store.transaction { db in
             // One sign-in per identity token: a token seen before is refused until it expires.
-            try await db.delete(from: "used_identity_tokens").where("expires_at", .lessThan, now.epochMilliseconds).run()
+            try await db.delete(from: "used_identity_tokens").where("expires_at", .lessThan, now.epochMilliseconds)
+                .run()
             let fresh = try await db.insert(into: "used_identity_tokens").columns("token_hash", "expires_at")
                 .values(SQLBind(tokenDigest), SQLBind(apple.expiresAt.epochMilliseconds))
                 .ignoringConflicts(with: "token_hash").returning("token_hash").all()
-            guard !fresh.isEmpty else { throw APIError(.badRequest, code: .badJwt, message: "The Apple identity token was already used") }
+            guard !fresh.isEmpty else {
+                throw APIError(.badRequest, code: .badJwt, message: "The Apple identity token was already used")
+            }
             let accounts = AccountRepository(db: db)
             var account: AccountRecord
             if let linked = try await accounts.identity(provider: "apple", providerID: apple.subject),
@@ -532,7 +566,8 @@ struct AuthController {
                     IdentityRecord(
                         id: Secrets.identifier(), accountID: account.id, provider: "apple", providerID: apple.subject,
                         email: email, createdAt: now, lastSignInAt: nil))
-                try await AuditLog(db: db, clock: env.clock).record(client.event(.identityLinked, accountID: account.id, detail: ["provider": "apple"]))
+                try await AuditLog(db: db, clock: env.clock).record(
+                    client.event(.identityLinked, accountID: account.id, detail: ["provider": "apple"]))
             }
             guard account.disabledAt == nil else {
                 throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
@@ -542,15 +577,20 @@ struct AuthController {
                 account.passwordHash = nil
                 account.userMetadata = [:]
                 account.emailConfirmedAt = now
-                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings).voidSignups(email: account.email)
+                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings).voidSignups(
+                    email: account.email)
             }
             account.lastSignInAt = now
             account.updatedAt = now
             try await accounts.update(account)
             try await accounts.touchIdentity(provider: "apple", accountID: account.id, at: now)
-            try await AuditLog(db: db, clock: env.clock).record(client.event(.signedIn, accountID: account.id, detail: ["method": "apple"]))
-            return (account, try await env.sessions.start(
-                accountID: account.id, method: "oauth", ip: client.ip, userAgent: client.userAgent, db: db))
+            try await AuditLog(db: db, clock: env.clock).record(
+                client.event(.signedIn, accountID: account.id, detail: ["method": "apple"]))
+            return (
+                account,
+                try await env.sessions.start(
+                    accountID: account.id, method: "oauth", ip: client.ip, userAgent: client.userAgent, db: db)
+            )
         }
         return try await env.sessions.response(for: issued, user: try await env.user(account, db: env.store.database))
     }
@@ -560,7 +600,8 @@ struct AuthController {
     /// The caller's account (account sessions only).
     @Sendable func user(_ request: Request, context: AuthenticatedContext) async throws -> AuthUser {
         try await requireAccountSession(context, request)
-        guard let account = try await AccountRepository(db: env.store.database).find(id: context.identity.accountID) else {
+        guard let account = try await AccountRepository(db: env.store.database).find(id: context.identity.accountID)
+        else {
             throw APIError(.notFound, code: .userNotFound, message: "User not found")
         }
         return try await env.user(account, db: env.store.database)
@@ -603,7 +644,11 @@ struct AuthController {
         }
         if let data = body.data {
             for (key, value) in data {
-                if value == .null { account.userMetadata.removeValue(forKey: key) } else { account.userMetadata[key] = value }
+                if value == .null {
+                    account.userMetadata.removeValue(forKey: key)
+                } else {
+                    account.userMetadata[key] = value
+                }
             }
         }
         if let newHash { account.passwordHash = newHash }
@@ -618,14 +663,16 @@ struct AuthController {
                 try await audit.record(client.event(.profileUpdated, accountID: updated.id))
             }
             if passwordChanged {
-                try await env.sessions.revoke(accountID: updated.id, current: identity.sessionID, scope: .others, db: db)
+                try await env.sessions.revoke(
+                    accountID: updated.id, current: identity.sessionID, scope: .others, db: db)
                 try await audit.record(client.event(.passwordChanged, accountID: updated.id))
             }
             try await AccountRepository(db: db).update(updated)
             guard let newEmail = requestedEmail else { return }
             let taken = try await AccountRepository(db: db).find(email: newEmail) != nil
             try await audit.record(
-                client.event(.emailChangeRequested, accountID: updated.id, detail: ["new_email": Secrets.emailDigest(newEmail)]))
+                client.event(
+                    .emailChangeRequested, accountID: updated.id, detail: ["new_email": Secrets.emailDigest(newEmail)]))
             try await env.mailer.enqueue(.emailChangeRequested(newEmail: newEmail), to: updated.email, db: db)
             // A taken address gets no code (it could never be confirmed), and the answer does not say so.
             guard !taken else { return }
@@ -661,7 +708,8 @@ struct AuthController {
                 return
             }
             await env.sessions.audit(
-                client.event(.passwordChangeRefused, accountID: account.id, detail: ["reason": "wrong_current_password"]))
+                client.event(
+                    .passwordChangeRefused, accountID: account.id, detail: ["reason": "wrong_current_password"]))
             throw APIError(.badRequest, code: .invalidCredentials, message: "The current password is not correct")
         }
         if let nonce = body.nonce {
@@ -676,21 +724,25 @@ struct AuthController {
             }
             if consumed != nil { return }
             await env.sessions.audit(
-                client.event(.passwordChangeRefused, accountID: account.id, detail: ["reason": "wrong_reauthentication_code"]))
-            throw APIError(.badRequest, code: .reauthenticationNotValid, message: "Verification code is invalid or has expired")
+                client.event(
+                    .passwordChangeRefused, accountID: account.id, detail: ["reason": "wrong_reauthentication_code"]))
+            throw APIError(
+                .badRequest, code: .reauthenticationNotValid, message: "Verification code is invalid or has expired")
         }
         await env.sessions.audit(
             client.event(.passwordChangeRefused, accountID: account.id, detail: ["reason": "reauthentication_needed"]))
         throw APIError(
             .unauthorized, code: .reauthenticationNeeded,
-            message: "Changing the password or email requires the current password or a code from /auth/v1/reauthenticate")
+            message:
+                "Changing the password or email requires the current password or a code from /auth/v1/reauthenticate")
     }
 
     /// Mails a code that authorizes a password or email change.
     @Sendable func reauthenticate(_ request: Request, context: AuthenticatedContext) async throws -> [String: String] {
         try await requireAccountSession(context, request)
         let client = client(request, context.peerAddress)
-        guard let account = try await AccountRepository(db: env.store.database).find(id: context.identity.accountID) else {
+        guard let account = try await AccountRepository(db: env.store.database).find(id: context.identity.accountID)
+        else {
             throw APIError(.notFound, code: .userNotFound, message: "User not found")
         }
         try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
@@ -700,7 +752,8 @@ struct AuthController {
             let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
                 .issue(email: account.email, purpose: .reauthentication, accountID: account.id)
             try await env.mailer.enqueue(.reauthentication(code: code.code), to: account.email, db: db)
-            try await AuditLog(db: db, clock: env.clock).record(client.event(.reauthenticationRequested, accountID: account.id))
+            try await AuditLog(db: db, clock: env.clock).record(
+                client.event(.reauthenticationRequested, accountID: account.id))
         }
         env.mailer.queue.wake()
         return [:]
@@ -719,7 +772,8 @@ struct AuthController {
             let ended = try await env.sessions.revoke(
                 accountID: identity.accountID, current: identity.sessionID, scope: scope, db: db)
             try await AuditLog(db: db, clock: env.clock).record(
-                client.event(.loggedOut, accountID: identity.accountID, detail: ["scope": raw, "sessions": String(ended)]))
+                client.event(
+                    .loggedOut, accountID: identity.accountID, detail: ["scope": raw, "sessions": String(ended)]))
         }
         return Response(status: .noContent)
     }

@@ -65,7 +65,9 @@ enum LinkPage {
 
     /// 303 to `target` with `fragment` (the implicit flow's tokens) or `query` items added (PKCE's `code`); the
     /// target's own query and fragment are kept.
-    static func redirect(_ target: String, fragment: [(String, String)] = [], query: [(String, String)] = []) -> Response {
+    static func redirect(_ target: String, fragment: [(String, String)] = [], query: [(String, String)] = [])
+        -> Response
+    {
         var components = URLComponents(string: target) ?? URLComponents()
         if !query.isEmpty {
             let names = Set(query.map(\.0))
@@ -82,7 +84,9 @@ enum LinkPage {
         }
         return Response(
             status: .seeOther,
-            headers: [.location: location, .cacheControl: "no-store", HTTPField.Name("Referrer-Policy")!: "no-referrer"])
+            headers: [
+                .location: location, .cacheControl: "no-store", HTTPField.Name("Referrer-Policy")!: "no-referrer",
+            ])
     }
 
     /// Whether a form post came from this server's own page: a browser names the page's origin in `Origin` (or says
@@ -92,8 +96,11 @@ enum LinkPage {
             return false
         }
         guard let origin = request.headers[HTTPField.Name("Origin")!] else { return true }
-        guard let own = URLComponents(string: publicURL), let given = URLComponents(string: origin) else { return false }
-        return own.scheme?.lowercased() == given.scheme?.lowercased() && own.host?.lowercased() == given.host?.lowercased()
+        guard let own = URLComponents(string: publicURL), let given = URLComponents(string: origin) else {
+            return false
+        }
+        return own.scheme?.lowercased() == given.scheme?.lowercased()
+            && own.host?.lowercased() == given.host?.lowercased()
             && own.port == given.port
     }
 

@@ -64,11 +64,14 @@ struct OneTimeCodes {
                 .where("consumed_at", .is, SQLLiteral.null).run()
         }
         let issued = IssuedCode(id: Secrets.identifier(), code: Secrets.sixDigitCode(), linkToken: Secrets.token())
-        let pendingJSON = try pending.map { String(decoding: try JSONEncoder.sortedKeys.encode($0.metadata), as: UTF8.self) }
+        let pendingJSON = try pending.map {
+            String(decoding: try JSONEncoder.sortedKeys.encode($0.metadata), as: UTF8.self)
+        }
         try await db.insert(into: "one_time_codes")
             .columns(
                 "id", "email", "purpose", "code_hash", "link_hash", "account_id", "new_email", "attempts", "created_at",
-                "expires_at", "pending_password_hash", "pending_metadata", "code_challenge")
+                "expires_at", "pending_password_hash", "pending_metadata", "code_challenge"
+            )
             .values(
                 SQLBind(issued.id), SQLBind(email), SQLBind(purpose.rawValue),
                 SQLBind(Self.codeDigest(id: issued.id, code: issued.code)), SQLBind(Secrets.digest(issued.linkToken)),
@@ -113,7 +116,9 @@ struct OneTimeCodes {
         var matched: (any SQLRow)?
         for row in candidates {
             let id = try row.decode(column: "id", as: String.self)
-            if Secrets.constantTimeEquals(try row.decode(column: "code_hash", as: String.self), Self.codeDigest(id: id, code: code)) {
+            if Secrets.constantTimeEquals(
+                try row.decode(column: "code_hash", as: String.self), Self.codeDigest(id: id, code: code))
+            {
                 matched = row
             }
         }
@@ -160,7 +165,8 @@ struct OneTimeCodes {
         let won = try await db.update("one_time_codes").set("consumed_at", to: now)
             .where("id", .equal, id).where("consumed_at", .is, SQLLiteral.null)
             .returning("id").all()
-        guard !won.isEmpty, let purpose = CodePurpose(rawValue: try row.decode(column: "purpose", as: String.self)) else {
+        guard !won.isEmpty, let purpose = CodePurpose(rawValue: try row.decode(column: "purpose", as: String.self))
+        else {
             return nil
         }
         let metadata = try row.decode(column: "pending_metadata", as: String?.self)

@@ -48,7 +48,8 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
     public static let noAuthorization = APIError(
         .unauthorized, code: .noAuthorization, message: "This endpoint requires a Bearer token")
     public static let badJWT = APIError(
-        .forbidden, code: .badJwt, message: "invalid JWT: unable to parse or verify signature, token is expired or invalid")
+        .forbidden, code: .badJwt,
+        message: "invalid JWT: unable to parse or verify signature, token is expired or invalid")
     public static let sessionNotFound = APIError(
         .forbidden, code: .sessionNotFound, message: "Session from session_id claim in JWT does not exist")
     /// A company session used where only the account session may act (`/auth/v1/user`, company login, …).

@@ -142,7 +142,9 @@ public func buildApplication(
             let port = channel.localAddress?.port ?? configuration.port
             logger.info(
                 "gatehouse listening on http://\(configuration.host):\(port) using \(services.store.location)",
-                metadata: ["host": "\(configuration.host)", "port": "\(port)", "store": "\(services.store.location.kind)"])
+                metadata: [
+                    "host": "\(configuration.host)", "port": "\(port)", "store": "\(services.store.location.kind)",
+                ])
             await onServerRunning(port)
         },
         logger: serverLogger

@@ -117,7 +117,8 @@ extension GatehouseConfiguration {
         _ value: String, source: String, range: ClosedRange<Int>
     ) throws(ConfigurationError) -> TimeInterval {
         guard let seconds = Int(value), range.contains(seconds) else {
-            throw ConfigurationError("\(source) must be a number of seconds from \(range.lowerBound) to \(range.upperBound)")
+            throw ConfigurationError(
+                "\(source) must be a number of seconds from \(range.lowerBound) to \(range.upperBound)")
         }
         return TimeInterval(seconds)
     }
@@ -202,9 +203,11 @@ extension GatehouseConfiguration {
             auth.appleJWKSURL = try Self.httpURL(value, source: source)
         case .trustedProxies:
             var networks: [IPNetwork] = []
-            for item in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !item.isEmpty {
+            for item in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !item.isEmpty
+            {
                 guard let network = IPNetwork(item) else {
-                    throw ConfigurationError("\(source): '\(item)' is not an IP address or CIDR network such as 10.0.0.0/8")
+                    throw ConfigurationError(
+                        "\(source): '\(item)' is not an IP address or CIDR network such as 10.0.0.0/8")
                 }
                 networks.append(network)
             }
@@ -218,7 +221,9 @@ extension GatehouseConfiguration {
             guard value.count >= 16 else { throw ConfigurationError("\(source) must be at least 16 characters") }
             metricsToken = value
         case .encryptionKeys:
-            let keys = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let keys = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+                !$0.isEmpty
+            }
             _ = try SecretBox(base64Keys: keys)
             encryptionKeys = keys
         }

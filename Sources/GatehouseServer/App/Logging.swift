@@ -3,7 +3,9 @@ import Logging
 
 /// Builds the server's logger in the configured format, writing to standard error, without touching the global
 /// logging system (tests build many applications in one process).
-public func makeLogger(label: String = "gatehouse", level: Logger.Level, format: GatehouseConfiguration.LogFormat) -> Logger {
+public func makeLogger(label: String = "gatehouse", level: Logger.Level, format: GatehouseConfiguration.LogFormat)
+    -> Logger
+{
     var logger = Logger(label: label) { label in
         switch format {
         case .text: StreamLogHandler.standardError(label: label)

@@ -4,7 +4,9 @@ import Logging
 
 /// Turns every failure into `{code, message}`: expected ones keep their code, anything else is logged once as a 500.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
         do {
             return try await next(request, context)
         } catch let error as APIError {
@@ -12,7 +14,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as HTTPError {
             return try Self.translate(error).response(from: request, context: context)
         } catch {
-            context.logger.error("unexpected failure", metadata: ["error.type": "\(type(of: error))", "error": "\(error)"])
+            context.logger.error(
+                "unexpected failure", metadata: ["error.type": "\(type(of: error))", "error": "\(error)"])
             return try APIError.internalError.response(from: request, context: context)
         }
     }
@@ -26,7 +29,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         case .contentTooLarge:
             translated = APIError(.contentTooLarge, code: .payloadTooLarge, message: "The request body is too large")
         case .methodNotAllowed:
-            translated = APIError(.methodNotAllowed, code: .methodNotAllowed, message: "This method is not allowed here")
+            translated = APIError(
+                .methodNotAllowed, code: .methodNotAllowed, message: "This method is not allowed here")
         case let status where status.kind == .clientError:
             translated = APIError(status, code: .badRequest, message: error.body ?? "The request could not be read")
         default:
@@ -57,7 +61,9 @@ struct BodyLimitMiddleware: RouterMiddleware {
 /// Headers every answer carries: no MIME sniffing; and nothing under the API may be cached by a browser or proxy,
 /// since answers carry tokens and personal data (the JWKS sets its own public caching).
 struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
         var response = try await next(request, context)
         response.headers[.xContentTypeOptions] = "nosniff"
         if response.headers[.cacheControl] == nil {
@@ -70,7 +76,9 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
 extension Request {
     /// Whether the body is declared as JSON (`application/json`, or any `+json` type, with parameters).
     var hasJSONBody: Bool {
-        guard let type = headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        guard
+            let type = headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
+                .lowercased()
         else { return false }
         return type == "application/json" || (type.hasPrefix("application/") && type.hasSuffix("+json"))
     }

@@ -20,14 +20,16 @@ struct OperationsController {
     }
 
     /// The process is up and answering.
-    @Sendable func live(_ request: Request, context: AppRequestContext) async throws -> Components.Schemas.HealthStatus {
+    @Sendable func live(_ request: Request, context: AppRequestContext) async throws -> Components.Schemas.HealthStatus
+    {
         .init(status: .ok)
     }
 
     /// The store answers and its schema is current; 503 `not_ready` otherwise.
     @Sendable func ready(_ request: Request, context: AppRequestContext) async throws -> Components.Schemas.Readiness {
         guard await store.isReady(), let version = store.schemaVersion else {
-            throw APIError(.serviceUnavailable, code: .notReady, message: "The store is not reachable or not migrated yet")
+            throw APIError(
+                .serviceUnavailable, code: .notReady, message: "The store is not reachable or not migrated yet")
         }
         return .init(status: .ready, store: .init(rawValue: store.location.kind) ?? .sqlite, schemaVersion: version)
     }

@@ -68,7 +68,8 @@ struct AuthMiddleware: RouterMiddleware {
             (reason, error) = ("session_ended", .sessionNotFound)
         }
         let client = ClientInfo(request, peerAddress: peerAddress, settings: sessions.settings)
-        await sessions.audit(client.event(.tokenRejected, accountID: nil, detail: ["reason": reason, "path": request.uri.path]))
+        await sessions.audit(
+            client.event(.tokenRejected, accountID: nil, detail: ["reason": reason, "path": request.uri.path]))
         throw error
     }
 }

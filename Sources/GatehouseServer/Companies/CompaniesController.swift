@@ -40,16 +40,21 @@ struct CompaniesController {
     }
 
     private func event(
-        _ action: AuditAction, _ client: ClientInfo, accountID: String?, companyID: String, detail: [String: String] = [:]
+        _ action: AuditAction, _ client: ClientInfo, accountID: String?, companyID: String,
+        detail: [String: String] = [:]
     ) -> AuditEvent {
-        AuditEvent(action, accountID: accountID, companyID: companyID, ip: client.ip, userAgent: client.userAgent, detail: detail)
+        AuditEvent(
+            action, accountID: accountID, companyID: companyID, ip: client.ip, userAgent: client.userAgent,
+            detail: detail)
     }
 
     // MARK: The caller's companies
 
     /// Every company the caller owns or participates in.
     @Sendable func list(_ request: Request, context: AuthenticatedContext) async throws -> CompanyList {
-        CompanyList(companies: try await CompanyRepository(db: env.store.database).summaries(accountID: context.identity.accountID))
+        CompanyList(
+            companies: try await CompanyRepository(db: env.store.database).summaries(
+                accountID: context.identity.accountID))
     }
 
     /// Creates a company owned by the caller, on the Free tier.
@@ -62,7 +67,8 @@ struct CompaniesController {
         let client = client(request, context.peerAddress)
         let env = self.env
         let company = CompanyRecord(
-            id: Secrets.identifier(), name: name, logoURL: logo, ownerID: accountID, tier: .free, policy: CompanyPolicy(),
+            id: Secrets.identifier(), name: name, logoURL: logo, ownerID: accountID, tier: .free,
+            policy: CompanyPolicy(),
             createdAt: now, updatedAt: now)
         try await env.store.transaction { db in
             let companies = CompanyRepository(db: db)
@@ -83,7 +89,9 @@ struct CompaniesController {
     }
 
     static func validLogo(_ raw: String) throws -> String {
-        guard let url = URL(string: raw), ["https", "http"].contains(url.scheme ?? ""), url.host != nil, raw.count <= 2048 else {
+        guard let url = URL(string: raw), ["https", "http"].contains(url.scheme ?? ""), url.host != nil,
+            raw.count <= 2048
+        else {
             throw APIError.validation("logo_url must be an http(s) URL")
         }
         return raw
@@ -97,7 +105,8 @@ struct CompaniesController {
         return CompanyDetail(
             id: company.id, name: company.name, tier: company.tier.rawValue, logoURL: company.logoURL,
             ownerID: company.ownerID, requiresCredential: company.policy.requiresCredential,
-            passwordMinLength: company.policy.passwordMinLength, sessionIdleTimeout: Int(company.policy.sessionIdleTimeout),
+            passwordMinLength: company.policy.passwordMinLength,
+            sessionIdleTimeout: Int(company.policy.sessionIdleTimeout),
             sessionLifetime: Int(company.policy.sessionLifetime), managersCanShare: company.policy.managersCanShare,
             memberCount: try await companies.memberCount(companyID), createdAt: company.createdAt.iso8601)
     }
@@ -121,11 +130,15 @@ struct CompaniesController {
             company.policy.passwordMinLength = minimum
         }
         if let idle = body.sessionIdleTimeout {
-            guard (300...31_536_000).contains(idle) else { throw APIError.validation("session_idle_timeout must be 300 to 31536000 seconds") }
+            guard (300...31_536_000).contains(idle) else {
+                throw APIError.validation("session_idle_timeout must be 300 to 31536000 seconds")
+            }
             company.policy.sessionIdleTimeout = TimeInterval(idle)
         }
         if let lifetime = body.sessionLifetime {
-            guard (300...31_536_000).contains(lifetime) else { throw APIError.validation("session_lifetime must be 300 to 31536000 seconds") }
+            guard (300...31_536_000).contains(lifetime) else {
+                throw APIError.validation("session_lifetime must be 300 to 31536000 seconds")
+            }
             company.policy.sessionLifetime = TimeInterval(lifetime)
         }
         if let managers = body.managersCanShare { company.policy.managersCanShare = managers }
@@ -136,7 +149,8 @@ struct CompaniesController {
         let actor = context.identity.accountID
         try await env.store.transaction { db in
             try await CompanyRepository(db: db).update(updated)
-            try await AuditLog(db: db, clock: env.clock).record(self.event(.companyUpdated, client, accountID: actor, companyID: updated.id))
+            try await AuditLog(db: db, clock: env.clock).record(
+                self.event(.companyUpdated, client, accountID: actor, companyID: updated.id))
         }
         return try await detail(company.id)
     }
@@ -150,7 +164,8 @@ struct CompaniesController {
         let env = self.env
         try await env.store.transaction { db in
             try await CompanyRepository(db: db).delete(cid, now: env.clock.now)
-            try await AuditLog(db: db, clock: env.clock).record(self.event(.companyDeleted, client, accountID: actor, companyID: cid))
+            try await AuditLog(db: db, clock: env.clock).record(
+                self.event(.companyDeleted, client, accountID: actor, companyID: cid))
         }
         return Response(status: .noContent)
     }
@@ -172,8 +187,10 @@ struct CompaniesController {
         return ShareLinkList(
             shares: try await CompanyRepository(db: env.store.database).shares(context.companyID).map { link in
                 ShareLinkInfo(
-                    id: link.id, permission: link.permission.rawValue, token: nil, url: nil, expiresAt: link.expiresAt?.iso8601,
-                    maxUses: link.maxUses, uses: link.uses, revoked: link.revokedAt != nil, createdAt: link.createdAt.iso8601)
+                    id: link.id, permission: link.permission.rawValue, token: nil, url: nil,
+                    expiresAt: link.expiresAt?.iso8601,
+                    maxUses: link.maxUses, uses: link.uses, revoked: link.revokedAt != nil,
+                    createdAt: link.createdAt.iso8601)
             })
     }
 
@@ -181,7 +198,9 @@ struct CompaniesController {
     @Sendable func createShare(_ request: Request, context: CompanyContext) async throws -> Response {
         let company = try await shareRights(context)
         guard company.tier.allowsSharing else {
-            throw APIError(.forbidden, code: .tierForbidsSharing, message: "The Free tier does not allow sharing; upgrade to share")
+            throw APIError(
+                .forbidden, code: .tierForbidsSharing, message: "The Free tier does not allow sharing; upgrade to share"
+            )
         }
         let body = try await request.decodeJSON(as: CreateShareRequest.self, context: context)
         guard let permission = SharePermission(rawValue: body.permission) else {
@@ -196,16 +215,19 @@ struct CompaniesController {
         let now = env.clock.now
         let token = Secrets.token()
         let link = ShareLinkRecord(
-            id: Secrets.identifier(), companyID: company.id, permission: permission, createdBy: context.identity.accountID,
-            createdAt: now, expiresAt: body.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) }, maxUses: body.maxUses,
+            id: Secrets.identifier(), companyID: company.id, permission: permission,
+            createdBy: context.identity.accountID,
+            createdAt: now, expiresAt: body.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) },
+            maxUses: body.maxUses,
             uses: 0, revokedAt: nil)
         let client = client(request, context.peerAddress)
         let env = self.env
         try await env.store.transaction { db in
             try await CompanyRepository(db: db).insert(link, tokenHash: Secrets.digest(token))
             try await AuditLog(db: db, clock: env.clock).record(
-                self.event(.shareCreated, client, accountID: link.createdBy, companyID: link.companyID,
-                           detail: ["share": link.id, "permission": permission.rawValue]))
+                self.event(
+                    .shareCreated, client, accountID: link.createdBy, companyID: link.companyID,
+                    detail: ["share": link.id, "permission": permission.rawValue]))
         }
         let info = ShareLinkInfo(
             id: link.id, permission: permission.rawValue, token: token, url: "\(env.publicURL)/v1/shares/\(token)",
@@ -239,7 +261,8 @@ struct CompaniesController {
     @Sendable func preview(_ request: Request, context: AuthenticatedContext) async throws -> SharePreview {
         let token = try context.parameters.require("token")
         // A share token is a secret: looking one up is limited per IP like every other secret check.
-        try await env.limit("share", env.settings.limits.verificationsPerIP, client: client(request, context.peerAddress))
+        try await env.limit(
+            "share", env.settings.limits.verificationsPerIP, client: client(request, context.peerAddress))
         let companies = CompanyRepository(db: env.store.database)
         guard let link = try await companies.share(tokenHash: Secrets.digest(token)) else { throw Self.shareExpired }
         guard link.usable(at: env.clock.now), let company = try await companies.company(link.companyID) else {
@@ -248,7 +271,8 @@ struct CompaniesController {
         let inviter = try await AccountRepository(db: env.store.database).find(id: link.createdBy)
         return SharePreview(
             companyName: company.name, logoURL: company.logoURL,
-            inviterName: inviter.map { CompanyRepository.displayName(AccountRepository.encode($0.userMetadata)) } ?? "Member",
+            inviterName: inviter.map { CompanyRepository.displayName(AccountRepository.encode($0.userMetadata)) }
+                ?? "Member",
             permission: link.permission.rawValue)
     }
 
@@ -295,9 +319,12 @@ struct CompaniesController {
                 return company.id
             }
             guard company.tier.allowsSharing else {
-                throw APIError(.forbidden, code: .tierForbidsSharing, message: "This company's tier does not allow sharing")
+                throw APIError(
+                    .forbidden, code: .tierForbidsSharing, message: "This company's tier does not allow sharing")
             }
-            guard CompanyRules.admits(participants: try await companies.participantCount(company.id), tier: company.tier) else {
+            guard
+                CompanyRules.admits(participants: try await companies.participantCount(company.id), tier: company.tier)
+            else {
                 throw APIError(
                     .forbidden, code: .participantLimitReached,
                     message: "This company has reached its tier's participant limit")
@@ -305,8 +332,9 @@ struct CompaniesController {
             guard try await companies.useShare(company.id, shareID: link.id, now: now) else { throw Self.shareExpired }
             try await companies.addMember(company.id, accountID: accountID, role: link.permission.role, now: now)
             try await AuditLog(db: db, clock: env.clock).record(
-                self.event(.shareAccepted, client, accountID: accountID, companyID: company.id,
-                           detail: ["share": link.id, "permission": link.permission.rawValue]))
+                self.event(
+                    .shareAccepted, client, accountID: accountID, companyID: company.id,
+                    detail: ["share": link.id, "permission": link.permission.rawValue]))
             return company.id
         }
     }
@@ -314,7 +342,9 @@ struct CompaniesController {
     // MARK: Members
 
     @Sendable func members(_ request: Request, context: CompanyContext) async throws -> MemberList {
-        MemberList(members: try await CompanyRepository(db: env.store.database).members(context.companyID, publicURL: env.publicURL))
+        MemberList(
+            members: try await CompanyRepository(db: env.store.database).members(
+                context.companyID, publicURL: env.publicURL))
     }
 
     @Sendable func updateMember(_ request: Request, context: CompanyContext) async throws -> MemberInfo {
@@ -322,7 +352,9 @@ struct CompaniesController {
         let body = try await request.decodeJSON(as: UpdateMemberRequest.self, context: context)
         var parsedRole: MemberRole?
         if let raw = body.role {
-            guard let parsed = MemberRole(rawValue: raw) else { throw APIError.validation("role must be member or read_only") }
+            guard let parsed = MemberRole(rawValue: raw) else {
+                throw APIError.validation("role must be member or read_only")
+            }
             parsedRole = parsed
         }
         let role = parsedRole
@@ -339,7 +371,9 @@ struct CompaniesController {
             guard let target = try await companies.membership(cid, accountID: targetID) else {
                 throw APIError.notFound("No such member")
             }
-            if case .forbidden(let reason) = CompanyRules.judge(change, by: actor, on: target) { throw Self.forbidden(reason) }
+            if case .forbidden(let reason) = CompanyRules.judge(change, by: actor, on: target) {
+                throw Self.forbidden(reason)
+            }
             try await companies.updateMember(
                 cid, accountID: targetID, role: role ?? target.role, deptMask: body.deptMask ?? target.deptMask,
                 managerMask: body.managerMask ?? target.managerMask)
@@ -351,7 +385,9 @@ struct CompaniesController {
                 self.event(.memberChanged, client, accountID: actor.accountID, companyID: cid, detail: detail))
         }
         let members = try await CompanyRepository(db: env.store.database).members(cid, publicURL: env.publicURL)
-        guard let member = members.first(where: { $0.accountID == targetID }) else { throw APIError.notFound("No such member") }
+        guard let member = members.first(where: { $0.accountID == targetID }) else {
+            throw APIError.notFound("No such member")
+        }
         return member
     }
 
@@ -375,14 +411,18 @@ struct CompaniesController {
         return Response(status: .noContent)
     }
 
-    private func remove(_ targetID: String, from context: CompanyContext, action: AuditAction, request: Request) async throws {
+    private func remove(_ targetID: String, from context: CompanyContext, action: AuditAction, request: Request)
+        async throws
+    {
         let cid = context.companyID
         let actor = context.identity.accountID
         let client = client(request, context.peerAddress)
         let env = self.env
         try await env.store.transaction { db in
             let companies = CompanyRepository(db: db)
-            guard try await companies.membership(cid, accountID: targetID) != nil else { throw APIError.notFound("No such member") }
+            guard try await companies.membership(cid, accountID: targetID) != nil else {
+                throw APIError.notFound("No such member")
+            }
             try await companies.removeMember(cid, accountID: targetID, now: env.clock.now)
             try await AuditLog(db: db, clock: env.clock).record(
                 self.event(action, client, accountID: actor, companyID: cid, detail: ["member": targetID]))
@@ -403,15 +443,20 @@ struct CompaniesController {
             guard let target = try await companies.membership(cid, accountID: body.accountID),
                 var company = try await companies.company(cid)
             else { throw APIError.notFound("No such member") }
-            try await companies.updateMember(cid, accountID: owner, role: .member, deptMask: context.membership.deptMask, managerMask: context.membership.managerMask)
-            try await companies.updateMember(cid, accountID: target.accountID, role: .owner, deptMask: target.deptMask, managerMask: target.managerMask)
+            try await companies.updateMember(
+                cid, accountID: owner, role: .member, deptMask: context.membership.deptMask,
+                managerMask: context.membership.managerMask)
+            try await companies.updateMember(
+                cid, accountID: target.accountID, role: .owner, deptMask: target.deptMask,
+                managerMask: target.managerMask)
             company.ownerID = target.accountID
             company.updatedAt = env.clock.now
             try await companies.update(company)
             try await CredentialRepository(db: db).setSuperUser(cid, accountID: owner, false)
             try await CredentialRepository(db: db).setSuperUser(cid, accountID: target.accountID, true)
             try await AuditLog(db: db, clock: env.clock).record(
-                self.event(.ownershipTransferred, client, accountID: owner, companyID: cid, detail: ["to": target.accountID]))
+                self.event(
+                    .ownershipTransferred, client, accountID: owner, companyID: cid, detail: ["to": target.accountID]))
         }
         return try await detail(cid)
     }

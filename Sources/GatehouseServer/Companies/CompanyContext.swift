@@ -45,7 +45,9 @@ struct CompanyAccessMiddleware: RouterMiddleware {
             await refused(request, context, identity, companyID: cid, reason: "company_context_required")
             throw Self.contextRequired
         }
-        guard let membership = try await CompanyRepository(db: store.database).membership(cid, accountID: identity.accountID)
+        guard
+            let membership = try await CompanyRepository(db: store.database).membership(
+                cid, accountID: identity.accountID)
         else {
             await refused(request, context, identity, companyID: cid, reason: "not_a_member")
             throw Self.notMember

@@ -103,7 +103,9 @@ struct CompanyRepository {
             .run()
     }
 
-    func updateMember(_ companyID: String, accountID: String, role: MemberRole, deptMask: Int64, managerMask: Int64) async throws {
+    func updateMember(_ companyID: String, accountID: String, role: MemberRole, deptMask: Int64, managerMask: Int64)
+        async throws
+    {
         try await db.update("memberships").set("role", to: role.rawValue).set("dept_mask", to: deptMask)
             .set("manager_mask", to: managerMask)
             .where("company_id", .equal, companyID).where("account_id", .equal, accountID).run()
@@ -129,8 +131,10 @@ struct CompanyRepository {
 
     /// Participants besides the owner.
     func participantCount(_ companyID: String) async throws -> Int {
-        try await db.raw("SELECT COUNT(*) AS n FROM memberships WHERE company_id = \(bind: companyID) AND role <> 'owner'")
-            .first(decodingColumn: "n", as: Int.self) ?? 0
+        try await db.raw(
+            "SELECT COUNT(*) AS n FROM memberships WHERE company_id = \(bind: companyID) AND role <> 'owner'"
+        )
+        .first(decodingColumn: "n", as: Int.self) ?? 0
     }
 
     func memberCount(_ companyID: String) async throws -> Int {
@@ -151,7 +155,8 @@ struct CompanyRepository {
             """
         ).all().map { row in
             CompanySummary(
-                id: try row.decode(column: "id", as: String.self), name: try row.decode(column: "name", as: String.self),
+                id: try row.decode(column: "id", as: String.self),
+                name: try row.decode(column: "name", as: String.self),
                 tier: try row.decode(column: "tier", as: String.self),
                 logoURL: try row.decode(column: "logo_url", as: String?.self),
                 role: try row.decode(column: "role", as: String.self),
@@ -200,10 +205,14 @@ struct CompanyRepository {
 
     func insert(_ link: ShareLinkRecord, tokenHash: String) async throws {
         try await db.insert(into: "share_links")
-            .columns("id", "company_id", "token_hash", "permission", "created_by", "created_at", "expires_at", "max_uses", "uses")
+            .columns(
+                "id", "company_id", "token_hash", "permission", "created_by", "created_at", "expires_at", "max_uses",
+                "uses"
+            )
             .values(
                 SQLBind(link.id), SQLBind(link.companyID), SQLBind(tokenHash), SQLBind(link.permission.rawValue),
-                SQLBind(link.createdBy), SQLBind(link.createdAt.epochMilliseconds), SQLBind(link.expiresAt?.epochMilliseconds),
+                SQLBind(link.createdBy), SQLBind(link.createdAt.epochMilliseconds),
+                SQLBind(link.expiresAt?.epochMilliseconds),
                 SQLBind(link.maxUses.map(Int64.init)), SQLBind(Int64(0))
             )
             .run()

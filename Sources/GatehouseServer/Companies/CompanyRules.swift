@@ -82,7 +82,9 @@ enum CompanyRules {
     /// department bits inside their own manager mask, on members other than the owner.
     static func judge(_ change: MemberChange, by actor: Membership, on target: Membership) -> ChangeVerdict {
         if target.role == .owner {
-            return .forbidden(actor.accountID == target.accountID ? "Owners cannot change their own membership" : "The owner cannot be changed")
+            return .forbidden(
+                actor.accountID == target.accountID
+                    ? "Owners cannot change their own membership" : "The owner cannot be changed")
         }
         if change.role == .owner { return .forbidden("Ownership moves only by transfer") }
         if actor.isOwner { return .allowed }

@@ -15,7 +15,9 @@ public struct Operator: Sendable {
         let companies = CompanyRepository(db: store.database)
         var lines: [String] = []
         for company in try await companies.all() {
-            lines.append("\(company.id)  \(company.tier.rawValue)  \(try await companies.memberCount(company.id)) members  \(company.name)")
+            lines.append(
+                "\(company.id)  \(company.tier.rawValue)  \(try await companies.memberCount(company.id)) members  \(company.name)"
+            )
         }
         return lines
     }
@@ -49,7 +51,8 @@ public struct Operator: Sendable {
             company.updatedAt = Date()
             try await companies.update(company)
             try await AuditLog(db: db, clock: SystemClock()).record(
-                AuditEvent(.tierChanged, companyID: id, detail: ["from": old.rawValue, "to": tier.rawValue, "by": "operator"]))
+                AuditEvent(
+                    .tierChanged, companyID: id, detail: ["from": old.rawValue, "to": tier.rawValue, "by": "operator"]))
             return true
         }
     }
@@ -60,8 +63,10 @@ public struct Operator: Sendable {
             .orderBy("created_at").limit(limit).all().map { row in
                 let state =
                     try row.decode(column: "disabled_at", as: Int64?.self) != nil
-                    ? "disabled" : try row.decode(column: "email_confirmed_at", as: Int64?.self) != nil ? "confirmed" : "unconfirmed"
-                return "\(try row.decode(column: "id", as: String.self))  \(state)  \(try row.decode(column: "email", as: String.self))"
+                    ? "disabled"
+                    : try row.decode(column: "email_confirmed_at", as: Int64?.self) != nil ? "confirmed" : "unconfirmed"
+                return
+                    "\(try row.decode(column: "id", as: String.self))  \(state)  \(try row.decode(column: "email", as: String.self))"
             }
     }
 
@@ -71,9 +76,10 @@ public struct Operator: Sendable {
         var found = try await accounts.find(id: idOrEmail)
         if found == nil { found = try await accounts.find(email: idOrEmail.lowercased()) }
         guard let account = found else { return nil }
-        let sessions = try await store.database.raw(
-            "SELECT COUNT(*) AS n FROM sessions WHERE account_id = \(bind: account.id) AND revoked_at IS NULL AND expires_at > \(bind: Date().epochMilliseconds)"
-        ).first(decodingColumn: "n", as: Int.self) ?? 0
+        let sessions =
+            try await store.database.raw(
+                "SELECT COUNT(*) AS n FROM sessions WHERE account_id = \(bind: account.id) AND revoked_at IS NULL AND expires_at > \(bind: Date().epochMilliseconds)"
+            ).first(decodingColumn: "n", as: Int.self) ?? 0
         var text = """
             id:        \(account.id)
             email:     \(account.email)
@@ -100,7 +106,8 @@ public struct Operator: Sendable {
                 .where("account_id", .equal, account.id).where("revoked_at", .is, SQLLiteral.null)
                 .returning("id").all().count
             try await AuditLog(db: db, clock: SystemClock()).record(
-                AuditEvent(.signedOutEverywhere, accountID: account.id, detail: ["by": "operator", "sessions": String(ended)]))
+                AuditEvent(
+                    .signedOutEverywhere, accountID: account.id, detail: ["by": "operator", "sessions": String(ended)]))
             return ended
         }
     }

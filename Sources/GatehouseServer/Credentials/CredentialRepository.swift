@@ -47,7 +47,8 @@ struct CredentialRepository {
         try await db.insert(into: "company_credentials")
             .columns(
                 "company_id", "account_id", "username", "password_hash", "email", "image", "image_type", "super_user",
-                "created_at", "updated_at")
+                "created_at", "updated_at"
+            )
             .values(
                 SQLBind(credential.companyID), SQLBind(credential.accountID), SQLBind(credential.username),
                 SQLBind(credential.passwordHash), SQLBind(credential.email), SQLBind(image), SQLBind(imageType),
@@ -57,8 +58,10 @@ struct CredentialRepository {
     }
 
     func setPassword(_ companyID: String, accountID: String, hash: String, now: Date) async throws {
-        try await db.update("company_credentials").set("password_hash", to: hash).set("updated_at", to: now.epochMilliseconds)
-            .where("company_id", .equal, companyID).where("account_id", .equal, accountID).run()
+        try await db.update("company_credentials").set("password_hash", to: hash).set(
+            "updated_at", to: now.epochMilliseconds
+        )
+        .where("company_id", .equal, companyID).where("account_id", .equal, accountID).run()
     }
 
     func setSuperUser(_ companyID: String, accountID: String, _ flag: Bool) async throws {

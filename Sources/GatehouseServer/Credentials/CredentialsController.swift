@@ -22,7 +22,8 @@ struct CredentialsController {
         company.get("members/{accountId}/image", use: image)
     }
 
-    static let invalidCredentials = APIError(.badRequest, code: .invalidCredentials, message: "Invalid username or password")
+    static let invalidCredentials = APIError(
+        .badRequest, code: .invalidCredentials, message: "Invalid username or password")
     static let maximumImageBytes = 1 << 20
 
     private func client(_ request: Request, _ peer: String?) -> ClientInfo {
@@ -32,8 +33,13 @@ struct CredentialsController {
     /// The backoff key of one account's credential in one company, shared by login and password changes.
     static func throttleKey(_ companyID: String, _ accountID: String) -> String { "company:\(companyID):\(accountID)" }
 
-    private func event(_ action: AuditAction, _ client: ClientInfo, accountID: String, companyID: String, detail: [String: String] = [:]) -> AuditEvent {
-        AuditEvent(action, accountID: accountID, companyID: companyID, ip: client.ip, userAgent: client.userAgent, detail: detail)
+    private func event(
+        _ action: AuditAction, _ client: ClientInfo, accountID: String, companyID: String,
+        detail: [String: String] = [:]
+    ) -> AuditEvent {
+        AuditEvent(
+            action, accountID: accountID, companyID: companyID, ip: client.ip, userAgent: client.userAgent,
+            detail: detail)
     }
 
     /// The company and the caller's membership, or 404 for a company the caller does not belong to.
@@ -62,7 +68,8 @@ struct CredentialsController {
         let (company, membership) = try await membership(cid, accountID)
         let body = try await request.decodeJSON(as: CreateCredentialRequest.self, context: context)
         let username = body.username
-        guard (1...64).contains(username.count), !username.contains(where: { $0.isNewline || $0.asciiValue.map { $0 < 32 } == true })
+        guard (1...64).contains(username.count),
+            !username.contains(where: { $0.isNewline || $0.asciiValue.map { $0 < 32 } == true })
         else { throw APIError.validation("username must be 1 to 64 characters without control characters") }
         let email = try body.email.map { try env.validEmail($0) }
         try checkPassword(
@@ -82,7 +89,8 @@ struct CredentialsController {
         let credential = CompanyCredential(
             companyID: cid, accountID: accountID, username: username, passwordHash: hash, email: email,
             superUser: membership.isOwner, hasImage: image != nil, createdAt: now)
-        try await save(credential, image: image, imageType: imageType, client: client(request, context.peerAddress), now: now)
+        try await save(
+            credential, image: image, imageType: imageType, client: client(request, context.peerAddress), now: now)
         return try AuthController.json(Self.info(credential), status: .created)
     }
 
@@ -95,7 +103,8 @@ struct CredentialsController {
         try await env.store.transaction { db in
             let credentials = CredentialRepository(db: db)
             if try await credentials.find(credential.companyID, accountID: credential.accountID) != nil {
-                throw APIError(.conflict, code: .credentialExists, message: "You already have a credential for this company")
+                throw APIError(
+                    .conflict, code: .credentialExists, message: "You already have a credential for this company")
             }
             if try await credentials.usernameTaken(credential.companyID, username: credential.username) {
                 throw APIError(.conflict, code: .usernameTaken, message: "That username is taken in this company")
@@ -113,7 +122,9 @@ struct CredentialsController {
 
     /// The caller's own credential; nobody else's is ever readable.
     @Sendable func show(_ request: Request, context: CompanyContext) async throws -> Response {
-        guard let credential = try await CredentialRepository(db: env.store.database).find(context.companyID, accountID: context.identity.accountID)
+        guard
+            let credential = try await CredentialRepository(db: env.store.database).find(
+                context.companyID, accountID: context.identity.accountID)
         else { throw APIError.notFound("You have no credential for this company") }
         return try AuthController.json(Self.info(credential))
     }
@@ -130,7 +141,8 @@ struct CredentialsController {
             }
             try await CredentialRepository(db: db).delete(cid, accountID: accountID)
             try await CompanyRepository(db: db).endSessions(cid, accountID: accountID, except: nil, now: env.clock.now)
-            try await AuditLog(db: db, clock: env.clock).record(self.event(.credentialDeleted, client, accountID: accountID, companyID: cid))
+            try await AuditLog(db: db, clock: env.clock).record(
+                self.event(.credentialDeleted, client, accountID: accountID, companyID: cid))
         }
         return Response(status: .noContent)
     }
@@ -150,7 +162,8 @@ struct CredentialsController {
         try await env.limit("company-login", env.settings.limits.signInsPerIP, client: client)
         try await env.admit(throttleKey, rule: env.passwordRule, client: client, accountID: accountID)
         guard case .valid = await env.hasher.verify(body.currentPassword, against: credential.passwordHash) else {
-            await env.sessions.audit(event(.credentialPasswordChangeFailed, client, accountID: accountID, companyID: cid))
+            await env.sessions.audit(
+                event(.credentialPasswordChangeFailed, client, accountID: accountID, companyID: cid))
             throw Self.invalidCredentials
         }
         try await env.clearThrottle(throttleKey)
@@ -161,9 +174,12 @@ struct CredentialsController {
         let env = self.env
         let current = context.identity.sessionID
         try await env.store.transaction { db in
-            try await CredentialRepository(db: db).setPassword(cid, accountID: accountID, hash: hash, now: env.clock.now)
-            try await CompanyRepository(db: db).endSessions(cid, accountID: accountID, except: current, now: env.clock.now)
-            try await AuditLog(db: db, clock: env.clock).record(self.event(.credentialPasswordChanged, client, accountID: accountID, companyID: cid))
+            try await CredentialRepository(db: db).setPassword(
+                cid, accountID: accountID, hash: hash, now: env.clock.now)
+            try await CompanyRepository(db: db).endSessions(
+                cid, accountID: accountID, except: current, now: env.clock.now)
+            try await AuditLog(db: db, clock: env.clock).record(
+                self.event(.credentialPasswordChanged, client, accountID: accountID, companyID: cid))
         }
         return Response(status: .noContent)
     }
@@ -171,7 +187,9 @@ struct CredentialsController {
     /// The picture a member chose for this company, for other members.
     @Sendable func image(_ request: Request, context: CompanyContext) async throws -> Response {
         let target = try context.parameters.require("accountId")
-        guard let (data, type) = try await CredentialRepository(db: env.store.database).image(context.companyID, accountID: target)
+        guard
+            let (data, type) = try await CredentialRepository(db: env.store.database).image(
+                context.companyID, accountID: target)
         else { throw APIError.notFound("No picture") }
         return Response(
             status: .ok, headers: [.contentType: type, .cacheControl: "private, max-age=300"],
@@ -190,8 +208,9 @@ struct CredentialsController {
         let client = client(request, context.peerAddress)
         guard context.identity.isAccountSession else {
             await env.sessions.audit(
-                event(.authorizationRefused, client, accountID: accountID, companyID: cid,
-                      detail: ["reason": "account_session_required", "path": request.uri.path]))
+                event(
+                    .authorizationRefused, client, accountID: accountID, companyID: cid,
+                    detail: ["reason": "account_session_required", "path": request.uri.path]))
             throw APIError.accountSessionRequired
         }
         try await env.limit("company-login", env.settings.limits.signInsPerIP, client: client)
@@ -214,15 +233,19 @@ struct CredentialsController {
                 verification = .invalid
             }
             guard case .valid(let needsRehash) = verification, let credential else {
-                let reason = credential == nil ? "no_credential" : credential?.username == given ? "wrong_password" : "wrong_username"
+                let reason =
+                    credential == nil
+                    ? "no_credential" : credential?.username == given ? "wrong_password" : "wrong_username"
                 await env.sessions.audit(
-                    event(.companyLoginFailed, client, accountID: accountID, companyID: cid, detail: ["reason": reason]))
+                    event(.companyLoginFailed, client, accountID: accountID, companyID: cid, detail: ["reason": reason])
+                )
                 throw Self.invalidCredentials
             }
             if needsRehash, let rehashed = try? await env.hasher.hash(password) {
                 let now = env.clock.now
                 try await env.store.transaction { db in
-                    try await CredentialRepository(db: db).setPassword(cid, accountID: accountID, hash: rehashed, now: now)
+                    try await CredentialRepository(db: db).setPassword(
+                        cid, accountID: accountID, hash: rehashed, now: now)
                 }
             }
             username = credential.username
@@ -234,7 +257,8 @@ struct CredentialsController {
         let parent = context.identity.sessionID
         let issued = try await env.store.transaction { db in
             try await ThrottleRepository(db: db).clear(throttleKey)
-            try await AuditLog(db: db, clock: env.clock).record(self.event(.companyLogin, client, accountID: accountID, companyID: cid))
+            try await AuditLog(db: db, clock: env.clock).record(
+                self.event(.companyLogin, client, accountID: accountID, companyID: cid))
             return try await env.sessions.start(
                 accountID: accountID, method: "company_password", ip: client.ip, userAgent: client.userAgent, db: db,
                 company: scope, parent: parent)

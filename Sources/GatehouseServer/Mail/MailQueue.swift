@@ -35,7 +35,8 @@ final class MailQueue: Service, Sendable {
     func enqueue(_ message: MailMessage, db: any SQLDatabase) async throws {
         let id = Secrets.identifier()
         let now = clock.now.epochMilliseconds
-        let sealed = try box.seal(String(decoding: try JSONEncoder().encode(message), as: UTF8.self), context: "mail:\(id)")
+        let sealed = try box.seal(
+            String(decoding: try JSONEncoder().encode(message), as: UTF8.self), context: "mail:\(id)")
         try await db.insert(into: "mail_queue")
             .columns("id", "recipient_digest", "message", "created_at", "attempts", "next_attempt_at")
             .values(
@@ -93,7 +94,8 @@ final class MailQueue: Service, Sendable {
             let clear = try box.open(try row.decode(column: "message", as: String.self), context: "mail:\(id)")
             message = try JSONDecoder().decode(MailMessage.self, from: Data(clear.utf8))
         } catch {
-            logger.error("queued mail cannot be read and is dropped", metadata: ["mail.id": "\(id)", "error": "\(error)"])
+            logger.error(
+                "queued mail cannot be read and is dropped", metadata: ["mail.id": "\(id)", "error": "\(error)"])
             try await store.database.delete(from: "mail_queue").where("id", .equal, id).run()
             return true
         }
@@ -106,14 +108,17 @@ final class MailQueue: Service, Sendable {
             let created = Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self))
             if clock.now.timeIntervalSince(created) > Self.giveUpAfter {
                 logger.error(
-                    "mail given up after retrying", metadata: ["mail.id": "\(id)", "mail.to": "\(recipient)", "error": "\(error)"])
+                    "mail given up after retrying",
+                    metadata: ["mail.id": "\(id)", "mail.to": "\(recipient)", "error": "\(error)"])
                 try await store.database.delete(from: "mail_queue").where("id", .equal, id).run()
                 return true
             }
             let delay = Self.retryDelay(attempt: Int(attempts))
             logger.warning(
                 "mail not sent, will retry",
-                metadata: ["mail.id": "\(id)", "mail.to": "\(recipient)", "retry_in": "\(Int(delay))s", "error": "\(error)"])
+                metadata: [
+                    "mail.id": "\(id)", "mail.to": "\(recipient)", "retry_in": "\(Int(delay))s", "error": "\(error)",
+                ])
             try await store.database.update("mail_queue").set("attempts", to: attempts)
                 .set("next_attempt_at", to: clock.now.addingTimeInterval(delay).epochMilliseconds)
                 .set("claimed_until", to: SQLLiteral.null)
@@ -122,7 +127,8 @@ final class MailQueue: Service, Sendable {
             return false
         } catch {
             logger.error(
-                "mail refused for good and dropped", metadata: ["mail.id": "\(id)", "mail.to": "\(recipient)", "error": "\(error)"])
+                "mail refused for good and dropped",
+                metadata: ["mail.id": "\(id)", "mail.to": "\(recipient)", "error": "\(error)"])
             try await store.database.delete(from: "mail_queue").where("id", .equal, id).run()
         }
         return true
@@ -142,7 +148,8 @@ extension MailMessage: Codable {
         self.init(
             from: try container.decode(String.self, forKey: .from), to: try container.decode(String.self, forKey: .to),
             subject: try container.decode(String.self, forKey: .subject),
-            text: try container.decode(String.self, forKey: .text), html: try container.decode(String.self, forKey: .html))
+            text: try container.decode(String.self, forKey: .text),
+            html: try container.decode(String.self, forKey: .html))
     }
 
     public func encode(to encoder: any Encoder) throws {

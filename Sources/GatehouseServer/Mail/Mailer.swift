@@ -35,23 +35,31 @@ struct Mailer: Sendable {
         switch template {
         case .signupConfirmation(let code, let link):
             subject = "Confirm your email"
-            lines = ["Welcome! Enter this code in the app to confirm your email address:", code,
-                     "Or open the link below on this device. The code and link expire in 10 minutes."]
+            lines = [
+                "Welcome! Enter this code in the app to confirm your email address:", code,
+                "Or open the link below on this device. The code and link expire in 10 minutes.",
+            ]
             action = ("Confirm my email", link)
         case .magicLink(let code, let link):
             subject = "Your sign-in code"
-            lines = ["Enter this code in the app to sign in:", code,
-                     "Or open the link below on this device. The code and link expire in 10 minutes."]
+            lines = [
+                "Enter this code in the app to sign in:", code,
+                "Or open the link below on this device. The code and link expire in 10 minutes.",
+            ]
             action = ("Sign in", link)
         case .recovery(let code, let link):
             subject = "Reset your password"
-            lines = ["Someone asked to reset the password of this account. If it was you, enter this code:", code,
-                     "Or open the link below. If it was not you, ignore this mail: nothing changes."]
+            lines = [
+                "Someone asked to reset the password of this account. If it was you, enter this code:", code,
+                "Or open the link below. If it was not you, ignore this mail: nothing changes.",
+            ]
             action = ("Reset my password", link)
         case .emailChange(let code, let link, let newEmail):
             subject = "Confirm your new email address"
-            lines = ["Confirm that \(newEmail) is the new address of your account with this code:", code,
-                     "Or open the link below. The code and link expire in 10 minutes."]
+            lines = [
+                "Confirm that \(newEmail) is the new address of your account with this code:", code,
+                "Or open the link below. The code and link expire in 10 minutes.",
+            ]
             action = ("Confirm the new address", link)
         case .reauthentication(let code):
             subject = "Confirm it is you"
@@ -59,14 +67,18 @@ struct Mailer: Sendable {
             action = nil
         case .emailChangeRequested(let newEmail):
             subject = "Your email address is being changed"
-            lines = ["Someone signed in to your account asked to change its email address to \(newEmail).",
-                     "If it was you, confirm with the code sent to the new address. If not, change your password "
-                        + "and sign out everywhere: the address stays as it is until the new one is confirmed."]
+            lines = [
+                "Someone signed in to your account asked to change its email address to \(newEmail).",
+                "If it was you, confirm with the code sent to the new address. If not, change your password "
+                    + "and sign out everywhere: the address stays as it is until the new one is confirmed.",
+            ]
             action = nil
         case .signupAttempt(let signInLink):
             subject = "Someone tried to sign up with your email"
-            lines = ["Someone tried to create an account with this email address, which already has one.",
-                     "If it was you, sign in instead. If not, you need not do anything: your account is unchanged."]
+            lines = [
+                "Someone tried to create an account with this email address, which already has one.",
+                "If it was you, sign in instead. If not, you need not do anything: your account is unchanged.",
+            ]
             action = ("Sign in", signInLink)
         }
         var text = lines.joined(separator: "\n\n")

@@ -125,7 +125,9 @@ public struct SMTPTransport: MailTransport {
     /// Whether the server offers SMTPUTF8 (asked once, then remembered for ten minutes); true when it cannot be
     /// reached, so the message is queued and the worker reports the real outcome.
     public func acceptsInternationalAddresses() async -> Bool {
-        if let known = internationalSupport.withLock({ $0 }), known.at.timeIntervalSinceNow > -600 { return known.value }
+        if let known = internationalSupport.withLock({ $0 }), known.at.timeIntervalSinceNow > -600 {
+            return known.value
+        }
         let value: Bool
         do {
             let tlsContext = try makeTLSContext()
@@ -239,7 +241,8 @@ private struct SMTPSession {
         let international = !(from + to).utf8.allSatisfy { $0 < 0x80 }
         if international, capabilities["SMTPUTF8"] == nil {
             throw MailError(
-                .invalidAddress, stage: "MAIL FROM", detail: "the server does not offer SMTPUTF8, which a non-ASCII address needs")
+                .invalidAddress, stage: "MAIL FROM",
+                detail: "the server does not offer SMTPUTF8, which a non-ASCII address needs")
         }
         try await step("MAIL FROM:<\(from)>" + (international ? " SMTPUTF8" : ""), stage: "MAIL FROM", expecting: [250])
         try await step("RCPT TO:<\(to)>", stage: "RCPT TO", expecting: [250, 251])

@@ -36,7 +36,8 @@ struct RedirectAllowList: Sendable {
             // `https://app.example*`: any path on exactly this origin.
             return Entry(scheme: parsed.scheme, host: parsed.host, port: parsed.port, pathPattern: nil)
         }
-        return Entry(scheme: parsed.scheme, host: parsed.host, port: parsed.port, pathPattern: parsed.path + wildcardTail)
+        return Entry(
+            scheme: parsed.scheme, host: parsed.host, port: parsed.port, pathPattern: parsed.path + wildcardTail)
     }
 
     /// Whether `candidate` may receive tokens.
@@ -65,7 +66,8 @@ struct RedirectAllowList: Sendable {
         else { return nil }
         let path = components.percentEncodedPath
         // Dot segments could climb out of an allowed path prefix.
-        guard !path.split(separator: "/").contains(where: { $0 == ".." || $0 == "." || $0.lowercased().contains("%2e") })
+        guard
+            !path.split(separator: "/").contains(where: { $0 == ".." || $0 == "." || $0.lowercased().contains("%2e") })
         else { return nil }
         return ParsedURL(scheme: scheme, host: host, port: components.port ?? defaultPort(scheme), path: path)
     }

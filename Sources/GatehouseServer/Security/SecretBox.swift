@@ -21,7 +21,8 @@ public struct SecretBox: Sendable {
         var keys: [Key] = []
         for (index, text) in base64Keys.enumerated() {
             guard let data = Data(base64Encoded: text.trimmingCharacters(in: .whitespaces)), data.count == 32 else {
-                throw ConfigurationError("encryption key \(index + 1) must be 32 bytes in base64 (openssl rand -base64 32)")
+                throw ConfigurationError(
+                    "encryption key \(index + 1) must be 32 bytes in base64 (openssl rand -base64 32)")
             }
             let key = SymmetricKey(data: data)
             keys.append(Key(id: String(Secrets.digest(data.base64EncodedString()).prefix(8)), key: key))
@@ -70,7 +71,8 @@ public struct SecretBox: Sendable {
         guard let key = keys.first(where: { $0.id == parts[0] }) else { throw SecretBoxError.unknownKey }
         do {
             let box = try AES.GCM.SealedBox(combined: data)
-            return String(decoding: try AES.GCM.open(box, using: key.key, authenticating: Data(context.utf8)), as: UTF8.self)
+            return String(
+                decoding: try AES.GCM.open(box, using: key.key, authenticating: Data(context.utf8)), as: UTF8.self)
         } catch {
             throw SecretBoxError.corrupt
         }
@@ -89,7 +91,8 @@ enum SecretBoxError: Error, CustomStringConvertible {
     var description: String {
         switch self {
         case .notSealed: "the value is not encrypted"
-        case .unknownKey: "the value was encrypted with a key that is not configured (GATEHOUSE_ENCRYPTION_KEYS or gatehouse.key)"
+        case .unknownKey:
+            "the value was encrypted with a key that is not configured (GATEHOUSE_ENCRYPTION_KEYS or gatehouse.key)"
         case .corrupt: "the value does not decrypt: wrong key or damaged data"
         }
     }
@@ -101,7 +104,8 @@ enum DataFolder {
     static func prepare(_ folder: String) throws {
         let manager = FileManager.default
         if !manager.fileExists(atPath: folder) {
-            try manager.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try manager.createDirectory(
+                atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
         let mode = (try manager.attributesOfItem(atPath: folder)[.posixPermissions] as? NSNumber)?.intValue ?? 0
         if mode & 0o1000 == 0, mode & 0o777 != 0o700 {
@@ -115,7 +119,8 @@ enum DataFolder {
         let manager = FileManager.default
         let folder = (path as NSString).deletingLastPathComponent
         if !folder.isEmpty, !manager.fileExists(atPath: folder) {
-            try manager.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try manager.createDirectory(
+                atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
         if !manager.fileExists(atPath: path) {
             manager.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])

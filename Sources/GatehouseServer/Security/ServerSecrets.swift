@@ -59,8 +59,10 @@ public final class ServerSecrets: Sendable {
                 let value = try row.decode(column: "private_key", as: String.self)
                 guard !box.isCurrent(value) else { continue }
                 let clear = try SigningKeys.openPEM(value, kid: kid, box: box)
-                try await db.update("signing_keys").set("private_key", to: try SigningKeys.sealPEM(clear, kid: kid, box: box))
-                    .where("kid", .equal, kid).run()
+                try await db.update("signing_keys").set(
+                    "private_key", to: try SigningKeys.sealPEM(clear, kid: kid, box: box)
+                )
+                .where("kid", .equal, kid).run()
                 rewritten += 1
             }
             for row in try await db.select().columns("id", "message").from("mail_queue").all() {

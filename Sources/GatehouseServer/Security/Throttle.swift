@@ -71,7 +71,8 @@ struct CooldownRepository {
             let readyAt = last.addingTimeInterval(cooldown)
             if readyAt > now { return max(1, Int(readyAt.timeIntervalSince(now).rounded(.up))) }
         }
-        try await ThrottleRepository(db: db).save(key, FailureBackoff(failures: 0, windowStartedAt: now, lastFailureAt: now))
+        try await ThrottleRepository(db: db).save(
+            key, FailureBackoff(failures: 0, windowStartedAt: now, lastFailureAt: now))
         return nil
     }
 

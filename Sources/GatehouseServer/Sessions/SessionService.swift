@@ -64,7 +64,8 @@ final class SessionService: Sendable {
         do {
             try await store.transaction { [clock] db in try await AuditLog(db: db, clock: clock).record(event) }
         } catch {
-            store.logger.warning("audit event not recorded", metadata: ["action": "\(event.action)", "error": "\(error)"])
+            store.logger.warning(
+                "audit event not recorded", metadata: ["action": "\(event.action)", "error": "\(error)"])
         }
     }
 
@@ -95,7 +96,8 @@ final class SessionService: Sendable {
         try await db.insert(into: "sessions")
             .columns(
                 "id", "account_id", "created_at", "refreshed_at", "expires_at", "user_agent", "ip", "aal", "amr",
-                "company_id", "username", "idle_timeout", "parent_id")
+                "company_id", "username", "idle_timeout", "parent_id"
+            )
             .values(
                 SQLBind(sessionID), SQLBind(accountID), SQLBind(now.epochMilliseconds), SQLBind(now.epochMilliseconds),
                 SQLBind(expiresAt),
@@ -112,7 +114,8 @@ final class SessionService: Sendable {
 
     /// Signs an access token for `issued` and wraps it with the user into Supabase's session object. A company
     /// session's token also carries the company, the member's role and masks, and the credential's username.
-    func response(for issued: IssuedSession, user: AuthUser, membership: Membership? = nil) async throws -> AuthSession {
+    func response(for issued: IssuedSession, user: AuthUser, membership: Membership? = nil) async throws -> AuthSession
+    {
         let now = clock.now
         let lifetime = Int(settings.accessTokenLifetime)
         let issuedAt = Int64(now.timeIntervalSince1970)
@@ -124,7 +127,8 @@ final class SessionService: Sendable {
             managerMask: membership?.managerMask, username: issued.username)
         let token = try await keys.sign(claims)
         return AuthSession(
-            accessToken: token, expiresIn: lifetime, expiresAt: claims.exp, refreshToken: issued.refreshToken, user: user)
+            accessToken: token, expiresIn: lifetime, expiresAt: claims.exp, refreshToken: issued.refreshToken,
+            user: user)
     }
 
     // MARK: Refreshing
@@ -138,7 +142,9 @@ final class SessionService: Sendable {
 
     /// Rotates `token`: a fresh token normally, the current one for a race inside the grace window, and the end of
     /// the whole session for an old token presented again.
-    func refresh(_ token: String, audit event: @escaping @Sendable (IssuedSession) -> AuditEvent) async throws -> IssuedSession {
+    func refresh(_ token: String, audit event: @escaping @Sendable (IssuedSession) -> AuditEvent) async throws
+        -> IssuedSession
+    {
         let key = try await refreshDerivationKey()
         let now = clock.now
         let grace = settings.refreshReuseGrace
@@ -170,7 +176,9 @@ final class SessionService: Sendable {
                     try await self.insertRefreshToken(next, sessionID: state.sessionID, now: now, db: db)
                     // Using a company session is using its account session too: both stay out of the idle timeout.
                     try await db.update("sessions").set("refreshed_at", to: now.epochMilliseconds)
-                        .where { $0.where("id", .equal, state.sessionID).orWhere("id", .equal, SQLBind(session.parentID)) }
+                        .where {
+                            $0.where("id", .equal, state.sessionID).orWhere("id", .equal, SQLBind(session.parentID))
+                        }
                         .run()
                     let issued = IssuedSession(
                         accountID: session.accountID, sessionID: state.sessionID, refreshToken: next,
@@ -274,8 +282,9 @@ final class SessionService: Sendable {
                     now: now)
             else { return nil }
         }
-        let amr = (try? JSONDecoder().decode(
-            [AuthenticationMethod].self, from: Data(try row.decode(column: "amr", as: String.self).utf8))) ?? []
+        let amr =
+            (try? JSONDecoder().decode(
+                [AuthenticationMethod].self, from: Data(try row.decode(column: "amr", as: String.self).utf8))) ?? []
         return LiveSession(
             accountID: try row.decode(column: "account_id", as: String.self), amr: amr,
             companyID: try row.decode(column: "company_id", as: String?.self),
@@ -326,7 +335,8 @@ final class SessionService: Sendable {
     /// sessions).
     @discardableResult
     func revoke(accountID: String, current: String, scope: Scope, db: any SQLDatabase) async throws -> Int {
-        let family = try await db.select().column("parent_id").from("sessions").where("id", .equal, current)
+        let family =
+            try await db.select().column("parent_id").from("sessions").where("id", .equal, current)
             .first(decodingColumn: "parent_id", as: String?.self).flatMap { $0 } ?? current
         var query = db.update("sessions").set("revoked_at", to: clock.now.epochMilliseconds)
             .where("account_id", .equal, accountID).where("revoked_at", .is, SQLLiteral.null)
@@ -344,7 +354,8 @@ final class SessionService: Sendable {
     /// first, each judged by its own timeouts exactly as a request would be.
     func list(accountID: String, current: String) async throws -> [SessionInfo] {
         let now = clock.now.epochMilliseconds
-        let root = try await store.database.select().column("parent_id").from("sessions").where("id", .equal, current)
+        let root =
+            try await store.database.select().column("parent_id").from("sessions").where("id", .equal, current)
             .first(decodingColumn: "parent_id", as: String?.self).flatMap { $0 } ?? current
         let serverIdle = Int64(settings.sessionIdleTimeout)
         return try await store.database.select()
@@ -370,7 +381,8 @@ final class SessionService: Sendable {
                     id: id, userAgent: try row.decode(column: "user_agent", as: String?.self),
                     ip: try row.decode(column: "ip", as: String?.self),
                     createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)).iso8601,
-                    refreshedAt: Date(epochMilliseconds: try row.decode(column: "refreshed_at", as: Int64.self)).iso8601,
+                    refreshedAt: Date(epochMilliseconds: try row.decode(column: "refreshed_at", as: Int64.self))
+                        .iso8601,
                     current: id == root)
             }
     }
@@ -378,7 +390,8 @@ final class SessionService: Sendable {
 
 /// Whether one session row is still usable: the pure rule behind every check.
 enum SessionLiveness {
-    static func isLive(revokedAt: Int64?, expiresAt: Int64, refreshedAt: Int64, idleSeconds: Int64, now: Int64) -> Bool {
+    static func isLive(revokedAt: Int64?, expiresAt: Int64, refreshedAt: Int64, idleSeconds: Int64, now: Int64) -> Bool
+    {
         revokedAt == nil && expiresAt > now && refreshedAt + idleSeconds * 1000 > now
     }
 }

@@ -18,7 +18,8 @@ struct SessionsController {
     /// Every live session of the caller's account, the current one flagged.
     @Sendable func list(_ request: Request, context: AuthenticatedContext) async throws -> SessionList {
         SessionList(
-            sessions: try await env.sessions.list(accountID: context.identity.accountID, current: context.identity.sessionID))
+            sessions: try await env.sessions.list(
+                accountID: context.identity.accountID, current: context.identity.sessionID))
     }
 
     /// Ends one of the caller's sessions; another account's session id is simply not found.

@@ -100,7 +100,9 @@ public actor SigningKeys {
             await fresh.add(ecdsa: key, kid: JWKIdentifier(string: row.kid))
             if let parameters = key.parameters {
                 jwks.append(
-                    .ecdsa(.es256, identifier: JWKIdentifier(string: row.kid), x: parameters.x, y: parameters.y, curve: .p256))
+                    .ecdsa(
+                        .es256, identifier: JWKIdentifier(string: row.kid), x: parameters.x, y: parameters.y,
+                        curve: .p256))
             }
         }
         collection = fresh
@@ -133,7 +135,8 @@ public actor SigningKeys {
         try await store.database.insert(into: "signing_keys")
             .columns("kid", "algorithm", "private_key", "created_at")
             .values(
-                SQLBind(kid), SQLBind("ES256"), SQLBind(try sealPEM(ES256PrivateKey().pemRepresentation, kid: kid, box: box)),
+                SQLBind(kid), SQLBind("ES256"),
+                SQLBind(try sealPEM(ES256PrivateKey().pemRepresentation, kid: kid, box: box)),
                 SQLBind(now.epochMilliseconds)
             )
             .run()
@@ -150,7 +153,9 @@ public actor SigningKeys {
     }
 
     /// Retires the active keys and adds a new one. Returns the new key id and the retired ones.
-    public static func rotate(_ store: Store, box: SecretBox, now: Date = Date()) async throws -> (new: String, retired: [String]) {
+    public static func rotate(_ store: Store, box: SecretBox, now: Date = Date()) async throws -> (
+        new: String, retired: [String]
+    ) {
         try await store.transaction { db in
             let retired = try await db.select().column("kid").from("signing_keys")
                 .where("retired_at", .is, SQLLiteral.null).all(decodingColumn: "kid", as: String.self)

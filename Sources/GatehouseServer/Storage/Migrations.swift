@@ -79,7 +79,8 @@ struct Migrator {
                     .columns("version", "name", "applied_at")
                     .values(
                         SQLBind(migration.version), SQLBind(migration.name),
-                        SQLBind(Date().epochMilliseconds))
+                        SQLBind(Date().epochMilliseconds)
+                    )
                     .run()
                 applied.append(migration.version)
             }
@@ -102,8 +103,10 @@ public enum Migrations {
                 .column("user_agent", type: .text)
                 .column("detail", type: .text)
                 .run()
-            try await db.create(index: "audit_events_account").on("audit_events").column("account_id").column("id").run()
-            try await db.create(index: "audit_events_company").on("audit_events").column("company_id").column("id").run()
+            try await db.create(index: "audit_events_account").on("audit_events").column("account_id").column("id")
+                .run()
+            try await db.create(index: "audit_events_company").on("audit_events").column("company_id").column("id")
+                .run()
         },
         Migration(version: 2, name: "accounts, codes, sessions, signing keys") { db in
             try await db.create(table: "accounts")
@@ -141,7 +144,8 @@ public enum Migrations {
                 .column("expires_at", type: .bigint, .notNull)
                 .column("consumed_at", type: .bigint)
                 .run()
-            try await db.create(index: "one_time_codes_email").on("one_time_codes").column("email").column("purpose").run()
+            try await db.create(index: "one_time_codes_email").on("one_time_codes").column("email").column("purpose")
+                .run()
             try await db.create(table: "sessions")
                 .column("id", type: .text, .primaryKey(autoIncrement: false))
                 .column("account_id", type: .text, .notNull, .references("accounts", "id", onDelete: .cascade))
@@ -236,9 +240,11 @@ public enum Migrations {
             try await db.alter(table: "sessions").column("company_id", type: .text).run()
             try await db.alter(table: "sessions").column("username", type: .text).run()
             try await db.alter(table: "sessions").column("idle_timeout", type: .bigint).run()
-            try await db.create(index: "sessions_company").on("sessions").column("company_id").column("account_id").run()
+            try await db.create(index: "sessions_company").on("sessions").column("company_id").column("account_id")
+                .run()
         },
-        Migration(version: 4, name: "attack review: pending sign-ups, PKCE, child sessions, mail queue, token replay") { db in
+        Migration(version: 4, name: "attack review: pending sign-ups, PKCE, child sessions, mail queue, token replay") {
+            db in
             // What a sign-up chose (password digest, metadata) waits on its own code until that code is verified.
             try await db.alter(table: "one_time_codes").column("pending_password_hash", type: .text).run()
             try await db.alter(table: "one_time_codes").column("pending_metadata", type: .text).run()

@@ -123,7 +123,9 @@ public final class Store: Service, Sendable {
     /// Runs `body` on one connection inside a transaction, committing when it returns and rolling back when it throws.
     /// Every write goes through here. On SQLite, writers take turns in this process: SQLite allows one writer at a
     /// time and its busy handler would otherwise spin on the few threads that run queries.
-    public func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+    public func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws
+        -> T
+    {
         guard case .sqlite = location else { return try await transaction(begin: "BEGIN", body) }
         await writeLock.lock()
         do {
@@ -153,7 +155,8 @@ public final class Store: Service, Sendable {
     }
 
     /// Runs `body` on one pooled connection, counted in the pool gauges.
-    func withConnection<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+    func withConnection<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
+    {
         inUseGauge.record(inUse.add(1, ordering: .relaxed).newValue)
         defer { inUseGauge.record(inUse.subtract(1, ordering: .relaxed).newValue) }
         return try await database.withSession(body)
@@ -191,7 +194,9 @@ public final class Store: Service, Sendable {
                 let report = try await migrate()
                 logger.debug(
                     "store ready",
-                    metadata: ["store": "\(location)", "schema": "\(report.version)", "applied": "\(report.applied.count)"])
+                    metadata: [
+                        "store": "\(location)", "schema": "\(report.version)", "applied": "\(report.applied.count)",
+                    ])
                 break
             } catch let error as MigrationError {
                 await close()
@@ -235,7 +240,9 @@ private struct SQLitePoolDatabase: SQLDatabase, @unchecked Sendable {
     var eventLoop: any EventLoop { pool.eventLoopGroup.any() }
     var dialect: any SQLDialect { SQLiteDialect() }
 
-    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<
+        Void
+    > {
         pool.withConnection(logger: logger) { $0.sql().execute(sql: query, onRow) }
     }
 

@@ -10,7 +10,9 @@ struct AuthClient {
     let base: String
     var headers: [(String, String)] = [("User-Agent", "GatehouseTests/1.0")]
 
-    func post(_ path: String, _ body: [String: Any], bearer: String? = nil, extra: [(String, String)] = []) async throws -> HTTPReply {
+    func post(_ path: String, _ body: [String: Any], bearer: String? = nil, extra: [(String, String)] = []) async throws
+        -> HTTPReply
+    {
         let data = try JSONSerialization.data(withJSONObject: body)
         return try await http.send(
             .POST, base + path, body: String(decoding: data, as: UTF8.self), headers: headers + auth(bearer) + extra)
@@ -22,7 +24,8 @@ struct AuthClient {
 
     func put(_ path: String, _ body: [String: Any], bearer: String?) async throws -> HTTPReply {
         let data = try JSONSerialization.data(withJSONObject: body)
-        return try await http.send(.PUT, base + path, body: String(decoding: data, as: UTF8.self), headers: headers + auth(bearer))
+        return try await http.send(
+            .PUT, base + path, body: String(decoding: data, as: UTF8.self), headers: headers + auth(bearer))
     }
 
     func delete(_ path: String, bearer: String?) async throws -> HTTPReply {

@@ -24,7 +24,9 @@ extension AuthClient {
         return try await post("/v1/companies/\(cid)/login", body, bearer: bearer)
     }
 
-    func createShare(_ cid: String, permission: String, extra: [String: Any] = [:], bearer: String) async throws -> HTTPReply {
+    func createShare(_ cid: String, permission: String, extra: [String: Any] = [:], bearer: String) async throws
+        -> HTTPReply
+    {
         try await post("/v1/companies/\(cid)/shares", ["permission": permission].merging(extra) { $1 }, bearer: bearer)
     }
 
@@ -61,19 +63,30 @@ extension AccountHarness {
         #expect(created.status == 201)
         let cid = try #require(created.json["id"] as? String)
         if tier != .free { #expect(try await Operator(store: server.services.store).setTier(cid, tier)) }
-        #expect(try await client.createCredential(cid, username: "boss", password: "company secret 1", bearer: owner.account.access).status == 201)
-        owner.company = try SignedIn(try await client.companyLogin(cid, username: "boss", password: "company secret 1", bearer: owner.account.access))
+        #expect(
+            try await client.createCredential(
+                cid, username: "boss", password: "company secret 1", bearer: owner.account.access
+            ).status == 201)
+        owner.company = try SignedIn(
+            try await client.companyLogin(
+                cid, username: "boss", password: "company secret 1", bearer: owner.account.access))
         return cid
     }
 
     /// `person` joins through a new share link of `permission`, makes a credential and logs in.
     func join(_ cid: String, _ person: inout Person, owner: Person, permission: String = "read_write") async throws {
-        let share = try await client.createShare(cid, permission: permission, bearer: try #require(owner.company?.access))
+        let share = try await client.createShare(
+            cid, permission: permission, bearer: try #require(owner.company?.access))
         #expect(share.status == 201)
         let token = try #require(share.json["token"] as? String)
         #expect(try await client.accept(token, bearer: person.account.access).status == 200)
         let username = "user-\(person.id.prefix(6))"
-        #expect(try await client.createCredential(cid, username: username, password: "member secret 1", bearer: person.account.access).status == 201)
-        person.company = try SignedIn(try await client.companyLogin(cid, username: username, password: "member secret 1", bearer: person.account.access))
+        #expect(
+            try await client.createCredential(
+                cid, username: username, password: "member secret 1", bearer: person.account.access
+            ).status == 201)
+        person.company = try SignedIn(
+            try await client.companyLogin(
+                cid, username: username, password: "member secret 1", bearer: person.account.access))
     }
 }

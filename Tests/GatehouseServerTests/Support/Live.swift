@@ -67,7 +67,8 @@ struct HTTPReply {
 extension HTTPClient {
     /// Sends one request and reads the whole answer.
     func send(
-        _ method: HTTPMethod, _ url: String, body: String? = nil, rawBody: String? = nil, headers: [(String, String)] = []
+        _ method: HTTPMethod, _ url: String, body: String? = nil, rawBody: String? = nil,
+        headers: [(String, String)] = []
     ) async throws -> HTTPReply {
         var request = HTTPClientRequest(url: url)
         request.method = method

@@ -18,7 +18,8 @@ final class SMTPSink: @unchecked Sendable {
         self.stdin = stdin
     }
 
-    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("smtp_sink.py")
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+        "smtp_sink.py")
 
     private static let sharedSink = Task { try await SMTPSink.start() }
 
@@ -27,11 +28,13 @@ final class SMTPSink: @unchecked Sendable {
 
     /// Starts a sink, on `port` when given, and returns once it accepts connections.
     static func start(port: Int? = nil) async throws -> SMTPSink {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-mail-\(UUID().uuidString)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "gatehouse-mail-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path, folder.path, "--max-lifetime", "7200"]
+        process.arguments =
+            ["python3", script.path, folder.path, "--max-lifetime", "7200"]
             + (port.map { ["--port", String($0)] } ?? [])
         let stdin = Pipe()
         let stdout = Pipe()
@@ -55,7 +58,9 @@ final class SMTPSink: @unchecked Sendable {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
             for name in names.sorted() where name.hasSuffix(".eml") {
                 if claimed.withLock({ $0.contains(name) }) { continue }
-                guard let raw = try? String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8) else { continue }
+                guard let raw = try? String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8) else {
+                    continue
+                }
                 let mail = ReceivedMail(raw: raw)
                 let to = raw.split(separator: "\r\n").first { $0.hasPrefix("To: ") }
                 guard to?.contains(recipient) == true, mail.subject.contains(subject) else { continue }
@@ -91,7 +96,9 @@ final class SMTPSink: @unchecked Sendable {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
         _ = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }

@@ -29,7 +29,8 @@ enum TestStore {
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-tests/\(name)")
             return .sqlite(path: folder.appendingPathComponent("gatehouse.sqlite").path)
         }
-        let admin = try Store(location: .postgres(url: postgresURL, searchPath: nil), connectionsPerLoop: 1, logger: quietLogger)
+        let admin = try Store(
+            location: .postgres(url: postgresURL, searchPath: nil), connectionsPerLoop: 1, logger: quietLogger)
         do {
             try await admin.database.raw("CREATE SCHEMA \(ident: String(name))").run()
             await admin.close()
@@ -53,7 +54,8 @@ enum TestStore {
         case .postgres(let url, let searchPath):
             configuration.databaseURL = url
             configuration.databaseSearchPath = searchPath
-            configuration.dataDirectory = FileManager.default.temporaryDirectory
+            configuration.dataDirectory =
+                FileManager.default.temporaryDirectory
                 .appendingPathComponent("gatehouse-tests/\(searchPath ?? "pg")").path
         }
         return configuration
