@@ -469,9 +469,7 @@ struct AuthController {
         case .failure(let refusal):
             if case .reused(let sessionID?) = refusal {
                 try await env.store.transaction { [env] db in
-                    try await db.update("sessions").set("revoked_at", to: env.clock.now.epochMilliseconds)
-                        .where { $0.where("id", .equal, sessionID).orWhere("parent_id", .equal, sessionID) }
-                        .where("revoked_at", .is, SQLLiteral.null).run()
+                    try await SessionRepository(db: db).revoke(.session(sessionID), now: env.clock.now)
                 }
             }
             await env.sessions.audit(

@@ -74,8 +74,7 @@ struct CompanyRepository {
 
     /// Removes the company and, by cascade, its memberships, credentials and share links; ends its sessions.
     func delete(_ companyID: String, now: Date) async throws {
-        try await db.update("sessions").set("revoked_at", to: now.epochMilliseconds)
-            .where("company_id", .equal, companyID).where("revoked_at", .is, SQLLiteral.null).run()
+        try await SessionRepository(db: db).revoke(.wholeCompany(companyID), now: now)
         try await db.delete(from: "companies").where("id", .equal, companyID).run()
     }
 
@@ -122,11 +121,7 @@ struct CompanyRepository {
 
     /// Ends an account's sessions in one company, but for `except`.
     func endSessions(_ companyID: String, accountID: String, except: String?, now: Date) async throws {
-        var query = db.update("sessions").set("revoked_at", to: now.epochMilliseconds)
-            .where("company_id", .equal, companyID).where("account_id", .equal, accountID)
-            .where("revoked_at", .is, SQLLiteral.null)
-        if let except { query = query.where("id", .notEqual, except) }
-        try await query.run()
+        try await SessionRepository(db: db).revoke(.company(companyID, accountID: accountID, except: except), now: now)
     }
 
     /// Participants besides the owner.

@@ -76,10 +76,8 @@ public struct Operator: Sendable {
         var found = try await accounts.find(id: idOrEmail)
         if found == nil { found = try await accounts.find(email: idOrEmail.lowercased()) }
         guard let account = found else { return nil }
-        let sessions =
-            try await store.database.raw(
-                "SELECT COUNT(*) AS n FROM sessions WHERE account_id = \(bind: account.id) AND revoked_at IS NULL AND expires_at > \(bind: Date().epochMilliseconds)"
-            ).first(decodingColumn: "n", as: Int.self) ?? 0
+        let sessions = try await SessionRepository(db: store.database).countUnexpired(
+            account.id, now: Date().epochMilliseconds)
         var text = """
             id:        \(account.id)
             email:     \(account.email)
@@ -102,9 +100,7 @@ public struct Operator: Sendable {
             var found = try await accounts.find(id: idOrEmail)
             if found == nil { found = try await accounts.find(email: idOrEmail.lowercased()) }
             guard let account = found else { return nil }
-            let ended = try await db.update("sessions").set("revoked_at", to: Date().epochMilliseconds)
-                .where("account_id", .equal, account.id).where("revoked_at", .is, SQLLiteral.null)
-                .returning("id").all().count
+            let ended = try await SessionRepository(db: db).revoke(.account(account.id), now: Date()).count
             try await AuditLog(db: db, clock: SystemClock()).record(
                 AuditEvent(
                     .signedOutEverywhere, accountID: account.id, detail: ["by": "operator", "sessions": String(ended)]))
@@ -123,8 +119,7 @@ public struct Operator: Sendable {
             account.disabledAt = now
             account.updatedAt = now
             try await accounts.update(account)
-            try await db.update("sessions").set("revoked_at", to: now.epochMilliseconds)
-                .where("account_id", .equal, account.id).where("revoked_at", .is, SQLLiteral.null).run()
+            try await SessionRepository(db: db).revoke(.account(account.id), now: now)
             try await AuditLog(db: db, clock: SystemClock()).record(
                 AuditEvent(.accountDisabled, accountID: account.id, detail: ["by": "operator"]))
             return true

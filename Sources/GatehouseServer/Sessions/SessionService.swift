@@ -82,31 +82,21 @@ final class SessionService: Sendable {
         var expiresAt = now.addingTimeInterval(
             company.map { min($0.lifetime, settings.sessionLifetime) } ?? settings.sessionLifetime
         ).epochMilliseconds
+        let sessions = SessionRepository(db: db)
         if let parent {
-            guard
-                let parentEnd = try await db.select().column("expires_at").from("sessions").where("id", .equal, parent)
-                    .first(decodingColumn: "expires_at", as: Int64.self)
-            else { throw RefreshFailure.sessionEnded }
+            guard let parentEnd = try await sessions.expiresAt(parent) else { throw RefreshFailure.sessionEnded }
             expiresAt = min(expiresAt, parentEnd)
         }
         let idleTimeout = company.map { Int64(min($0.idleTimeout, settings.sessionIdleTimeout)) }
         let sessionID = Secrets.identifier()
         let amr = [AuthenticationMethod(method: method, timestamp: Int64(now.timeIntervalSince1970))]
         let refreshToken = Secrets.token()
-        try await db.insert(into: "sessions")
-            .columns(
-                "id", "account_id", "created_at", "refreshed_at", "expires_at", "user_agent", "ip", "aal", "amr",
-                "company_id", "username", "idle_timeout", "parent_id"
-            )
-            .values(
-                SQLBind(sessionID), SQLBind(accountID), SQLBind(now.epochMilliseconds), SQLBind(now.epochMilliseconds),
-                SQLBind(expiresAt),
-                SQLBind(userAgent.map { String($0.prefix(512)) }), SQLBind(ip), SQLBind("aal1"),
-                SQLBind(String(decoding: try JSONEncoder().encode(amr), as: UTF8.self)),
-                SQLBind(company?.companyID), SQLBind(company?.username), SQLBind(idleTimeout), SQLBind(parent)
-            )
-            .run()
-        try await insertRefreshToken(refreshToken, sessionID: sessionID, now: now, db: db)
+        try await sessions.insert(
+            NewSession(
+                id: sessionID, accountID: accountID, now: now, expiresAt: expiresAt, userAgent: userAgent, ip: ip,
+                amr: amr, companyID: company?.companyID, username: company?.username, idleTimeout: idleTimeout,
+                parentID: parent))
+        try await sessions.insertRefreshToken(refreshToken, sessionID: sessionID, now: now)
         return IssuedSession(
             accountID: accountID, sessionID: sessionID, refreshToken: refreshToken, amr: amr,
             companyID: company?.companyID, username: company?.username)
@@ -149,7 +139,8 @@ final class SessionService: Sendable {
         let now = clock.now
         let grace = settings.refreshReuseGrace
         let outcome: Result<IssuedSession, RefreshFailure> = try await store.transaction { db in
-            guard let presented = try await self.tokenRow(Secrets.digest(token), db: db) else {
+            let sessions = SessionRepository(db: db)
+            guard let presented = try await sessions.refreshToken(token) else {
                 return .failure(.notFound)
             }
             guard let session = try await self.liveSession(presented.sessionID, now: now, db: db) else {
@@ -160,26 +151,15 @@ final class SessionService: Sendable {
             for _ in 0..<64 {
                 switch RefreshRotation.decide(rotatedAt: state.rotatedAt, now: now, grace: grace) {
                 case .rotate:
-                    let won = try await db.update("refresh_tokens").set("rotated_at", to: now.epochMilliseconds)
-                        .where("token_hash", .equal, Secrets.digest(current))
-                        .where("rotated_at", .is, SQLLiteral.null)
-                        .returning("token_hash").all()
-                    if won.isEmpty {
+                    guard try await sessions.markRotated(current, now: now) else {
                         // Another request rotated it first; read what it did and decide again.
-                        guard let reread = try await self.tokenRow(Secrets.digest(current), db: db) else {
-                            return .failure(.notFound)
-                        }
+                        guard let reread = try await sessions.refreshToken(current) else { return .failure(.notFound) }
                         state = reread
                         continue
                     }
                     let next = RefreshRotation.successor(of: current, key: key)
-                    try await self.insertRefreshToken(next, sessionID: state.sessionID, now: now, db: db)
-                    // Using a company session is using its account session too: both stay out of the idle timeout.
-                    try await db.update("sessions").set("refreshed_at", to: now.epochMilliseconds)
-                        .where {
-                            $0.where("id", .equal, state.sessionID).orWhere("id", .equal, SQLBind(session.parentID))
-                        }
-                        .run()
+                    try await sessions.insertRefreshToken(next, sessionID: state.sessionID, now: now)
+                    try await sessions.touch(state.sessionID, parentID: session.parentID, now: now)
                     let issued = IssuedSession(
                         accountID: session.accountID, sessionID: state.sessionID, refreshToken: next,
                         amr: session.amr, companyID: session.companyID, username: session.username)
@@ -188,9 +168,7 @@ final class SessionService: Sendable {
                     return .success(issued)
                 case .replayWithinGrace:
                     let next = RefreshRotation.successor(of: current, key: key)
-                    guard let successor = try await self.tokenRow(Secrets.digest(next), db: db) else {
-                        return .failure(.notFound)
-                    }
+                    guard let successor = try await sessions.refreshToken(next) else { return .failure(.notFound) }
                     if successor.rotatedAt == nil {
                         let issued = IssuedSession(
                             accountID: session.accountID, sessionID: state.sessionID, refreshToken: next,
@@ -201,34 +179,13 @@ final class SessionService: Sendable {
                     current = next
                     state = successor
                 case .reuseDetected:
-                    try await db.update("sessions").set("revoked_at", to: now.epochMilliseconds)
-                        .where("id", .equal, state.sessionID).where("revoked_at", .is, SQLLiteral.null).run()
+                    try await sessions.revoke(.session(state.sessionID), now: now)
                     return .failure(.alreadyUsed(sessionID: state.sessionID, accountID: session.accountID))
                 }
             }
             return .failure(.notFound)
         }
         return try outcome.get()
-    }
-
-    private struct TokenRow {
-        let sessionID: String
-        let rotatedAt: Date?
-    }
-
-    private func tokenRow(_ hash: String, db: any SQLDatabase) async throws -> TokenRow? {
-        guard
-            let row = try await db.select().columns("session_id", "rotated_at").from("refresh_tokens")
-                .where("token_hash", .equal, hash).first()
-        else { return nil }
-        return TokenRow(
-            sessionID: try row.decode(column: "session_id", as: String.self),
-            rotatedAt: try row.decode(column: "rotated_at", as: Int64?.self).map(Date.init(epochMilliseconds:)))
-    }
-
-    private func insertRefreshToken(_ token: String, sessionID: String, now: Date, db: any SQLDatabase) async throws {
-        try await db.insert(into: "refresh_tokens").columns("token_hash", "session_id", "created_at")
-            .values(SQLBind(Secrets.digest(token)), SQLBind(sessionID), SQLBind(now.epochMilliseconds)).run()
     }
 
     /// The secret successor tokens are derived under; made once per store, sealed at rest.
@@ -249,46 +206,26 @@ final class SessionService: Sendable {
     /// The session when it is neither revoked, idle too long, past its lifetime, nor its account disabled; a company
     /// session also needs its account session to be live.
     func liveSession(_ sessionID: String, now: Date, db: any SQLDatabase) async throws -> LiveSession? {
-        guard
-            let row = try await db.raw(
-                """
-                SELECT s.account_id, s.refreshed_at, s.expires_at, s.revoked_at, s.amr, s.company_id, s.username,
-                       s.idle_timeout, s.parent_id, a.disabled_at,
-                       p.id AS p_id, p.refreshed_at AS p_refreshed_at, p.expires_at AS p_expires_at,
-                       p.revoked_at AS p_revoked_at
-                FROM sessions s
-                JOIN accounts a ON a.id = s.account_id
-                LEFT JOIN sessions p ON p.id = s.parent_id
-                WHERE s.id = \(bind: sessionID)
-                """
-            ).first()
-        else { return nil }
+        guard let row = try await SessionRepository(db: db).find(sessionID), row.accountDisabledAt == nil else {
+            return nil
+        }
         let now = now.epochMilliseconds
         let serverIdle = Int64(settings.sessionIdleTimeout)
-        let idle = min(try row.decode(column: "idle_timeout", as: Int64?.self) ?? serverIdle, serverIdle)
-        guard try row.decode(column: "disabled_at", as: Int64?.self) == nil,
+        guard
             SessionLiveness.isLive(
-                revokedAt: try row.decode(column: "revoked_at", as: Int64?.self),
-                expiresAt: try row.decode(column: "expires_at", as: Int64.self),
-                refreshedAt: try row.decode(column: "refreshed_at", as: Int64.self), idleSeconds: idle, now: now)
+                revokedAt: row.revokedAt, expiresAt: row.expiresAt, refreshedAt: row.refreshedAt,
+                idleSeconds: min(row.idleTimeout ?? serverIdle, serverIdle), now: now)
         else { return nil }
-        let parentID = try row.decode(column: "parent_id", as: String?.self)
-        if parentID != nil {
-            guard try row.decode(column: "p_id", as: String?.self) != nil,
+        if row.parentID != nil {
+            guard let parent = row.parent,
                 SessionLiveness.isLive(
-                    revokedAt: try row.decode(column: "p_revoked_at", as: Int64?.self),
-                    expiresAt: try row.decode(column: "p_expires_at", as: Int64.self),
-                    refreshedAt: try row.decode(column: "p_refreshed_at", as: Int64.self), idleSeconds: serverIdle,
-                    now: now)
+                    revokedAt: parent.revokedAt, expiresAt: parent.expiresAt, refreshedAt: parent.refreshedAt,
+                    idleSeconds: serverIdle, now: now)
             else { return nil }
         }
-        let amr =
-            (try? JSONDecoder().decode(
-                [AuthenticationMethod].self, from: Data(try row.decode(column: "amr", as: String.self).utf8))) ?? []
         return LiveSession(
-            accountID: try row.decode(column: "account_id", as: String.self), amr: amr,
-            companyID: try row.decode(column: "company_id", as: String?.self),
-            username: try row.decode(column: "username", as: String?.self), parentID: parentID)
+            accountID: row.accountID, amr: row.amr, companyID: row.companyID, username: row.username,
+            parentID: row.parentID)
     }
 
     /// Why an access token was refused.
@@ -335,38 +272,23 @@ final class SessionService: Sendable {
     /// sessions).
     @discardableResult
     func revoke(accountID: String, current: String, scope: Scope, db: any SQLDatabase) async throws -> Int {
-        let family =
-            try await db.select().column("parent_id").from("sessions").where("id", .equal, current)
-            .first(decodingColumn: "parent_id", as: String?.self).flatMap { $0 } ?? current
-        var query = db.update("sessions").set("revoked_at", to: clock.now.epochMilliseconds)
-            .where("account_id", .equal, accountID).where("revoked_at", .is, SQLLiteral.null)
+        let sessions = SessionRepository(db: db)
+        let now = clock.now
         switch scope {
-        case .local: query = query.where { $0.where("id", .equal, current).orWhere("parent_id", .equal, current) }
-        case .global: break
-        case .others:
-            query = query.where("id", .notEqual, family)
-                .where { $0.where("parent_id", .is, SQLLiteral.null).orWhere("parent_id", .notEqual, family) }
+        case .local: return try await sessions.revoke(.session(current, accountID: accountID), now: now).count
+        case .global: return try await sessions.revoke(.account(accountID), now: now).count
+        case .others: return try await sessions.revoke(.accountExcept(accountID, keeping: current), now: now).count
         }
-        return try await query.returning("id").all().count
     }
 
     /// The account's live sessions (account sessions, one per device; company logins live inside them), newest
     /// first, each judged by its own timeouts exactly as a request would be.
     func list(accountID: String, current: String) async throws -> [SessionInfo] {
         let now = clock.now.epochMilliseconds
-        let root =
-            try await store.database.select().column("parent_id").from("sessions").where("id", .equal, current)
-            .first(decodingColumn: "parent_id", as: String?.self).flatMap { $0 } ?? current
+        let sessions = SessionRepository(db: store.database)
+        let root = try await sessions.family(of: current)
         let serverIdle = Int64(settings.sessionIdleTimeout)
-        return try await store.database.select()
-            .columns("id", "user_agent", "ip", "created_at", "refreshed_at", "expires_at", "revoked_at", "idle_timeout")
-            .from("sessions")
-            .where("account_id", .equal, accountID)
-            .where("revoked_at", .is, SQLLiteral.null)
-            .where("parent_id", .is, SQLLiteral.null)
-            .where("expires_at", .greaterThan, now)
-            .orderBy("created_at", .descending)
-            .all()
+        return try await sessions.accountSessions(accountID, now: now)
             .filter { row in
                 SessionLiveness.isLive(
                     revokedAt: try row.decode(column: "revoked_at", as: Int64?.self),

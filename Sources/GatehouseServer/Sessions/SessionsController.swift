@@ -29,9 +29,8 @@ struct SessionsController {
         let client = ClientInfo(request, peerAddress: context.peerAddress, settings: env.settings)
         let env = self.env
         let ended = try await env.store.transaction { db in
-            let rows = try await db.update("sessions").set("revoked_at", to: env.clock.now.epochMilliseconds)
-                .where("id", .equal, id).where("account_id", .equal, identity.accountID)
-                .where("revoked_at", .is, SQLLiteral.null).returning("id").all()
+            let rows = try await SessionRepository(db: db).revoke(
+                .session(id, accountID: identity.accountID), now: env.clock.now)
             if !rows.isEmpty {
                 try await AuditLog(db: db, clock: env.clock).record(
                     client.event(.sessionRevoked, accountID: identity.accountID, detail: ["session": id]))

@@ -1,0 +1,209 @@
+import Foundation
+import SQLKit
+
+/// A session row as it is written.
+struct NewSession {
+    let id: String
+    let accountID: String
+    let now: Date
+    let expiresAt: Int64
+    let userAgent: String?
+    let ip: String?
+    let amr: [AuthenticationMethod]
+    let companyID: String?
+    let username: String?
+    let idleTimeout: Int64?
+    let parentID: String?
+}
+
+/// A session row with its account's state and, for a company session, its parent's.
+struct SessionRow {
+    let accountID: String
+    let refreshedAt: Int64
+    let expiresAt: Int64
+    let revokedAt: Int64?
+    let amr: [AuthenticationMethod]
+    let companyID: String?
+    let username: String?
+    let idleTimeout: Int64?
+    let parentID: String?
+    let accountDisabledAt: Int64?
+    /// The parent's times, when it has one and it still exists.
+    let parent: (refreshedAt: Int64, expiresAt: Int64, revokedAt: Int64?)?
+}
+
+/// A refresh token's row: which session it belongs to and when it was rotated.
+struct RefreshTokenRow {
+    let sessionID: String
+    let rotatedAt: Date?
+}
+
+/// All SQL on sessions and refresh tokens: creating, rotating, checking, listing, and every way a session ends. A
+/// session that ends takes its company sessions (children) with it.
+struct SessionRepository {
+    let db: any SQLDatabase
+
+    // MARK: Creating and rotating
+
+    func insert(_ session: NewSession) async throws {
+        try await db.insert(into: "sessions")
+            .columns(
+                "id", "account_id", "created_at", "refreshed_at", "expires_at", "user_agent", "ip", "aal", "amr",
+                "company_id", "username", "idle_timeout", "parent_id"
+            )
+            .values(
+                SQLBind(session.id), SQLBind(session.accountID), SQLBind(session.now.epochMilliseconds),
+                SQLBind(session.now.epochMilliseconds), SQLBind(session.expiresAt),
+                SQLBind(session.userAgent.map { String($0.prefix(512)) }), SQLBind(session.ip), SQLBind("aal1"),
+                SQLBind(String(decoding: try JSONEncoder().encode(session.amr), as: UTF8.self)),
+                SQLBind(session.companyID), SQLBind(session.username), SQLBind(session.idleTimeout),
+                SQLBind(session.parentID)
+            )
+            .run()
+    }
+
+    /// When the session ends at the latest, or nil when there is no such session.
+    func expiresAt(_ sessionID: String) async throws -> Int64? {
+        try await db.select().column("expires_at").from("sessions").where("id", .equal, sessionID)
+            .first(decodingColumn: "expires_at", as: Int64.self)
+    }
+
+    func insertRefreshToken(_ token: String, sessionID: String, now: Date) async throws {
+        try await db.insert(into: "refresh_tokens").columns("token_hash", "session_id", "created_at")
+            .values(SQLBind(Secrets.digest(token)), SQLBind(sessionID), SQLBind(now.epochMilliseconds)).run()
+    }
+
+    func refreshToken(_ token: String) async throws -> RefreshTokenRow? {
+        guard
+            let row = try await db.select().columns("session_id", "rotated_at").from("refresh_tokens")
+                .where("token_hash", .equal, Secrets.digest(token)).first()
+        else { return nil }
+        return RefreshTokenRow(
+            sessionID: try row.decode(column: "session_id", as: String.self),
+            rotatedAt: try row.decode(column: "rotated_at", as: Int64?.self).map(Date.init(epochMilliseconds:)))
+    }
+
+    /// Marks `token` rotated; false when another request rotated it first.
+    func markRotated(_ token: String, now: Date) async throws -> Bool {
+        try await !db.update("refresh_tokens").set("rotated_at", to: now.epochMilliseconds)
+            .where("token_hash", .equal, Secrets.digest(token)).where("rotated_at", .is, SQLLiteral.null)
+            .returning("token_hash").all().isEmpty
+    }
+
+    /// Records use of the session (and of its parent: using a company session is using its account session).
+    func touch(_ sessionID: String, parentID: String?, now: Date) async throws {
+        try await db.update("sessions").set("refreshed_at", to: now.epochMilliseconds)
+            .where { $0.where("id", .equal, sessionID).orWhere("id", .equal, SQLBind(parentID)) }
+            .run()
+    }
+
+    // MARK: Checking and listing
+
+    /// The session, its account's state and its parent's times.
+    func find(_ sessionID: String) async throws -> SessionRow? {
+        guard
+            let row = try await db.raw(
+                """
+                SELECT s.account_id, s.refreshed_at, s.expires_at, s.revoked_at, s.amr, s.company_id, s.username,
+                       s.idle_timeout, s.parent_id, a.disabled_at,
+                       p.id AS p_id, p.refreshed_at AS p_refreshed_at, p.expires_at AS p_expires_at,
+                       p.revoked_at AS p_revoked_at
+                FROM sessions s
+                JOIN accounts a ON a.id = s.account_id
+                LEFT JOIN sessions p ON p.id = s.parent_id
+                WHERE s.id = \(bind: sessionID)
+                """
+            ).first()
+        else { return nil }
+        let parent: (Int64, Int64, Int64?)? =
+            try row.decode(column: "p_id", as: String?.self) == nil
+            ? nil
+            : (
+                try row.decode(column: "p_refreshed_at", as: Int64.self),
+                try row.decode(column: "p_expires_at", as: Int64.self),
+                try row.decode(column: "p_revoked_at", as: Int64?.self)
+            )
+        return SessionRow(
+            accountID: try row.decode(column: "account_id", as: String.self),
+            refreshedAt: try row.decode(column: "refreshed_at", as: Int64.self),
+            expiresAt: try row.decode(column: "expires_at", as: Int64.self),
+            revokedAt: try row.decode(column: "revoked_at", as: Int64?.self),
+            amr: (try? JSONDecoder().decode(
+                [AuthenticationMethod].self, from: Data(try row.decode(column: "amr", as: String.self).utf8))) ?? [],
+            companyID: try row.decode(column: "company_id", as: String?.self),
+            username: try row.decode(column: "username", as: String?.self),
+            idleTimeout: try row.decode(column: "idle_timeout", as: Int64?.self),
+            parentID: try row.decode(column: "parent_id", as: String?.self),
+            accountDisabledAt: try row.decode(column: "disabled_at", as: Int64?.self),
+            parent: parent.map { (refreshedAt: $0.0, expiresAt: $0.1, revokedAt: $0.2) })
+    }
+
+    /// The account session a session belongs to: its parent, or itself.
+    func family(of sessionID: String) async throws -> String {
+        try await db.select().column("parent_id").from("sessions").where("id", .equal, sessionID)
+            .first(decodingColumn: "parent_id", as: String?.self).flatMap { $0 } ?? sessionID
+    }
+
+    /// The account's unrevoked, unexpired account sessions (not company logins), newest first.
+    func accountSessions(_ accountID: String, now: Int64) async throws -> [any SQLRow] {
+        try await db.select()
+            .columns("id", "user_agent", "ip", "created_at", "refreshed_at", "expires_at", "revoked_at", "idle_timeout")
+            .from("sessions")
+            .where("account_id", .equal, accountID)
+            .where("revoked_at", .is, SQLLiteral.null)
+            .where("parent_id", .is, SQLLiteral.null)
+            .where("expires_at", .greaterThan, now)
+            .orderBy("created_at", .descending)
+            .all()
+    }
+
+    /// How many of the account's sessions are neither revoked nor past their lifetime.
+    func countUnexpired(_ accountID: String, now: Int64) async throws -> Int {
+        try await db.raw(
+            """
+            SELECT COUNT(*) AS n FROM sessions
+            WHERE account_id = \(bind: accountID) AND revoked_at IS NULL AND expires_at > \(bind: now)
+            """
+        ).first(decodingColumn: "n", as: Int.self) ?? 0
+    }
+
+    // MARK: Ending
+
+    /// Which sessions to end.
+    enum Ending {
+        /// One session and its company sessions; `accountID` when given must own it.
+        case session(String, accountID: String? = nil)
+        /// Every session of the account.
+        case account(String)
+        /// Every session of the account but the family (account session and its company sessions) of `keeping`.
+        case accountExcept(String, keeping: String)
+        /// The account's sessions in one company, but `except`.
+        case company(String, accountID: String, except: String?)
+        /// Every session in one company.
+        case wholeCompany(String)
+    }
+
+    /// Ends the sessions `ending` names that are still live; returns the ids that ended.
+    @discardableResult
+    func revoke(_ ending: Ending, now: Date) async throws -> [String] {
+        var query = db.update("sessions").set("revoked_at", to: now.epochMilliseconds)
+            .where("revoked_at", .is, SQLLiteral.null)
+        switch ending {
+        case .session(let id, let accountID):
+            query = query.where { $0.where("id", .equal, id).orWhere("parent_id", .equal, id) }
+            if let accountID { query = query.where("account_id", .equal, accountID) }
+        case .account(let accountID):
+            query = query.where("account_id", .equal, accountID)
+        case .accountExcept(let accountID, let keeping):
+            let family = try await family(of: keeping)
+            query = query.where("account_id", .equal, accountID).where("id", .notEqual, family)
+                .where { $0.where("parent_id", .is, SQLLiteral.null).orWhere("parent_id", .notEqual, family) }
+        case .company(let companyID, let accountID, let except):
+            query = query.where("company_id", .equal, companyID).where("account_id", .equal, accountID)
+            if let except { query = query.where("id", .notEqual, except) }
+        case .wholeCompany(let companyID):
+            query = query.where("company_id", .equal, companyID)
+        }
+        return try await query.returning("id").all(decodingColumn: "id", as: String.self)
+    }
+}
