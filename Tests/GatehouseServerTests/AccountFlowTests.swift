@@ -7,153 +7,154 @@ import Testing
 struct AccountFlowTests {
     @Test("sign up, read the mailed code, verify, then sign in by password and read the user")
     func signUpVerifyPassword() async throws {
-        let h = try await AccountHarness.start()
-        let email = AccountHarness.newEmail()
-        let signUp = try await h.client.signUp(
-            "  \(email.uppercased()) ", password: "correct horse battery", data: ["first_name": "Ada"])
-        #expect(signUp.status == 200)
-        #expect(signUp.json["email"] as? String == email)
-        #expect(signUp.json["access_token"] == nil)
-        #expect((signUp.json["user_metadata"] as? [String: Any])?["first_name"] as? String == "Ada")
+        try await AccountHarness.with { h in
+            let email = AccountHarness.newEmail()
+            let signUp = try await h.client.signUp(
+                "  \(email.uppercased()) ", password: "correct horse battery", data: ["first_name": "Ada"])
+            #expect(signUp.status == 200)
+            #expect(signUp.json["email"] as? String == email)
+            #expect(signUp.json["access_token"] == nil)
+            #expect((signUp.json["user_metadata"] as? [String: Any])?["first_name"] as? String == "Ada")
 
-        // Unconfirmed: password sign-in is refused until the code is used.
-        let early = try await h.client.password(email, "correct horse battery")
-        #expect(early.status == 400)
-        #expect(early.json["error_code"] as? String == "email_not_confirmed")
+            // Unconfirmed: password sign-in is refused until the code is used.
+            let early = try await h.client.password(email, "correct horse battery")
+            #expect(early.status == 400)
+            #expect(early.json["error_code"] as? String == "email_not_confirmed")
 
-        let mail = try await h.mail(to: email, subject: "Confirm your email")
-        let code = try #require(mail.code)
-        let verified = try await h.client.verify(email, code: code, type: "signup")
-        #expect(verified.status == 200)
-        #expect(verified.json["token_type"] as? String == "bearer")
-        #expect(verified.json["expires_in"] as? Int == 900)
-        let session = try SignedIn(verified)
-        let user = try await h.client.user(session.access)
-        #expect(user.status == 200)
-        #expect(user.json["email"] as? String == email)
-        #expect(user.json["email_confirmed_at"] is String)
-        // ISO 8601 with fractional seconds and the UTC designator, as Supabase clients parse it.
-        let created = try #require(user.json["created_at"] as? String)
-        #expect(created.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z/) != nil, "\(created)")
-        #expect((user.json["identities"] as? [[String: Any]])?.first?["provider"] as? String == "email")
+            let mail = try await h.mail(to: email, subject: "Confirm your email")
+            let code = try #require(mail.code)
+            let verified = try await h.client.verify(email, code: code, type: "signup")
+            #expect(verified.status == 200)
+            #expect(verified.json["token_type"] as? String == "bearer")
+            #expect(verified.json["expires_in"] as? Int == 900)
+            let session = try SignedIn(verified)
+            let user = try await h.client.user(session.access)
+            #expect(user.status == 200)
+            #expect(user.json["email"] as? String == email)
+            #expect(user.json["email_confirmed_at"] is String)
+            // ISO 8601 with fractional seconds and the UTC designator, as Supabase clients parse it.
+            let created = try #require(user.json["created_at"] as? String)
+            #expect(created.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z/) != nil, "\(created)")
+            #expect((user.json["identities"] as? [[String: Any]])?.first?["provider"] as? String == "email")
 
-        let signIn = try await h.client.password(email, "correct horse battery")
-        #expect(signIn.status == 200)
-        #expect(try SignedIn(signIn).userID == session.userID)
-        try await h.stop()
+            let signIn = try await h.client.password(email, "correct horse battery")
+            #expect(signIn.status == 200)
+            #expect(try SignedIn(signIn).userID == session.userID)
+        }
     }
 
     @Test("signing up with a taken address answers exactly like a new one, and warns the owner by mail")
     func noEnumerationOnSignUp() async throws {
-        let h = try await AccountHarness.start()
-        let taken = AccountHarness.newEmail("taken")
-        _ = try await h.confirmedAccount(taken)
-        let fresh = AccountHarness.newEmail("fresh")
-        h.clock.advance(by: 61)  // past the resend cooldown of the first sign-up
-        let again = try await h.client.signUp(taken, password: "another password 1")
-        let new = try await h.client.signUp(fresh, password: "another password 1")
-        #expect(again.status == new.status)
-        #expect(Set(again.json.keys) == Set(new.json.keys))
-        #expect((again.json["identities"] as? [Any])?.count == (new.json["identities"] as? [Any])?.count)
-        #expect(again.json["email_confirmed_at"] == nil && new.json["email_confirmed_at"] == nil)
-        #expect(again.json["confirmation_sent_at"] is String && new.json["confirmation_sent_at"] is String)
-        let warning = try await h.mail(to: taken, subject: "Someone tried to sign up")
-        #expect(warning.code == nil)
-        // The real account is untouched: its password still works.
-        #expect(try await h.client.password(taken, "correct horse battery").status == 200)
-        try await h.stop()
+        try await AccountHarness.with { h in
+            let taken = AccountHarness.newEmail("taken")
+            _ = try await h.confirmedAccount(taken)
+            let fresh = AccountHarness.newEmail("fresh")
+            h.clock.advance(by: 61)  // past the resend cooldown of the first sign-up
+            let again = try await h.client.signUp(taken, password: "another password 1")
+            let new = try await h.client.signUp(fresh, password: "another password 1")
+            #expect(again.status == new.status)
+            #expect(Set(again.json.keys) == Set(new.json.keys))
+            #expect((again.json["identities"] as? [Any])?.count == (new.json["identities"] as? [Any])?.count)
+            #expect(again.json["email_confirmed_at"] == nil && new.json["email_confirmed_at"] == nil)
+            #expect(again.json["confirmation_sent_at"] is String && new.json["confirmation_sent_at"] is String)
+            let warning = try await h.mail(to: taken, subject: "Someone tried to sign up")
+            #expect(warning.code == nil)
+            // The real account is untouched: its password still works.
+            #expect(try await h.client.password(taken, "correct horse battery").status == 200)
+        }
     }
 
     @Test("magic link: the page's button answers 303 to the allowed redirect with the session in the fragment")
     func magicLink() async throws {
-        let h = try await AccountHarness.start { $0.auth.redirectAllowList = ["myapp://login-callback"] }
-        let email = AccountHarness.newEmail()
-        #expect(try await h.client.otp(email).status == 200)
-        let mail = try await h.mail(to: email, subject: "Your sign-in code")
-        var link = try #require(mail.link)
-        link =
-            link.replacingOccurrences(of: "redirect_to=", with: "ignored=")
-            + "&redirect_to=myapp%3A%2F%2Flogin-callback"
-        let (page, reply) = try await h.followLink(link)
-        #expect(page.status == 200)
-        #expect(page.headers["content-type"]?.hasPrefix("text/html") == true)
-        #expect(reply.status == 303)
-        let location = try #require(reply.headers["location"])
-        #expect(location.hasPrefix("myapp://login-callback#access_token="))
-        let fragment = URLComponents(string: "x:?" + (location.split(separator: "#").last.map(String.init) ?? ""))
-        let access = try #require(fragment?.queryItems?.first { $0.name == "access_token" }?.value)
-        #expect(fragment?.queryItems?.first { $0.name == "refresh_token" }?.value?.isEmpty == false)
-        #expect(try await h.client.user(access).status == 200)
-        // The link is single use: its page now says it has expired, and its button lands with an error.
-        let (expiredPage, replay) = try await h.followLink(link)
-        #expect(expiredPage.body.contains("This link has expired"))
-        #expect(replay.status == 400 || replay.headers["location"]?.contains("error_code=otp_expired") == true)
-        try await h.stop()
+        try await AccountHarness.with({ $0.auth.redirectAllowList = ["myapp://login-callback"] }) { h in
+            let email = AccountHarness.newEmail()
+            #expect(try await h.client.otp(email).status == 200)
+            let mail = try await h.mail(to: email, subject: "Your sign-in code")
+            var link = try #require(mail.link)
+            link =
+                link.replacingOccurrences(of: "redirect_to=", with: "ignored=")
+                + "&redirect_to=myapp%3A%2F%2Flogin-callback"
+            let (page, reply) = try await h.followLink(link)
+            #expect(page.status == 200)
+            #expect(page.headers["content-type"]?.hasPrefix("text/html") == true)
+            #expect(reply.status == 303)
+            let location = try #require(reply.headers["location"])
+            #expect(location.hasPrefix("myapp://login-callback#access_token="))
+            let fragment = URLComponents(string: "x:?" + (location.split(separator: "#").last.map(String.init) ?? ""))
+            let access = try #require(fragment?.queryItems?.first { $0.name == "access_token" }?.value)
+            #expect(fragment?.queryItems?.first { $0.name == "refresh_token" }?.value?.isEmpty == false)
+            #expect(try await h.client.user(access).status == 200)
+            // The link is single use: its page now says it has expired, and its button lands with an error.
+            let (expiredPage, replay) = try await h.followLink(link)
+            #expect(expiredPage.body.contains("This link has expired"))
+            #expect(replay.status == 400 || replay.headers["location"]?.contains("error_code=otp_expired") == true)
+        }
     }
 
     @Test("a redirect outside the allow-list falls back to the site URL")
     func redirectAllowList() async throws {
-        let h = try await AccountHarness.start { $0.auth.siteURL = "https://app.example.com" }
-        let email = AccountHarness.newEmail()
-        _ = try await h.client.otp(email)
-        let link = try #require(try await h.mail(to: email, subject: "Your sign-in code").link)
-        let evil =
-            link.replacingOccurrences(of: "redirect_to=", with: "ignored=") + "&redirect_to=https%3A%2F%2Fevil.example"
-        let (_, reply) = try await h.followLink(evil)
-        #expect(reply.status == 303)
-        #expect(reply.headers["location"]?.hasPrefix("https://app.example.com#access_token=") == true)
-        try await h.stop()
+        try await AccountHarness.with({ $0.auth.siteURL = "https://app.example.com" }) { h in
+            let email = AccountHarness.newEmail()
+            _ = try await h.client.otp(email)
+            let link = try #require(try await h.mail(to: email, subject: "Your sign-in code").link)
+            let evil =
+                link.replacingOccurrences(of: "redirect_to=", with: "ignored=")
+                + "&redirect_to=https%3A%2F%2Fevil.example"
+            let (_, reply) = try await h.followLink(evil)
+            #expect(reply.status == 303)
+            #expect(reply.headers["location"]?.hasPrefix("https://app.example.com#access_token=") == true)
+        }
     }
 
     @Test("codes are single use, bound to their purpose, void after five wrong tries, and expire after ten minutes")
     func codeRules() async throws {
-        let h = try await AccountHarness.start()
-        // Replay.
-        let a = AccountHarness.newEmail("replay")
-        _ = try await h.client.otp(a)
-        let codeA = try #require(try await h.mail(to: a, subject: "Your sign-in code").code)
-        #expect(try await h.client.verify(a, code: codeA, type: "email").status == 200)
-        let replay = try await h.client.verify(a, code: codeA, type: "email")
-        #expect(replay.status == 403)
-        #expect(replay.json["error_code"] as? String == "otp_expired")
+        try await AccountHarness.with { h in
+            // Replay.
+            let a = AccountHarness.newEmail("replay")
+            _ = try await h.client.otp(a)
+            let codeA = try #require(try await h.mail(to: a, subject: "Your sign-in code").code)
+            #expect(try await h.client.verify(a, code: codeA, type: "email").status == 200)
+            let replay = try await h.client.verify(a, code: codeA, type: "email")
+            #expect(replay.status == 403)
+            #expect(replay.json["error_code"] as? String == "otp_expired")
 
-        // Wrong purpose: a sign-in code is not a recovery code.
-        let b = AccountHarness.newEmail("purpose")
-        _ = try await h.client.otp(b)
-        let codeB = try #require(try await h.mail(to: b, subject: "Your sign-in code").code)
-        #expect(try await h.client.verify(b, code: codeB, type: "recovery").status == 403)
-        #expect(try await h.client.verify(b, code: codeB, type: "magiclink").status == 200)
+            // Wrong purpose: a sign-in code is not a recovery code.
+            let b = AccountHarness.newEmail("purpose")
+            _ = try await h.client.otp(b)
+            let codeB = try #require(try await h.mail(to: b, subject: "Your sign-in code").code)
+            #expect(try await h.client.verify(b, code: codeB, type: "recovery").status == 403)
+            #expect(try await h.client.verify(b, code: codeB, type: "magiclink").status == 200)
 
-        // Five wrong tries void the code: the sixth attempt fails even with the right code.
-        let c = AccountHarness.newEmail("tries")
-        _ = try await h.client.otp(c)
-        let codeC = try #require(try await h.mail(to: c, subject: "Your sign-in code").code)
-        let wrong = codeC == "000000" ? "111111" : "000000"
-        for _ in 0..<5 { #expect(try await h.client.verify(c, code: wrong, type: "email").status == 403) }
-        #expect(try await h.client.verify(c, code: codeC, type: "email").status == 403)
+            // Five wrong tries void the code: the sixth attempt fails even with the right code.
+            let c = AccountHarness.newEmail("tries")
+            _ = try await h.client.otp(c)
+            let codeC = try #require(try await h.mail(to: c, subject: "Your sign-in code").code)
+            let wrong = codeC == "000000" ? "111111" : "000000"
+            for _ in 0..<5 { #expect(try await h.client.verify(c, code: wrong, type: "email").status == 403) }
+            #expect(try await h.client.verify(c, code: codeC, type: "email").status == 403)
 
-        // Expiry, on the server's clock.
-        let d = AccountHarness.newEmail("expiry")
-        _ = try await h.client.otp(d)
-        let codeD = try #require(try await h.mail(to: d, subject: "Your sign-in code").code)
-        h.clock.advance(by: 601)
-        #expect(try await h.client.verify(d, code: codeD, type: "email").status == 403)
-        try await h.stop()
+            // Expiry, on the server's clock.
+            let d = AccountHarness.newEmail("expiry")
+            _ = try await h.client.otp(d)
+            let codeD = try #require(try await h.mail(to: d, subject: "Your sign-in code").code)
+            h.clock.advance(by: 601)
+            #expect(try await h.client.verify(d, code: codeD, type: "email").status == 403)
+        }
     }
 
     @Test("wrong email and wrong password get the same answer")
     func invalidCredentials() async throws {
-        let h = try await AccountHarness.start()
-        let email = AccountHarness.newEmail()
-        _ = try await h.confirmedAccount(email)
-        let wrongPassword = try await h.client.password(email, "not the password")
-        let noAccount = try await h.client.password(AccountHarness.newEmail("nobody"), "not the password")
-        for reply in [wrongPassword, noAccount] {
-            #expect(reply.status == 400)
-            #expect(reply.json["error_code"] as? String == "invalid_credentials")
-            #expect(reply.json["msg"] as? String == "Invalid login credentials")
+        try await AccountHarness.with { h in
+            let email = AccountHarness.newEmail()
+            _ = try await h.confirmedAccount(email)
+            let wrongPassword = try await h.client.password(email, "not the password")
+            let noAccount = try await h.client.password(AccountHarness.newEmail("nobody"), "not the password")
+            for reply in [wrongPassword, noAccount] {
+                #expect(reply.status == 400)
+                #expect(reply.json["error_code"] as? String == "invalid_credentials")
+                #expect(reply.json["msg"] as? String == "Invalid login credentials")
+            }
         }
-        try await h.stop()
     }
 
     @Test(
@@ -162,207 +163,213 @@ struct AccountFlowTests {
             ("short", ["length"]), ("aaaaaaaaaaaa", ["repetitive"]), ("12345678", ["repetitive"]),
         ])
     func weakPasswords(password: String, reasons: [String]) async throws {
-        let h = try await AccountHarness.start()
-        let reply = try await h.client.signUp(AccountHarness.newEmail(), password: password)
-        #expect(reply.status == 422)
-        #expect(reply.json["error_code"] as? String == "weak_password")
-        let got = ((reply.json["weak_password"] as? [String: Any])?["reasons"] as? [String]) ?? []
-        #expect(Set(reasons).isSubset(of: Set(got)))
-        try await h.stop()
+        try await AccountHarness.with { h in
+            let reply = try await h.client.signUp(AccountHarness.newEmail(), password: password)
+            #expect(reply.status == 422)
+            #expect(reply.json["error_code"] as? String == "weak_password")
+            let got = ((reply.json["weak_password"] as? [String: Any])?["reasons"] as? [String]) ?? []
+            #expect(Set(reasons).isSubset(of: Set(got)))
+        }
     }
 
     @Test("a password equal to the email is refused; edge-case passwords work exactly as typed")
     func passwordEdges() async throws {
-        let h = try await AccountHarness.start()
-        let email = AccountHarness.newEmail()
-        #expect(try await h.client.signUp(email, password: email).json["error_code"] as? String == "weak_password")
-        let long = (0..<100).map { String(UnicodeScalar(UInt8(33 + ($0 * 7) % 90))) }.joined()
-        for password in ["  spaced out pass  ", long, "pässwörd-ñ-密码-🔐"] {
-            let address = AccountHarness.newEmail("edge")
-            _ = try await h.confirmedAccount(address, password: password)
-            #expect(try await h.client.password(address, password).status == 200)
-            let trimmed = password.trimmingCharacters(in: .whitespaces)
-            if trimmed != password { #expect(try await h.client.password(address, trimmed).status == 400) }
+        try await AccountHarness.with { h in
+            let email = AccountHarness.newEmail()
+            #expect(try await h.client.signUp(email, password: email).json["error_code"] as? String == "weak_password")
+            let long = (0..<100).map { String(UnicodeScalar(UInt8(33 + ($0 * 7) % 90))) }.joined()
+            for password in ["  spaced out pass  ", long, "pässwörd-ñ-密码-🔐"] {
+                let address = AccountHarness.newEmail("edge")
+                _ = try await h.confirmedAccount(address, password: password)
+                #expect(try await h.client.password(address, password).status == 200)
+                let trimmed = password.trimmingCharacters(in: .whitespaces)
+                if trimmed != password { #expect(try await h.client.password(address, trimmed).status == 400) }
+            }
         }
-        try await h.stop()
     }
 
     @Test("the resend cooldown holds for sixty seconds, for existing and unknown addresses alike")
     func resendCooldown() async throws {
-        let h = try await AccountHarness.start()
-        for email in [AccountHarness.newEmail("known"), AccountHarness.newEmail("unknown")] {
-            #expect(try await h.client.otp(email).status == 200)
-            let again = try await h.client.otp(email)
-            #expect(again.status == 429)
-            #expect(again.json["error_code"] as? String == "over_email_send_rate_limit")
-            #expect(Int(again.headers["retry-after"] ?? "") ?? 0 > 0)
-            h.clock.advance(by: 61)
-            #expect(try await h.client.otp(email).status == 200)
+        try await AccountHarness.with { h in
+            for email in [AccountHarness.newEmail("known"), AccountHarness.newEmail("unknown")] {
+                #expect(try await h.client.otp(email).status == 200)
+                let again = try await h.client.otp(email)
+                #expect(again.status == 429)
+                #expect(again.json["error_code"] as? String == "over_email_send_rate_limit")
+                #expect(Int(again.headers["retry-after"] ?? "") ?? 0 > 0)
+                h.clock.advance(by: 61)
+                #expect(try await h.client.otp(email).status == 200)
+            }
         }
-        try await h.stop()
     }
 
     @Test("per-IP mail limit answers 429 with Retry-After")
     func perIPMailLimit() async throws {
-        let h = try await AccountHarness.start { $0.auth.limits.emailsPerIP = RateLimit(limit: 3, per: 3600) }
-        for _ in 0..<3 { #expect(try await h.client.otp(AccountHarness.newEmail()).status == 200) }
-        let limited = try await h.client.otp(AccountHarness.newEmail())
-        #expect(limited.status == 429)
-        #expect(limited.json["error_code"] as? String == "over_email_send_rate_limit")
-        #expect(limited.headers["retry-after"] != nil)
-        try await h.stop()
+        try await AccountHarness.with({ $0.auth.limits.emailsPerIP = RateLimit(limit: 3, per: 3600) }) { h in
+            for _ in 0..<3 { #expect(try await h.client.otp(AccountHarness.newEmail()).status == 200) }
+            let limited = try await h.client.otp(AccountHarness.newEmail())
+            #expect(limited.status == 429)
+            #expect(limited.json["error_code"] as? String == "over_email_send_rate_limit")
+            #expect(limited.headers["retry-after"] != nil)
+        }
     }
 
     @Test("failed passwords back off per account; spraying it never blocks the owner's mailed code")
     func passwordBackoff() async throws {
-        let h = try await AccountHarness.start()
-        let email = AccountHarness.newEmail()
-        _ = try await h.confirmedAccount(email)
-        var sawBackoff = false
-        for attempt in 0..<8 {
-            var sprayer = h.client
-            sprayer.headers = [("X-Forwarded-For", "192.0.2.\(attempt + 1)")]
-            let reply = try await sprayer.password(email, "guess \(attempt)")
-            if reply.status == 429 {
-                sawBackoff = true
-                #expect(reply.json["error_code"] as? String == "over_request_rate_limit")
-                #expect(Int(reply.headers["retry-after"] ?? "") ?? 0 >= 1)
-                break
+        try await AccountHarness.with { h in
+            let email = AccountHarness.newEmail()
+            _ = try await h.confirmedAccount(email)
+            var sawBackoff = false
+            for attempt in 0..<8 {
+                var sprayer = h.client
+                sprayer.headers = [("X-Forwarded-For", "192.0.2.\(attempt + 1)")]
+                let reply = try await sprayer.password(email, "guess \(attempt)")
+                if reply.status == 429 {
+                    sawBackoff = true
+                    #expect(reply.json["error_code"] as? String == "over_request_rate_limit")
+                    #expect(Int(reply.headers["retry-after"] ?? "") ?? 0 >= 1)
+                    break
+                }
+                #expect(reply.status == 400)
             }
-            #expect(reply.status == 400)
+            #expect(sawBackoff)
+            // The right password waits too (backoff is per account)…
+            #expect(try await h.client.password(email, "correct horse battery").status == 429)
+            // …but a mailed code still signs the owner in.
+            _ = try await h.client.otp(email)
+            let code = try #require(try await h.mail(to: email, subject: "Your sign-in code").code)
+            #expect(try await h.client.verify(email, code: code, type: "email").status == 200)
+            // And once the backoff has passed, the password works and the count starts over.
+            h.clock.advance(by: 3601)
+            #expect(try await h.client.password(email, "correct horse battery").status == 200)
         }
-        #expect(sawBackoff)
-        // The right password waits too (backoff is per account)…
-        #expect(try await h.client.password(email, "correct horse battery").status == 429)
-        // …but a mailed code still signs the owner in.
-        _ = try await h.client.otp(email)
-        let code = try #require(try await h.mail(to: email, subject: "Your sign-in code").code)
-        #expect(try await h.client.verify(email, code: code, type: "email").status == 200)
-        // And once the backoff has passed, the password works and the count starts over.
-        h.clock.advance(by: 3601)
-        #expect(try await h.client.password(email, "correct horse battery").status == 200)
-        try await h.stop()
     }
 
     @Test("the hourly ceiling: after 100 failures even waiting out the backoff is not enough within the hour")
     func failureCeiling() async throws {
-        let h = try await AccountHarness.start { $0.auth.limits.failuresPerHour = 6 }
-        let email = AccountHarness.newEmail()
-        _ = try await h.confirmedAccount(email)
-        var failures = 0
-        while failures < 6 {
-            let reply = try await h.client.password(email, "wrong \(failures)")
-            if reply.status == 429 {
-                h.clock.advance(by: TimeInterval(Int(reply.headers["retry-after"] ?? "1") ?? 1))
-            } else {
-                failures += 1
+        try await AccountHarness.with({ $0.auth.limits.failuresPerHour = 6 }) { h in
+            let email = AccountHarness.newEmail()
+            _ = try await h.confirmedAccount(email)
+            var failures = 0
+            while failures < 6 {
+                let reply = try await h.client.password(email, "wrong \(failures)")
+                if reply.status == 429 {
+                    h.clock.advance(by: TimeInterval(Int(reply.headers["retry-after"] ?? "1") ?? 1))
+                } else {
+                    failures += 1
+                }
             }
+            h.clock.advance(by: 900)
+            let capped = try await h.client.password(email, "correct horse battery")
+            #expect(capped.status == 429)
+            #expect(Int(capped.headers["retry-after"] ?? "") ?? 0 > 60)
         }
-        h.clock.advance(by: 900)
-        let capped = try await h.client.password(email, "correct horse battery")
-        #expect(capped.status == 429)
-        #expect(Int(capped.headers["retry-after"] ?? "") ?? 0 > 60)
-        try await h.stop()
     }
 
     @Test("recovery: the mailed code signs in and allows a new password without the old one")
     func recovery() async throws {
-        let h = try await AccountHarness.start()
-        let email = AccountHarness.newEmail()
-        _ = try await h.confirmedAccount(email)
-        #expect(try await h.client.post("/auth/v1/recover", ["email": email]).status == 200)
-        #expect(try await h.client.post("/auth/v1/recover", ["email": AccountHarness.newEmail("none")]).status == 200)
-        let code = try #require(try await h.mail(to: email, subject: "Reset your password").code)
-        let session = try SignedIn(try await h.client.verify(email, code: code, type: "recovery"))
-        #expect(
-            try await h.client.put("/auth/v1/user", ["password": "brand new secret"], bearer: session.access).status
-                == 200)
-        #expect(try await h.client.password(email, "brand new secret").status == 200)
-        #expect(try await h.client.password(email, "correct horse battery").status == 400)
-        try await h.stop()
+        try await AccountHarness.with { h in
+            let email = AccountHarness.newEmail()
+            _ = try await h.confirmedAccount(email)
+            #expect(try await h.client.post("/auth/v1/recover", ["email": email]).status == 200)
+            #expect(
+                try await h.client.post("/auth/v1/recover", ["email": AccountHarness.newEmail("none")]).status == 200)
+            let code = try #require(try await h.mail(to: email, subject: "Reset your password").code)
+            let session = try SignedIn(try await h.client.verify(email, code: code, type: "recovery"))
+            #expect(
+                try await h.client.put("/auth/v1/user", ["password": "brand new secret"], bearer: session.access).status
+                    == 200)
+            #expect(try await h.client.password(email, "brand new secret").status == 200)
+            #expect(try await h.client.password(email, "correct horse battery").status == 400)
+        }
     }
 
     @Test("changing password needs the current one; other sessions end; profile data merges")
     func updateUser() async throws {
-        let h = try await AccountHarness.start()
-        let email = AccountHarness.newEmail()
-        _ = try await h.confirmedAccount(email)
-        h.clock.advance(by: 700)  // the code sign-in is no longer fresh
-        let main = try SignedIn(try await h.client.password(email, "correct horse battery"))
-        let other = try SignedIn(try await h.client.password(email, "correct horse battery"))
-        let missing = try await h.client.put("/auth/v1/user", ["password": "next password 1"], bearer: main.access)
-        #expect(missing.status == 401)
-        #expect(missing.json["error_code"] as? String == "reauthentication_needed")
-        let wrong = try await h.client.put(
-            "/auth/v1/user", ["password": "next password 1", "current_password": "nope nope"], bearer: main.access)
-        #expect(wrong.status == 400)
-        let changed = try await h.client.put(
-            "/auth/v1/user",
-            ["password": "next password 1", "current_password": "correct horse battery", "data": ["nickname": "ada"]],
-            bearer: main.access)
-        #expect(changed.status == 200)
-        #expect((changed.json["user_metadata"] as? [String: Any])?["nickname"] as? String == "ada")
-        #expect(try await h.client.user(other.access).status == 403)
-        #expect(try await h.client.user(main.access).status == 200)
-        #expect(try await h.client.password(email, "next password 1").status == 200)
-        try await h.stop()
+        try await AccountHarness.with { h in
+            let email = AccountHarness.newEmail()
+            _ = try await h.confirmedAccount(email)
+            h.clock.advance(by: 700)  // the code sign-in is no longer fresh
+            let main = try SignedIn(try await h.client.password(email, "correct horse battery"))
+            let other = try SignedIn(try await h.client.password(email, "correct horse battery"))
+            let missing = try await h.client.put("/auth/v1/user", ["password": "next password 1"], bearer: main.access)
+            #expect(missing.status == 401)
+            #expect(missing.json["error_code"] as? String == "reauthentication_needed")
+            let wrong = try await h.client.put(
+                "/auth/v1/user", ["password": "next password 1", "current_password": "nope nope"], bearer: main.access)
+            #expect(wrong.status == 400)
+            let changed = try await h.client.put(
+                "/auth/v1/user",
+                [
+                    "password": "next password 1", "current_password": "correct horse battery",
+                    "data": ["nickname": "ada"],
+                ],
+                bearer: main.access)
+            #expect(changed.status == 200)
+            #expect((changed.json["user_metadata"] as? [String: Any])?["nickname"] as? String == "ada")
+            #expect(try await h.client.user(other.access).status == 403)
+            #expect(try await h.client.user(main.access).status == 200)
+            #expect(try await h.client.password(email, "next password 1").status == 200)
+        }
     }
 
     @Test(
         "email change needs the current password, is confirmed by a code mailed to the new address, and the old one is told"
     )
     func emailChange() async throws {
-        let h = try await AccountHarness.start()
-        let email = AccountHarness.newEmail("old")
-        let session = try await h.confirmedAccount(email)
-        let newEmail = AccountHarness.newEmail("new")
-        let bare = try await h.client.put("/auth/v1/user", ["email": newEmail], bearer: session.access)
-        #expect(bare.status == 401)
-        #expect(bare.json["error_code"] as? String == "reauthentication_needed")
-        let asked = try await h.client.put(
-            "/auth/v1/user", ["email": newEmail, "current_password": "correct horse battery"], bearer: session.access)
-        #expect(asked.status == 200)
-        let notice = try await h.mail(to: email, subject: "Your email address is being changed")
-        #expect(notice.text.contains(newEmail))
-        #expect(notice.code == nil)
-        let code = try #require(try await h.mail(to: newEmail, subject: "Confirm your new email address").code)
-        #expect(try await h.client.verify(newEmail, code: code, type: "email_change").status == 200)
-        #expect(try await h.client.user(session.access).json["email"] as? String == newEmail)
-        #expect(try await h.client.password(newEmail, "correct horse battery").status == 200)
-        try await h.stop()
+        try await AccountHarness.with { h in
+            let email = AccountHarness.newEmail("old")
+            let session = try await h.confirmedAccount(email)
+            let newEmail = AccountHarness.newEmail("new")
+            let bare = try await h.client.put("/auth/v1/user", ["email": newEmail], bearer: session.access)
+            #expect(bare.status == 401)
+            #expect(bare.json["error_code"] as? String == "reauthentication_needed")
+            let asked = try await h.client.put(
+                "/auth/v1/user", ["email": newEmail, "current_password": "correct horse battery"],
+                bearer: session.access)
+            #expect(asked.status == 200)
+            let notice = try await h.mail(to: email, subject: "Your email address is being changed")
+            #expect(notice.text.contains(newEmail))
+            #expect(notice.code == nil)
+            let code = try #require(try await h.mail(to: newEmail, subject: "Confirm your new email address").code)
+            #expect(try await h.client.verify(newEmail, code: code, type: "email_change").status == 200)
+            #expect(try await h.client.user(session.access).json["email"] as? String == newEmail)
+            #expect(try await h.client.password(newEmail, "correct horse battery").status == 200)
+        }
     }
 
     @Test("both error formats: legacy by default, {code, message} with X-Supabase-Api-Version echoed")
     func errorFormats() async throws {
-        let h = try await AccountHarness.start()
-        let legacy = try await h.client.password(AccountHarness.newEmail(), "whatever pass")
-        #expect(legacy.json["code"] as? Int == 400)
-        #expect(legacy.json["error_code"] as? String == "invalid_credentials")
-        let modern = try await h.client.post(
-            "/auth/v1/token?grant_type=password", ["email": AccountHarness.newEmail(), "password": "whatever pass"],
-            extra: [("X-Supabase-Api-Version", "2024-01-01"), ("apikey", "anything")])
-        #expect(modern.json["code"] as? String == "invalid_credentials")
-        #expect(modern.json["message"] as? String == "Invalid login credentials")
-        #expect(modern.headers["x-supabase-api-version"] == "2024-01-01")
-        let invalid = try await h.client.signUp("not-an-email")
-        #expect(invalid.status == 400)
-        #expect(invalid.json["error_code"] as? String == "validation_failed")
-        let grant = try await h.client.post("/auth/v1/token?grant_type=magic", [:])
-        #expect(grant.json["error_code"] as? String == "unsupported_grant_type")
-        try await h.stop()
+        try await AccountHarness.with { h in
+            let legacy = try await h.client.password(AccountHarness.newEmail(), "whatever pass")
+            #expect(legacy.json["code"] as? Int == 400)
+            #expect(legacy.json["error_code"] as? String == "invalid_credentials")
+            let modern = try await h.client.post(
+                "/auth/v1/token?grant_type=password",
+                ["email": AccountHarness.newEmail(), "password": "whatever pass"],
+                extra: [("X-Supabase-Api-Version", "2024-01-01"), ("apikey", "anything")])
+            #expect(modern.json["code"] as? String == "invalid_credentials")
+            #expect(modern.json["message"] as? String == "Invalid login credentials")
+            #expect(modern.headers["x-supabase-api-version"] == "2024-01-01")
+            let invalid = try await h.client.signUp("not-an-email")
+            #expect(invalid.status == 400)
+            #expect(invalid.json["error_code"] as? String == "validation_failed")
+            let grant = try await h.client.post("/auth/v1/token?grant_type=magic", [:])
+            #expect(grant.json["error_code"] as? String == "unsupported_grant_type")
+        }
     }
 
     @Test("settings and the JWKS are public")
     func publicEndpoints() async throws {
-        let h = try await AccountHarness.start()
-        let settings = try await h.client.get("/auth/v1/settings")
-        #expect((settings.json["external"] as? [String: Any])?["email"] as? Bool == true)
-        let jwks = try await h.client.get("/auth/v1/.well-known/jwks.json")
-        let keys = try #require(jwks.json["keys"] as? [[String: Any]])
-        #expect(keys.count == 1)
-        #expect(keys.first?["kty"] as? String == "EC")
-        #expect(keys.first?["crv"] as? String == "P-256")
-        #expect(keys.first?["d"] == nil)
-        try await h.stop()
+        try await AccountHarness.with { h in
+            let settings = try await h.client.get("/auth/v1/settings")
+            #expect((settings.json["external"] as? [String: Any])?["email"] as? Bool == true)
+            let jwks = try await h.client.get("/auth/v1/.well-known/jwks.json")
+            let keys = try #require(jwks.json["keys"] as? [[String: Any]])
+            #expect(keys.count == 1)
+            #expect(keys.first?["kty"] as? String == "EC")
+            #expect(keys.first?["crv"] as? String == "P-256")
+            #expect(keys.first?["d"] == nil)
+        }
     }
 }

@@ -60,61 +60,65 @@ struct AppleSignInTests {
     @Test("an Apple identity token signs in, creates or links the account, and checks audience and nonce")
     func appleSignIn() async throws {
         let apple = try await FakeAppleKeys.start()
-        let h = try await AccountHarness.start {
+        try await AccountHarness.with({
             $0.auth.appleAudiences = ["com.example.app"]
             $0.auth.appleJWKSURL = apple.jwksURL
+        }) { h in
+            let email = AccountHarness.newEmail("apple")
+            let sub = "001234.\(UUID().uuidString.prefix(8))"
+            let first = try await h.client.post(
+                "/auth/v1/token?grant_type=id_token",
+                [
+                    "provider": "apple", "id_token": try await apple.token(sub: sub, email: email, nonce: "raw-nonce"),
+                    "nonce": "raw-nonce",
+                ])
+            #expect(first.status == 200)
+            let session = try SignedIn(first)
+            let user = try await h.client.user(session.access)
+            let providers =
+                (user.json["identities"] as? [[String: Any]])?.compactMap { $0["provider"] as? String } ?? []
+            #expect(Set(providers) == ["email", "apple"])
+            #expect(user.json["email_confirmed_at"] is String)
+
+            // The same Apple ID again is the same account, even with no email in the token.
+            let again = try await h.client.post(
+                "/auth/v1/token?grant_type=id_token",
+                ["provider": "apple", "id_token": try await apple.token(sub: sub, email: nil)])
+            #expect(try SignedIn(again).userID == session.userID)
+
+            // An existing account with the same verified email is linked, not duplicated.
+            let existing = AccountHarness.newEmail("linked")
+            let owner = try await h.confirmedAccount(existing)
+            let linked = try await h.client.post(
+                "/auth/v1/token?grant_type=id_token",
+                [
+                    "provider": "apple",
+                    "id_token": try await apple.token(sub: "other.\(UUID().uuidString.prefix(6))", email: existing),
+                ])
+            #expect(try SignedIn(linked).userID == owner.userID)
+
+            // Wrong audience, wrong nonce, a forged signature.
+            let foreign = try await h.client.post(
+                "/auth/v1/token?grant_type=id_token",
+                [
+                    "provider": "apple",
+                    "id_token": try await apple.token(sub: sub, email: email, audience: "com.other.app"),
+                ])
+            #expect(foreign.status == 400)
+            let badNonce = try await h.client.post(
+                "/auth/v1/token?grant_type=id_token",
+                [
+                    "provider": "apple", "id_token": try await apple.token(sub: sub, email: email, nonce: "one"),
+                    "nonce": "two",
+                ])
+            #expect(badNonce.status == 400)
+            let token = try await apple.token(sub: sub, email: email)
+            let forged = String(token.dropLast(4)) + (token.hasSuffix("AAAA") ? "BBBB" : "AAAA")
+            let refused = try await h.client.post(
+                "/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": forged])
+            #expect(refused.status == 400)
+            #expect(refused.json["error_code"] as? String == "bad_jwt")
         }
-        let email = AccountHarness.newEmail("apple")
-        let sub = "001234.\(UUID().uuidString.prefix(8))"
-        let first = try await h.client.post(
-            "/auth/v1/token?grant_type=id_token",
-            [
-                "provider": "apple", "id_token": try await apple.token(sub: sub, email: email, nonce: "raw-nonce"),
-                "nonce": "raw-nonce",
-            ])
-        #expect(first.status == 200)
-        let session = try SignedIn(first)
-        let user = try await h.client.user(session.access)
-        let providers = (user.json["identities"] as? [[String: Any]])?.compactMap { $0["provider"] as? String } ?? []
-        #expect(Set(providers) == ["email", "apple"])
-        #expect(user.json["email_confirmed_at"] is String)
-
-        // The same Apple ID again is the same account, even with no email in the token.
-        let again = try await h.client.post(
-            "/auth/v1/token?grant_type=id_token",
-            ["provider": "apple", "id_token": try await apple.token(sub: sub, email: nil)])
-        #expect(try SignedIn(again).userID == session.userID)
-
-        // An existing account with the same verified email is linked, not duplicated.
-        let existing = AccountHarness.newEmail("linked")
-        let owner = try await h.confirmedAccount(existing)
-        let linked = try await h.client.post(
-            "/auth/v1/token?grant_type=id_token",
-            [
-                "provider": "apple",
-                "id_token": try await apple.token(sub: "other.\(UUID().uuidString.prefix(6))", email: existing),
-            ])
-        #expect(try SignedIn(linked).userID == owner.userID)
-
-        // Wrong audience, wrong nonce, a forged signature.
-        let foreign = try await h.client.post(
-            "/auth/v1/token?grant_type=id_token",
-            ["provider": "apple", "id_token": try await apple.token(sub: sub, email: email, audience: "com.other.app")])
-        #expect(foreign.status == 400)
-        let badNonce = try await h.client.post(
-            "/auth/v1/token?grant_type=id_token",
-            [
-                "provider": "apple", "id_token": try await apple.token(sub: sub, email: email, nonce: "one"),
-                "nonce": "two",
-            ])
-        #expect(badNonce.status == 400)
-        let token = try await apple.token(sub: sub, email: email)
-        let forged = String(token.dropLast(4)) + (token.hasSuffix("AAAA") ? "BBBB" : "AAAA")
-        let refused = try await h.client.post(
-            "/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": forged])
-        #expect(refused.status == 400)
-        #expect(refused.json["error_code"] as? String == "bad_jwt")
-        try await h.stop()
         try await apple.server.stop()
     }
 
@@ -163,14 +167,15 @@ struct AppleSignInTests {
 
     @Test("without configured audiences Sign in with Apple is off")
     func disabled() async throws {
-        let h = try await AccountHarness.start()
-        let reply = try await h.client.post(
-            "/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": "x.y.z"])
-        #expect(reply.status == 400)
-        #expect(reply.json["error_code"] as? String == "provider_disabled")
-        #expect(
-            (try await h.client.get("/auth/v1/settings").json["external"] as? [String: Any])?["apple"] as? Bool == false
-        )
-        try await h.stop()
+        try await AccountHarness.with { h in
+            let reply = try await h.client.post(
+                "/auth/v1/token?grant_type=id_token", ["provider": "apple", "id_token": "x.y.z"])
+            #expect(reply.status == 400)
+            #expect(reply.json["error_code"] as? String == "provider_disabled")
+            #expect(
+                (try await h.client.get("/auth/v1/settings").json["external"] as? [String: Any])?["apple"] as? Bool
+                    == false
+            )
+        }
     }
 }

@@ -16,13 +16,22 @@ struct AccountHarness {
         let sink = try await SMTPSink.shared()
         var configuration = try await TestStore.configuration()
         configuration.smtpURL = "smtp://127.0.0.1:\(sink.port)"
-        // Mailed links name the configured port, so take a real one rather than 0.
-        configuration.port = try SMTPSink.freePort()
         configuration.auth.trustedProxies = [IPNetwork("127.0.0.1")!, IPNetwork("::1")!]
         configure(&configuration)
         let clock = TestClock()
         let log = CapturedLog()
-        let server = try await LiveServer.start(configuration, logger: log.logger, clock: clock)
+        // Mailed links name the configured port, so take a real one rather than 0; another socket may take it
+        // between the pick and the bind, so a failed start tries a new port.
+        var started: LiveServer?
+        for attempt in 1...5 where started == nil {
+            configuration.port = try SMTPSink.freePort()
+            do {
+                started = try await LiveServer.start(configuration, logger: log.logger, clock: clock)
+            } catch  where attempt < 5 {
+                continue
+            }
+        }
+        let server = try #require(started)
         let http = Self.http
         let ready = try await LiveServer.eventually {
             try await http.send(.GET, server.baseURL + "/health/ready").status == 200

@@ -29,8 +29,16 @@ struct LiveServer {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let app = buildApplication(services, router: router) { port in continuation.yield(port) }
         let group = ServiceGroup(services: [app], gracefulShutdownSignals: [], logger: logger)
-        let run = Task { try await group.run() }
-        guard let port = await ports.first(where: { _ in true }) else { throw CancellationError() }
+        // A server that cannot start (its port was taken meanwhile) ends the stream, so the caller fails instead of
+        // waiting for a port that never comes.
+        let run = Task {
+            defer { continuation.finish() }
+            try await group.run()
+        }
+        guard let port = await ports.first(where: { _ in true }) else {
+            try await run.value
+            throw CancellationError()
+        }
         return LiveServer(port: port, services: services, group: group, run: run)
     }
 
