@@ -49,6 +49,17 @@ struct AttackReviewTests {
             #expect(try await h.client.password(third, Self.victimPassword).status == 200)
             #expect(try await h.client.password(third, Self.attackerPassword).status == 400)
             #expect((try await h.client.user(confirmed.access).json["user_metadata"] as? [String: Any])?["name"] == nil)
+
+            // An unconfirmed account that holds a password (written by an older release, or imported) does not sign
+            // in by it.
+            let legacy = AccountHarness.newEmail("legacy")
+            _ = try await h.client.signUp(legacy, password: Self.attackerPassword)
+            let hash = try await PasswordHasher().hash(Self.attackerPassword)
+            try await h.server.services.store.database.update("accounts").set("password_hash", to: hash)
+                .where("email", .equal, legacy).run()
+            let refused = try await h.client.password(legacy, Self.attackerPassword)
+            #expect(refused.json["error_code"] as? String == "email_not_confirmed")
+            #expect(refused.json["access_token"] == nil)
         }
     }
 
@@ -190,6 +201,11 @@ struct AttackReviewTests {
                 "/auth/v1/user", ["password": "a new passphrase", "current_password": "correct horse battery"],
                 bearer: company.access)
             #expect(change.status == 403)
+            // Nor on the account's own business under /v1.
+            for path in ["/v1/sessions", "/v1/account/audit", "/v1/companies"] {
+                let refused = try await h.client.get(path, bearer: company.access)
+                #expect(refused.json["code"] as? String == "account_session_required", "\(path)")
+            }
             // No company login from a company session.
             #expect(
                 try await h.client.companyLogin(
@@ -360,10 +376,16 @@ struct AttackReviewTests {
             let fields = AccountHarness.formFields(try await h.http.send(.GET, link).body)
             var form = URLComponents()
             form.queryItems = fields.map { URLQueryItem(name: $0.key, value: $0.value) }
-            let crossSite = try await h.http.send(
-                .POST, h.server.baseURL + "/auth/v1/verify/continue", rawBody: form.percentEncodedQuery,
-                headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Origin", "https://evil.example")])
-            #expect(crossSite.status == 403)
+            #expect(try await h.http.send(.GET, link).headers["referrer-policy"] == "same-origin")
+            for forged in [
+                [("Origin", "https://evil.example")], [("Sec-Fetch-Site", "cross-site"), ("Origin", "null")],
+                [("Origin", "null")],
+            ] {
+                let crossSite = try await h.http.send(
+                    .POST, h.server.baseURL + "/auth/v1/verify/continue", rawBody: form.percentEncodedQuery,
+                    headers: [("Content-Type", "application/x-www-form-urlencoded")] + forged)
+                #expect(crossSite.status == 403)
+            }
             let (_, answer) = try await h.followLink(link)
             #expect(answer.status == 303)
             #expect(answer.headers["location"]?.contains("access_token=") == true)

@@ -90,7 +90,7 @@ struct IsolationTests {
                 Case(
                     method: "PUT", path: "\(c)/credential",
                     body: ["username": "another", "password": "long enough pw 1"],
-                    expected: [401, 409, 404, 409, 409, 409, 409]),
+                    expected: [401, 409, 403, 403, 403, 403, 403]),
                 // Another company's ids, through company A's paths and tokens.
                 Case(
                     method: "GET", path: "/v1/companies/\(b)", body: nil, expected: [401, 403, nil, 403, 403, 403, 403]),

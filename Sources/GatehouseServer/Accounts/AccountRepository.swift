@@ -85,6 +85,17 @@ struct AccountRepository {
             .run()
     }
 
+    /// Sets the last sign-in time and, when given, a fresh hash of the same password (only over `replacing`, the hash
+    /// that was checked, so a password changed meanwhile is never overwritten).
+    func recordSignIn(_ id: String, at time: Date, rehashed: String?, replacing old: String?) async throws {
+        try await db.update("accounts").set("last_sign_in_at", to: time.epochMilliseconds)
+            .where("id", .equal, id).run()
+        if let rehashed {
+            try await db.update("accounts").set("password_hash", to: rehashed)
+                .where("id", .equal, id).where("password_hash", .equal, SQLBind(old)).run()
+        }
+    }
+
     func delete(id: String) async throws {
         try await db.delete(from: "accounts").where("id", .equal, id).run()
     }

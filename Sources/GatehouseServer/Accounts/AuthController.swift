@@ -423,23 +423,31 @@ struct AuthController {
             verification = .invalid
         }
         guard case .valid(let needsRehash) = verification, let account else {
-            let reason = account == nil ? "no_account" : account?.passwordHash == nil ? "no_password" : "wrong_password"
+            let reason =
+                account == nil ? "no_account" : account?.passwordHash == nil ? "no_password" : "wrong_password"
             await env.sessions.audit(
                 client.event(
                     .signInFailed, accountID: account?.id,
                     detail: ["method": "password", "reason": reason, "email": Secrets.emailDigest(email)]))
             throw Self.invalidCredentials
         }
+        // An unconfirmed account with a password (imported, or written by an older release) does not sign in by it.
+        guard account.emailConfirmedAt != nil else {
+            throw APIError(.badRequest, code: .emailNotConfirmed, message: "Email not confirmed")
+        }
         // A failed rehash (an imported hash of a password libxcrypt cannot take) keeps the old hash; sign-in goes on.
         let rehashed = needsRehash ? try? await env.hasher.hash(body.password) : nil
-        var signedIn = account
-        if let rehashed { signedIn.passwordHash = rehashed }
-        signedIn.lastSignInAt = now
         let env = self.env
-        let updated = signedIn
+        let checkedHash = account.passwordHash
         let issued = try await env.store.transaction { db in
-            try await AccountRepository(db: db).update(updated)
-            try await AccountRepository(db: db).touchIdentity(provider: "email", accountID: account.id, at: now)
+            // Only what this sign-in changes is written, against the row as it is now: a password changed or an
+            // account disabled while the hash was being checked stays changed.
+            let accounts = AccountRepository(db: db)
+            guard let current = try await accounts.find(id: account.id), current.disabledAt == nil,
+                current.passwordHash == checkedHash
+            else { throw Self.invalidCredentials }
+            try await accounts.recordSignIn(account.id, at: now, rehashed: rehashed, replacing: checkedHash)
+            try await accounts.touchIdentity(provider: "email", accountID: account.id, at: now)
             try await ThrottleRepository(db: db).clear(throttleKey)
             try await AuditLog(db: db, clock: env.clock).record(
                 client.event(.signedIn, accountID: account.id, detail: ["method": "password"]))
@@ -640,22 +648,25 @@ struct AuthController {
             try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
             _ = try await env.claimCooldown("email_change", email: newEmail)
         }
-        if let data = body.data {
-            for (key, value) in data {
-                if value == .null {
-                    account.userMetadata.removeValue(forKey: key)
-                } else {
-                    account.userMetadata[key] = value
-                }
-            }
-        }
-        if let newHash { account.passwordHash = newHash }
-        account.updatedAt = now
         let passwordChanged = newHash != nil
         let env = self.env
-        let updated = account
         let requestedEmail = newEmail
-        try await env.store.transaction { db in
+        let hash = newHash
+        account = try await env.store.transaction { db in
+            // The changes apply to the row as it is now, not as it was read before the slow checks: a disable or
+            // another change made meanwhile is kept.
+            guard var updated = try await AccountRepository(db: db).find(id: identity.accountID),
+                updated.disabledAt == nil
+            else { throw APIError(.forbidden, code: .userBanned, message: "This account is disabled") }
+            for (key, value) in body.data ?? [:] {
+                if value == .null {
+                    updated.userMetadata.removeValue(forKey: key)
+                } else {
+                    updated.userMetadata[key] = value
+                }
+            }
+            if let hash { updated.passwordHash = hash }
+            updated.updatedAt = now
             let audit = AuditLog(db: db, clock: env.clock)
             if body.data != nil {
                 try await audit.record(client.event(.profileUpdated, accountID: updated.id))
@@ -666,14 +677,14 @@ struct AuthController {
                 try await audit.record(client.event(.passwordChanged, accountID: updated.id))
             }
             try await AccountRepository(db: db).update(updated)
-            guard let newEmail = requestedEmail else { return }
+            guard let newEmail = requestedEmail else { return updated }
             let taken = try await AccountRepository(db: db).find(email: newEmail) != nil
             try await audit.record(
                 client.event(
                     .emailChangeRequested, accountID: updated.id, detail: ["new_email": Secrets.emailDigest(newEmail)]))
             try await env.mailer.enqueue(.emailChangeRequested(newEmail: newEmail), to: updated.email, db: db)
             // A taken address gets no code (it could never be confirmed), and the answer does not say so.
-            guard !taken else { return }
+            guard !taken else { return updated }
             let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
                 .issue(email: newEmail, purpose: .emailChange, accountID: updated.id, newEmail: newEmail)
             try await env.mailer.enqueue(
@@ -681,6 +692,7 @@ struct AuthController {
                     code: code.code, link: env.verifyLink(token: code.linkToken, type: "email_change", redirectTo: nil),
                     newEmail: newEmail),
                 to: newEmail, db: db)
+            return updated
         }
         env.mailer.queue.wake()
         return try await env.user(account, db: env.store.database)

@@ -40,7 +40,7 @@ enum LinkPage {
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8">
             <meta name="viewport" content="width=device-width, initial-scale=1">
-            <meta name="referrer" content="no-referrer">
+            <meta name="referrer" content="same-origin">
             <title>\(escape(title))</title>
             <style>
             :root { color-scheme: light dark; font-family: -apple-system, system-ui, sans-serif; }
@@ -56,7 +56,9 @@ enum LinkPage {
             status: .ok,
             headers: [
                 .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
-                HTTPField.Name("Referrer-Policy")!: "no-referrer",
+                // Same-origin, not no-referrer: the link's token never leaves for another site, and the browser still
+                // names this page's origin when its button posts (no-referrer would make that `Origin: null`).
+                HTTPField.Name("Referrer-Policy")!: "same-origin",
                 HTTPField.Name("Content-Security-Policy")!:
                     "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
             ],
@@ -89,16 +91,16 @@ enum LinkPage {
             ])
     }
 
-    /// Whether a form post came from this server's own page: a browser names the page's origin in `Origin` (or says
-    /// `same-origin` in `Sec-Fetch-Site`); a request with neither is not a browser's cross-site post.
+    /// Whether a form post came from this server's own page. A browser says so in `Sec-Fetch-Site: same-origin`, or
+    /// names the page's origin in `Origin`; a cross-site post says `cross-site` or names another origin (or `null`,
+    /// from a sandboxed or no-referrer page). A request with neither header is not a browser's cross-site post.
     static func isSameOrigin(_ request: Request, publicURL: String) -> Bool {
-        if let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!], site != "same-origin", site != "none" {
-            return false
+        if let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!] {
+            return site == "same-origin" || site == "none"
         }
         guard let origin = request.headers[HTTPField.Name("Origin")!] else { return true }
-        guard let own = URLComponents(string: publicURL), let given = URLComponents(string: origin) else {
-            return false
-        }
+        guard let own = URLComponents(string: publicURL), let given = URLComponents(string: origin), given.host != nil
+        else { return false }
         return own.scheme?.lowercased() == given.scheme?.lowercased()
             && own.host?.lowercased() == given.host?.lowercased()
             && own.port == given.port

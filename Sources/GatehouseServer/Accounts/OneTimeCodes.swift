@@ -59,9 +59,12 @@ struct OneTimeCodes {
     ) async throws -> IssuedCode {
         let now = clock.now
         if purpose != .signup {
-            try await db.update("one_time_codes").set("consumed_at", to: now.epochMilliseconds)
+            var earlier = db.update("one_time_codes").set("consumed_at", to: now.epochMilliseconds)
                 .where("email", .equal, email).where("purpose", .equal, purpose.rawValue)
-                .where("consumed_at", .is, SQLLiteral.null).run()
+                .where("consumed_at", .is, SQLLiteral.null)
+            // Another account's change to the same address is not this request's to cancel.
+            if purpose == .emailChange { earlier = earlier.where("account_id", .equal, SQLBind(accountID)) }
+            try await earlier.run()
         }
         let issued = IssuedCode(id: Secrets.identifier(), code: Secrets.sixDigitCode(), linkToken: Secrets.token())
         let pendingJSON = try pending.map {

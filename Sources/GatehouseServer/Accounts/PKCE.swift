@@ -91,11 +91,17 @@ struct FlowStates {
         return code
     }
 
-    /// Remembers which session the code's exchange started.
+    /// Remembers which session the code's exchange started, in the transaction that starts it. A replay that came
+    /// first marked the code, and then the session is not started at all.
     func bind(_ authCode: String, sessionID: String) async throws {
-        try await db.update("flow_states").set("session_id", to: sessionID)
-            .where("auth_code_hash", .equal, Secrets.digest(authCode)).run()
+        let bound = try await db.update("flow_states").set("session_id", to: sessionID)
+            .where("auth_code_hash", .equal, Secrets.digest(authCode)).where("session_id", .is, SQLLiteral.null)
+            .returning("id").all()
+        guard !bound.isEmpty else { throw Refusal.notFound.apiError }
     }
+
+    /// The mark a replay leaves on a code whose exchange has not started its session yet.
+    static let replayed = "replayed"
 
     /// Uses up the authorization code when the verifier matches, returning what its link proved. A wrong verifier
     /// also uses it up: a code is never worth a second guess.
@@ -111,7 +117,13 @@ struct FlowStates {
                 let used = try await db.select().column("session_id").from("flow_states")
                     .where("auth_code_hash", .equal, hash).first()
             else { return .failure(.notFound) }
-            return .failure(.reused(sessionID: try used.decode(column: "session_id", as: String?.self)))
+            guard let sessionID = try used.decode(column: "session_id", as: String?.self) else {
+                // The first exchange is still starting its session: mark the code so that it never does.
+                try await db.update("flow_states").set("session_id", to: Self.replayed)
+                    .where("auth_code_hash", .equal, hash).where("session_id", .is, SQLLiteral.null).run()
+                return .failure(.reused(sessionID: nil))
+            }
+            return .failure(.reused(sessionID: sessionID == Self.replayed ? nil : sessionID))
         }
         guard try row.decode(column: "expires_at", as: Int64.self) > now else { return .failure(.expired) }
         guard PKCE.verifies(verifier, challenge: try row.decode(column: "code_challenge", as: String.self)) else {

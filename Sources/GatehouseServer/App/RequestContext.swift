@@ -41,13 +41,25 @@ public struct AuthenticatedContext: ChildRequestContext {
 struct AuthMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let sessions: SessionService
+    /// Whether only an account session may pass: the account's own business (its companies, shares it accepts, its
+    /// sessions, its audit trail, its credentials and company logins) is not a company session's to do.
+    var accountOnly = false
 
     func handle(
         _ request: Request, context: AppRequestContext,
         next: (Request, AppRequestContext) async throws -> Response
     ) async throws -> Response {
         var context = context
-        context.identity = try await Self.identify(request, sessions: sessions, peerAddress: context.peerAddress)
+        let identity = try await Self.identify(request, sessions: sessions, peerAddress: context.peerAddress)
+        if accountOnly, !identity.isAccountSession {
+            let client = ClientInfo(request, peerAddress: context.peerAddress, settings: sessions.settings)
+            await sessions.audit(
+                client.event(
+                    .authorizationRefused, accountID: identity.accountID,
+                    detail: ["reason": "account_session_required", "path": request.uri.path]))
+            throw APIError.accountSessionRequired
+        }
+        context.identity = identity
         return try await next(request, context)
     }
 

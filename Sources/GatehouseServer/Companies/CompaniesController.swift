@@ -8,7 +8,7 @@ struct CompaniesController {
     let env: AccountsEnvironment
 
     func addRoutes(to router: Router<AppRequestContext>) {
-        let account = router.group("/v1").add(middleware: AuthMiddleware(sessions: env.sessions))
+        let account = router.group("/v1").add(middleware: AuthMiddleware(sessions: env.sessions, accountOnly: true))
             .group(context: AuthenticatedContext.self)
         account.get("companies", use: list)
         account.post("companies", use: create)

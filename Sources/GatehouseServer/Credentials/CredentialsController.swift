@@ -8,8 +8,10 @@ struct CredentialsController {
     let env: AccountsEnvironment
 
     func addRoutes(to router: Router<AppRequestContext>) {
-        let account = router.group("/v1/companies/{cid}").add(middleware: AuthMiddleware(sessions: env.sessions))
-            .group(context: AuthenticatedContext.self)
+        let account = router.group("/v1/companies/{cid}").add(
+            middleware: AuthMiddleware(sessions: env.sessions, accountOnly: true)
+        )
+        .group(context: AuthenticatedContext.self)
         account.put("credential", use: create)
         account.post("login", use: login)
 

@@ -62,13 +62,17 @@ struct ThrottleRepository {
 struct CooldownRepository {
     let db: any SQLDatabase
 
-    /// Seconds left before `key` may be used again, or nil; starts a new period when free.
+    /// Seconds left before `key` may be used again, or nil; starts a new period when free. Atomic (run it in a
+    /// transaction): the row is locked while it is read and written, so parallel requests cannot all claim it.
     func claim(_ key: String, cooldown: TimeInterval, now: Date) async throws -> Int? {
-        if let row = try await db.select().column("last_failure_at").from("auth_throttle")
-            .where("key", .equal, key).first()
+        try await db.insert(into: "auth_throttle")
+            .columns("key", "failures", "window_started_at", "last_failure_at")
+            .values(SQLBind(key), SQLBind(Int64(0)), SQLBind(Int64(0)), SQLBind(Int64(0)))
+            .ignoringConflicts(with: "key").run()
+        if let last = try await db.select().column("last_failure_at").from("auth_throttle")
+            .where("key", .equal, key).for(.update).first(decodingColumn: "last_failure_at", as: Int64.self)
         {
-            let last = Date(epochMilliseconds: try row.decode(column: "last_failure_at", as: Int64.self))
-            let readyAt = last.addingTimeInterval(cooldown)
+            let readyAt = Date(epochMilliseconds: last).addingTimeInterval(cooldown)
             if readyAt > now { return max(1, Int(readyAt.timeIntervalSince(now).rounded(.up))) }
         }
         try await ThrottleRepository(db: db).save(

@@ -8,7 +8,7 @@ struct SessionsController {
     let env: AccountsEnvironment
 
     func addRoutes(to router: Router<AppRequestContext>) {
-        let group = router.group("/v1").add(middleware: AuthMiddleware(sessions: env.sessions))
+        let group = router.group("/v1").add(middleware: AuthMiddleware(sessions: env.sessions, accountOnly: true))
             .group(context: AuthenticatedContext.self)
         group.get("sessions", use: list)
         group.delete("sessions/{id}", use: revoke)

@@ -246,6 +246,10 @@ public enum Migrations {
         Migration(version: 4, name: "attack review: pending sign-ups, PKCE, child sessions, mail queue, token replay") {
             db in
             // What a sign-up chose (password digest, metadata) waits on its own code until that code is verified.
+            // Unconfirmed accounts written by older releases hold whatever their sign-up chose, maybe an attacker's:
+            // it is dropped, and the owner chooses again when confirming.
+            try await db.update("accounts").set("password_hash", to: SQLLiteral.null).set("user_metadata", to: "{}")
+                .where("email_confirmed_at", .is, SQLLiteral.null).run()
             try await db.alter(table: "one_time_codes").column("pending_password_hash", type: .text).run()
             try await db.alter(table: "one_time_codes").column("pending_metadata", type: .text).run()
             try await db.alter(table: "one_time_codes").column("code_challenge", type: .text).run()
