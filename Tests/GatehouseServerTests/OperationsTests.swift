@@ -76,6 +76,24 @@ struct OperationsTests {
         }
     }
 
+    @Test("a method a known path does not serve is 405 with Allow; an unknown path stays 404")
+    func methodNotAllowed() async throws {
+        try await withApp { client in
+            try await client.execute(uri: "/health/live", method: .put) { response in
+                #expect(response.status == .methodNotAllowed)
+                #expect(response.headers[.allow] == "GET")
+                #expect(String(buffer: response.body).contains(#""code":"method_not_allowed""#))
+            }
+            try await client.execute(uri: "/v1/companies/some-id/members/someone", method: .post) { response in
+                #expect(response.status == .methodNotAllowed)
+                #expect(response.headers[.allow] == "DELETE, PATCH")
+            }
+            try await client.execute(uri: "/v1/no-such-thing", method: .put) { response in
+                #expect(response.status == .notFound)
+            }
+        }
+    }
+
     @Test("an unknown route is 404 not_found in {code, message}")
     func unknownRoute() async throws {
         try await withApp { client in

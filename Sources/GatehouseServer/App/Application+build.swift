@@ -101,6 +101,8 @@ public func buildRouter(_ services: GatehouseServices) throws -> Router<AppReque
     router.add(middleware: SecurityHeadersMiddleware())
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: ErrorMiddleware())
+    let routes = RouteTable()
+    router.add(middleware: MethodNotAllowedMiddleware(table: routes))
     router.add(middleware: BodyLimitMiddleware(limit: services.configuration.maxBodySize))
     OperationsController(
         store: services.store, metrics: services.metrics, metricsToken: services.configuration.metricsToken,
@@ -110,6 +112,7 @@ public func buildRouter(_ services: GatehouseServices) throws -> Router<AppReque
     SessionsController(env: services.accounts).addRoutes(to: router)
     CompaniesController(env: services.accounts).addRoutes(to: router)
     CredentialsController(env: services.accounts).addRoutes(to: router)
+    routes.record(router.routes.map { (method: $0.method.rawValue, path: "\($0.path)") })
     return router
 }
 

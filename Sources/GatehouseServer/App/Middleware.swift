@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import Synchronization
 
 /// Turns every failure into `{code, message}`: expected ones keep their code, anything else is logged once as a 500.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
@@ -153,6 +154,48 @@ extension Request {
         case is Bool.Type: "true or false"
         case is [Any].Type: "an array"
         default: "an object"
+        }
+    }
+}
+
+/// The router's routes, recorded once every route is added, so an unknown method on a known path can be told from
+/// an unknown path.
+final class RouteTable: Sendable {
+    private let routes = Mutex<[(method: String, segments: [Substring])]>([])
+
+    func record(_ described: [(method: String, path: String)]) {
+        routes.withLock { $0 = described.map { ($0.method, $0.path.split(separator: "/")) } }
+    }
+
+    /// The methods served on `path`, sorted; empty when no route has this path.
+    func methods(for path: String) -> [String] {
+        let segments = path.split(separator: "/")
+        return routes.withLock { routes in
+            routes.filter { route in
+                route.segments.count == segments.count
+                    && zip(route.segments, segments).allSatisfy { pattern, given in
+                        pattern.hasPrefix("{") || pattern.hasPrefix(":") || pattern == given
+                    }
+            }.map(\.method)
+        }.uniqued().sorted()
+    }
+}
+
+/// Answers 405 with `Allow` for a method the path does not serve (the router itself only knows "no route").
+struct MethodNotAllowedMiddleware<Context: RequestContext>: RouterMiddleware {
+    let table: RouteTable
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound {
+            let allowed = table.methods(for: request.uri.path)
+            guard !allowed.isEmpty else { throw error }
+            throw APIError(
+                .methodNotAllowed, code: .methodNotAllowed, message: "This method is not allowed here",
+                headers: [.allow: allowed.joined(separator: ", ")])
         }
     }
 }
