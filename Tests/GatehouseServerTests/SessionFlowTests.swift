@@ -211,6 +211,12 @@ struct SessionFlowTests {
             #expect(actions.contains("verified"))
             let text = page.body + rest.body
             #expect(!text.contains(email))
+            // Paging outside the contract is refused, not silently clamped.
+            for query in ["limit=101", "limit=0", "limit=ten", "before=x"] {
+                let refused = try await h.client.get("/v1/account/audit?\(query)", bearer: s.access)
+                #expect(refused.status == 400, "\(query)")
+                #expect(refused.json["code"] as? String == "validation_failed")
+            }
             #expect(!text.contains("correct horse battery") && !text.contains(fresh.refresh))
         }
     }

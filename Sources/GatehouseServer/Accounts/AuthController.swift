@@ -260,7 +260,9 @@ struct AuthController {
             throw APIError(.forbidden, code: .crossSiteRequest, message: "This form can only be sent from its own page")
         }
         try await env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
-        let type = form["type"] ?? "magiclink"
+        guard let type = form["type"], form["token"] != nil else {
+            throw APIError.validation("The form needs its token and type")
+        }
         let target = env.allowedRedirect(form["redirect_to"]) ?? env.siteURL
         let env = self.env
         var consumed: ConsumedCode?

@@ -465,9 +465,7 @@ struct CompaniesController {
 
     /// The company's audit trail: everything for the owner, one's own events for participants.
     @Sendable func audit(_ request: Request, context: CompanyContext) async throws -> AuditPage {
-        let query = request.uri.queryParameters
-        let limit = min(100, max(1, query["limit"].flatMap { Int(String($0)) } ?? 50))
-        let before = query["before"].flatMap { Int64(String($0)) }
+        let (before, limit) = try AuditLog.paging(request)
         let events = try await AuditLog(db: env.store.database, clock: env.clock).page(
             companyID: context.companyID, accountID: context.membership.isOwner ? nil : context.identity.accountID,
             before: before, limit: limit)

@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseAPI
+import Hummingbird
 import Logging
 import SQLKit
 
@@ -40,6 +41,24 @@ struct AuditLog {
                 SQLBind(detail)
             )
             .run()
+    }
+
+    /// `?before=<id>&limit=<1…100>` (default 50); anything else is refused as the contract says.
+    static func paging(_ request: Request) throws -> (before: Int64?, limit: Int) {
+        let query = request.uri.queryParameters
+        var limit = 50
+        if let raw = query["limit"] {
+            guard let given = Int(String(raw)), (1...100).contains(given) else {
+                throw APIError.validation("limit must be a whole number from 1 to 100")
+            }
+            limit = given
+        }
+        var before: Int64?
+        if let raw = query["before"] {
+            guard let given = Int64(String(raw)) else { throw APIError.validation("before must be an event id") }
+            before = given
+        }
+        return (before, limit)
     }
 
     /// The account's own events, newest first, `limit` at a time, before the event id `before`.

@@ -43,9 +43,7 @@ struct SessionsController {
 
     /// The caller's own audit events, newest first; `?before=<id>&limit=<1…100>` pages.
     @Sendable func audit(_ request: Request, context: AuthenticatedContext) async throws -> AuditPage {
-        let query = request.uri.queryParameters
-        let limit = min(100, max(1, query["limit"].flatMap { Int(String($0)) } ?? 50))
-        let before = query["before"].flatMap { Int64(String($0)) }
+        let (before, limit) = try AuditLog.paging(request)
         let events = try await AuditLog(db: env.store.database, clock: env.clock)
             .page(accountID: context.identity.accountID, before: before, limit: limit)
         return AuditPage(events: events, nextBefore: events.count == limit ? events.last?.id : nil)
