@@ -23,11 +23,6 @@ struct AccountsEnvironment: Sendable {
 
     var siteURL: String { settings.siteURL ?? publicURL }
 
-    /// Records an audit event in its own transaction.
-    func audit(_ event: AuditEvent) async throws {
-        try await store.transaction { db in try await AuditLog(db: db, clock: clock).record(event) }
-    }
-
     /// Where a request came from.
     func client(_ request: Request, _ peerAddress: String?) -> ClientInfo {
         ClientInfo(request, peerAddress: peerAddress, settings: settings)

@@ -86,11 +86,6 @@ struct OneTimeCodes {
         return issued
     }
 
-    /// Removes a code that must not be used after all.
-    func withdraw(id: String) async throws {
-        try await db.delete(from: "one_time_codes").where("id", .equal, id).run()
-    }
-
     /// Voids every other live code of `email`'s sign-ups once the address is confirmed.
     func voidSignups(email: String) async throws {
         try await db.update("one_time_codes").set("consumed_at", to: clock.now.epochMilliseconds)

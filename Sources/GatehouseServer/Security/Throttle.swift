@@ -79,9 +79,4 @@ struct CooldownRepository {
             key, FailureBackoff(failures: 0, windowStartedAt: now, lastFailureAt: now))
         return nil
     }
-
-    /// Gives back a period whose mail was never sent, so the retry is not made to wait.
-    func release(_ key: String) async throws {
-        try await ThrottleRepository(db: db).clear(key)
-    }
 }
