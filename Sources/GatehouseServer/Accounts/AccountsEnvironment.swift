@@ -23,6 +23,16 @@ struct AccountsEnvironment: Sendable {
 
     var siteURL: String { settings.siteURL ?? publicURL }
 
+    /// Runs `body` in one transaction that may queue mail, then wakes the mail worker once it has committed, so the
+    /// mail leaves when what it announces is stored, and never before.
+    func transactionQueuingMail<T: Sendable>(
+        _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
+        let result = try await store.transaction(body)
+        mailer.queue.wake()
+        return result
+    }
+
     /// Where a request came from.
     func client(_ request: Request, _ peerAddress: String?) -> ClientInfo {
         ClientInfo(request, peerAddress: peerAddress, settings: settings)
@@ -94,7 +104,7 @@ struct AccountsEnvironment: Sendable {
         let settings = self.settings
         let clock = self.clock
         let mailer = self.mailer
-        try await store.transaction { db in
+        try await transactionQueuingMail { db in
             guard let account = try await AccountRepository(db: db).find(email: email), account.disabledAt == nil,
                 eligible(account)
             else { return }
@@ -103,7 +113,6 @@ struct AccountsEnvironment: Sendable {
                 .issue(email: email, purpose: purpose, accountID: account.id, codeChallenge: codeChallenge)
             try await mailer.enqueue(template(code), to: email, db: db)
         }
-        mailer.queue.wake()
     }
 
     /// A link into `GET /auth/v1/verify`, carrying the link token and where to land afterwards.

@@ -65,7 +65,7 @@ struct AuthController {
         let pending = PendingSignup(passwordHash: computed, metadata: body.data ?? [:])
         let metadata = body.data ?? [:]
         let env = self.env
-        let accountID: String? = try await env.store.transaction { db in
+        let accountID: String? = try await env.transactionQueuingMail { db in
             let accounts = AccountRepository(db: db)
             let existing = try await accounts.find(email: email)
             if let existing, existing.emailConfirmedAt != nil {
@@ -92,7 +92,6 @@ struct AuthController {
             try await AuditLog(db: db, clock: env.clock).record(client.event(.signup, accountID: account.id))
             return account.id
         }
-        env.mailer.queue.wake()
         guard let accountID,
             let account = try await AccountRepository(db: env.store.database).find(id: accountID)
         else { return try await env.decoyUser(email: email, metadata: metadata, now: now) }
@@ -115,7 +114,7 @@ struct AuthController {
         let now = env.clock.now
         let env = self.env
         let createUser = body.createUser ?? true
-        try await env.store.transaction { db in
+        try await env.transactionQueuingMail { db in
             let accounts = AccountRepository(db: db)
             var account = try await accounts.find(email: email)
             if account == nil, createUser {
@@ -137,7 +136,6 @@ struct AuthController {
                 to: email, db: db)
             try await AuditLog(db: db, clock: env.clock).record(client.event(.otpSent, accountID: account.id))
         }
-        env.mailer.queue.wake()
         return [:]
     }
 
@@ -654,7 +652,7 @@ struct AuthController {
         let env = self.env
         let requestedEmail = newEmail
         let hash = newHash
-        account = try await env.store.transaction { db in
+        account = try await env.transactionQueuingMail { db in
             // The changes apply to the row as it is now, not as it was read before the slow checks: a disable or
             // another change made meanwhile is kept.
             guard var updated = try await AccountRepository(db: db).find(id: identity.accountID),
@@ -696,7 +694,6 @@ struct AuthController {
                 to: newEmail, db: db)
             return updated
         }
-        env.mailer.queue.wake()
         return try await env.user(account, db: env.store.database)
     }
 
@@ -760,14 +757,13 @@ struct AuthController {
         try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
         _ = try await env.claimCooldown("reauthentication", email: account.email)
         let env = self.env
-        try await env.store.transaction { db in
+        try await env.transactionQueuingMail { db in
             let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
                 .issue(email: account.email, purpose: .reauthentication, accountID: account.id)
             try await env.mailer.enqueue(.reauthentication(code: code.code), to: account.email, db: db)
             try await AuditLog(db: db, clock: env.clock).record(
                 client.event(.reauthenticationRequested, accountID: account.id))
         }
-        env.mailer.queue.wake()
         return [:]
     }
 

@@ -19,7 +19,7 @@ struct Mailer: Sendable {
         case emailChangeRequested(newEmail: String)
     }
 
-    /// Queues the mail in the caller's transaction; call `queue.wake()` once it has committed.
+    /// Queues the mail in the caller's transaction (`AccountsEnvironment.transactionQueuingMail` wakes the worker).
     func enqueue(_ template: Template, to recipient: String, db: any SQLDatabase) async throws {
         try await queue.enqueue(render(template, to: recipient), db: db)
     }
