@@ -64,6 +64,21 @@ struct AccountsEnvironment: Sendable {
         }
     }
 
+    /// Consumes a mailed code of `email`: the try is counted against the address's ceiling across all its codes
+    /// before the code is compared, and a match clears that count. Nil for a wrong, used or expired code.
+    func consumeCode(email: String, code: String, purposes: [CodePurpose], client: ClientInfo) async throws
+        -> ConsumedCode?
+    {
+        let key = "codes:" + Secrets.digest(email)
+        try await admit(key, rule: .codes(ceiling: settings.limits.codeFailuresPerDay), client: client)
+        return try await store.transaction { [clock, settings] db in
+            let found = try await OneTimeCodes(db: db, clock: clock, settings: settings)
+                .consume(email: email, code: code, purposes: purposes)
+            if found != nil { try await ThrottleRepository(db: db).clear(key) }
+            return found
+        }
+    }
+
     /// Forgets the failures behind `key` after a success.
     func clearThrottle(_ key: String) async throws {
         try await store.transaction { db in try await ThrottleRepository(db: db).clear(key) }

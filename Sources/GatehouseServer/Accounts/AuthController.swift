@@ -208,14 +208,8 @@ struct AuthController {
             }
             let email = try env.validEmail(rawEmail)
             emailDigest = Secrets.emailDigest(email)
-            let key = "codes:" + Secrets.digest(email)
-            try await env.admit(key, rule: .codes(ceiling: env.settings.limits.codeFailuresPerDay), client: client)
-            consumed = try await env.store.transaction { db in
-                let found = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
-                    .consume(email: email, code: token.trimmingCharacters(in: .whitespaces), purposes: purposes)
-                if found != nil { try await ThrottleRepository(db: db).clear(key) }
-                return found
-            }
+            consumed = try await env.consumeCode(
+                email: email, code: token.trimmingCharacters(in: .whitespaces), purposes: purposes, client: client)
         }
         guard let consumed else {
             var detail = ["type": String(body.type.prefix(32))]
@@ -722,15 +716,8 @@ struct AuthController {
             throw APIError(.badRequest, code: .invalidCredentials, message: "The current password is not correct")
         }
         if let nonce = body.nonce {
-            let env = self.env
-            let key = "codes:" + Secrets.digest(account.email)
-            try await env.admit(key, rule: .codes(ceiling: env.settings.limits.codeFailuresPerDay), client: client)
-            let consumed = try await env.store.transaction { db in
-                let found = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
-                    .consume(email: account.email, code: nonce, purposes: [.reauthentication])
-                if found != nil { try await ThrottleRepository(db: db).clear(key) }
-                return found
-            }
+            let consumed = try await env.consumeCode(
+                email: account.email, code: nonce, purposes: [.reauthentication], client: client)
             if consumed != nil { return }
             await env.sessions.audit(
                 client.event(
