@@ -44,6 +44,12 @@ struct AccountRepository {
         try await db.select().columns(Self.columns).from("accounts").where("id", .equal, id).first().map(Self.decode)
     }
 
+    /// The account an operator names, by id or by email.
+    func find(idOrEmail: String) async throws -> AccountRecord? {
+        if let account = try await find(id: idOrEmail) { return account }
+        return try await find(email: idOrEmail.lowercased())
+    }
+
     func insert(_ account: AccountRecord) async throws {
         try await db.insert(into: "accounts").columns(Self.columns)
             .values(

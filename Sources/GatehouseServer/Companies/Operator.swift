@@ -73,8 +73,7 @@ public struct Operator: Sendable {
     /// An account, found by id or email, with its companies and live sessions.
     public func user(_ idOrEmail: String) async throws -> String? {
         let accounts = AccountRepository(db: store.database)
-        var found = try await accounts.find(id: idOrEmail)
-        if found == nil { found = try await accounts.find(email: idOrEmail.lowercased()) }
+        let found = try await accounts.find(idOrEmail: idOrEmail)
         guard let account = found else { return nil }
         let sessions = try await SessionRepository(db: store.database).countUnexpired(
             account.id, now: Date().epochMilliseconds)
@@ -97,8 +96,7 @@ public struct Operator: Sendable {
     public func signOutUser(_ idOrEmail: String) async throws -> Int? {
         try await store.transaction { db in
             let accounts = AccountRepository(db: db)
-            var found = try await accounts.find(id: idOrEmail)
-            if found == nil { found = try await accounts.find(email: idOrEmail.lowercased()) }
+            let found = try await accounts.find(idOrEmail: idOrEmail)
             guard let account = found else { return nil }
             let ended = try await SessionRepository(db: db).revoke(.account(account.id), now: Date()).count
             try await AuditLog(db: db, clock: SystemClock()).record(
@@ -112,8 +110,7 @@ public struct Operator: Sendable {
     public func disableUser(_ idOrEmail: String) async throws -> Bool {
         try await store.transaction { db in
             let accounts = AccountRepository(db: db)
-            var found = try await accounts.find(id: idOrEmail)
-            if found == nil { found = try await accounts.find(email: idOrEmail.lowercased()) }
+            let found = try await accounts.find(idOrEmail: idOrEmail)
             guard var account = found else { return false }
             let now = Date()
             account.disabledAt = now
