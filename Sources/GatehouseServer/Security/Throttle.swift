@@ -6,11 +6,17 @@ import SQLKit
 struct ThrottleRepository {
     let db: any SQLDatabase
 
-    func load(_ key: String) async throws -> FailureBackoff? {
+    /// The record behind `key`, locked until the transaction ends; a fresh one (no failures) is made first when
+    /// there is none, so parallel requests queue on the same row instead of each seeing nothing.
+    func locked(_ key: String, now: Date) async throws -> FailureBackoff {
+        try await db.insert(into: "auth_throttle")
+            .columns("key", "failures", "window_started_at", "last_failure_at")
+            .values(SQLBind(key), SQLBind(Int64(0)), SQLBind(now.epochMilliseconds), SQLBind(Int64(0)))
+            .ignoringConflicts(with: "key").run()
         guard
             let row = try await db.select().columns("failures", "window_started_at", "last_failure_at")
-                .from("auth_throttle").where("key", .equal, key).first()
-        else { return nil }
+                .from("auth_throttle").where("key", .equal, key).for(.update).first()
+        else { return FailureBackoff(failures: 0, windowStartedAt: now, lastFailureAt: Date(epochMilliseconds: 0)) }
         return FailureBackoff(
             failures: Int(try row.decode(column: "failures", as: Int64.self)),
             windowStartedAt: Date(epochMilliseconds: try row.decode(column: "window_started_at", as: Int64.self)),
@@ -35,19 +41,7 @@ struct ThrottleRepository {
     /// row is locked while it is read and written, so parallel guesses are each counted. Nil when the attempt may go
     /// ahead, else the seconds to wait (and nothing is counted).
     func admit(_ key: String, now: Date, rule: FailureBackoff.Rule) async throws -> Int? {
-        try await db.insert(into: "auth_throttle")
-            .columns("key", "failures", "window_started_at", "last_failure_at")
-            .values(SQLBind(key), SQLBind(Int64(0)), SQLBind(now.epochMilliseconds), SQLBind(Int64(0)))
-            .ignoringConflicts(with: "key").run()
-        guard
-            let row = try await db.select().columns("failures", "window_started_at", "last_failure_at")
-                .from("auth_throttle").where("key", .equal, key).for(.update).first()
-        else { return nil }
-        let state = FailureBackoff(
-            failures: Int(try row.decode(column: "failures", as: Int64.self)),
-            windowStartedAt: Date(epochMilliseconds: try row.decode(column: "window_started_at", as: Int64.self)),
-            lastFailureAt: Date(epochMilliseconds: try row.decode(column: "last_failure_at", as: Int64.self)))
-        let (wait, next) = state.admitting(now: now, rule: rule)
+        let (wait, next) = try await locked(key, now: now).admitting(now: now, rule: rule)
         if wait == nil { try await save(key, next) }
         return wait
     }
@@ -65,18 +59,10 @@ struct CooldownRepository {
     /// Seconds left before `key` may be used again, or nil; starts a new period when free. Atomic (run it in a
     /// transaction): the row is locked while it is read and written, so parallel requests cannot all claim it.
     func claim(_ key: String, cooldown: TimeInterval, now: Date) async throws -> Int? {
-        try await db.insert(into: "auth_throttle")
-            .columns("key", "failures", "window_started_at", "last_failure_at")
-            .values(SQLBind(key), SQLBind(Int64(0)), SQLBind(Int64(0)), SQLBind(Int64(0)))
-            .ignoringConflicts(with: "key").run()
-        if let last = try await db.select().column("last_failure_at").from("auth_throttle")
-            .where("key", .equal, key).for(.update).first(decodingColumn: "last_failure_at", as: Int64.self)
-        {
-            let readyAt = Date(epochMilliseconds: last).addingTimeInterval(cooldown)
-            if readyAt > now { return max(1, Int(readyAt.timeIntervalSince(now).rounded(.up))) }
-        }
-        try await ThrottleRepository(db: db).save(
-            key, FailureBackoff(failures: 0, windowStartedAt: now, lastFailureAt: now))
+        let throttle = ThrottleRepository(db: db)
+        let readyAt = try await throttle.locked(key, now: now).lastFailureAt.addingTimeInterval(cooldown)
+        if readyAt > now { return max(1, Int(readyAt.timeIntervalSince(now).rounded(.up))) }
+        try await throttle.save(key, FailureBackoff(failures: 0, windowStartedAt: now, lastFailureAt: now))
         return nil
     }
 }
