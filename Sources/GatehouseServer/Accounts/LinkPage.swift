@@ -19,12 +19,12 @@ enum LinkPage {
         case .confirm(let token, let type, let redirectTo, let action):
             title = type == "recovery" ? "Reset your password" : type == "signup" ? "Confirm your email" : "Sign in"
             body = """
-                <h1>\(escape(title))</h1>
+                <h1>\(Mailer.escape(title))</h1>
                 <p>Tap the button to continue in the app.</p>
-                <form method="post" action="\(escape(action))">
-                <input type="hidden" name="token" value="\(escape(token))">
-                <input type="hidden" name="type" value="\(escape(type))">
-                <input type="hidden" name="redirect_to" value="\(escape(redirectTo))">
+                <form method="post" action="\(Mailer.escape(action))">
+                <input type="hidden" name="token" value="\(Mailer.escape(token))">
+                <input type="hidden" name="type" value="\(Mailer.escape(type))">
+                <input type="hidden" name="redirect_to" value="\(Mailer.escape(redirectTo))">
                 <button type="submit">Continue</button>
                 </form>
                 <p class="note">This link works once and expires 10 minutes after it was sent.</p>
@@ -32,7 +32,7 @@ enum LinkPage {
         case .expired:
             title = "This link has expired"
             body = """
-                <h1>\(escape(title))</h1>
+                <h1>\(Mailer.escape(title))</h1>
                 <p>The link was already used, or is more than 10 minutes old. Ask the app for a new one.</p>
                 """
         }
@@ -41,7 +41,7 @@ enum LinkPage {
             <html lang="en"><head><meta charset="utf-8">
             <meta name="viewport" content="width=device-width, initial-scale=1">
             <meta name="referrer" content="same-origin">
-            <title>\(escape(title))</title>
+            <title>\(Mailer.escape(title))</title>
             <style>
             :root { color-scheme: light dark; font-family: -apple-system, system-ui, sans-serif; }
             body { max-width: 28rem; margin: 4rem auto; padding: 0 1rem; line-height: 1.5; }
@@ -104,11 +104,5 @@ enum LinkPage {
         return own.scheme?.lowercased() == given.scheme?.lowercased()
             && own.host?.lowercased() == given.host?.lowercased()
             && own.port == given.port
-    }
-
-    static func escape(_ value: String) -> String {
-        value.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
-            .replacingOccurrences(of: "'", with: "&#39;")
     }
 }

@@ -101,8 +101,10 @@ struct Mailer: Sendable {
         return MailMessage(from: from, to: recipient, subject: subject, text: text, html: html)
     }
 
+    /// Text made safe for HTML content and quoted attribute values, in mails and in the pages links open.
     static func escape(_ value: String) -> String {
         value.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+            .replacingOccurrences(of: "'", with: "&#39;")
     }
 }
