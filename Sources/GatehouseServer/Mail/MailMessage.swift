@@ -1,7 +1,8 @@
 import Foundation
 
-/// An outgoing email with a plain-text and an HTML alternative of the same content.
-public struct MailMessage: Sendable, Equatable {
+/// An outgoing email with a plain-text and an HTML alternative of the same content. Codable, so the mail queue can
+/// keep it (sealed) until it is sent.
+public struct MailMessage: Sendable, Equatable, Codable {
     /// The sender's bare address (`name@example.com`, no display name).
     public var from: String
     /// The recipient's bare address (`name@example.com`, no display name).

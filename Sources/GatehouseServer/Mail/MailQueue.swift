@@ -139,25 +139,3 @@ final class MailQueue: Service, Sendable {
         min(300, pow(2, Double(max(0, attempt - 1))))
     }
 }
-
-extension MailMessage: Codable {
-    enum CodingKeys: String, CodingKey { case from, to, subject, text, html }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        self.init(
-            from: try container.decode(String.self, forKey: .from), to: try container.decode(String.self, forKey: .to),
-            subject: try container.decode(String.self, forKey: .subject),
-            text: try container.decode(String.self, forKey: .text),
-            html: try container.decode(String.self, forKey: .html))
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(from, forKey: .from)
-        try container.encode(to, forKey: .to)
-        try container.encode(subject, forKey: .subject)
-        try container.encode(text, forKey: .text)
-        try container.encode(html, forKey: .html)
-    }
-}
