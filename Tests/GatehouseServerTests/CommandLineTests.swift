@@ -239,6 +239,19 @@ struct OperatorCommandTests {
         let rotated = try CommandLineTests.run(["keys", "rotate"] + args)
         #expect(rotated.status == 0)
         #expect(rotated.stdout.hasPrefix("signing with key "))
+        // Rotating the key-encryption key: a new key first in the key file, re-encrypt, then drop the old key.
+        let keyFile = URL(fileURLWithPath: dataDir).appendingPathComponent("gatehouse.key")
+        let oldKey = try String(contentsOf: keyFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let newKey = SecretBox.newKey()
+        try "\(newKey)\n\(oldKey)\n".write(to: keyFile, atomically: true, encoding: .utf8)
+        let reencrypted = try CommandLineTests.run(["keys", "reencrypt"] + args)
+        #expect(reencrypted.status == 0)
+        let count = try #require(
+            reencrypted.stdout.firstMatch(of: /re-encrypted (\d+) stored secret/).map { Int($0.1) })
+        #expect((count ?? 0) >= 2)  // both signing keys, old and new
+        try "\(newKey)\n".write(to: keyFile, atomically: true, encoding: .utf8)
+        #expect(
+            try CommandLineTests.run(["keys", "reencrypt"] + args).stdout.contains("re-encrypted 0 stored secrets"))
         let list = try CommandLineTests.run(["companies", "list"] + args)
         #expect(list.stdout.contains(cid) && list.stdout.contains("free") && list.stdout.contains("CLI Co"))
         #expect(try CommandLineTests.run(["companies", "set-tier", cid, "enterprise"] + args).status == 0)

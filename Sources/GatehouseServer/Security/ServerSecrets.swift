@@ -42,37 +42,26 @@ public final class ServerSecrets: Sendable {
 
     /// Seals every server secret and signing key with the newest key-encryption key; returns how many were rewritten.
     public static func reencrypt(_ store: Store, box: SecretBox) async throws -> Int {
-        try await store.transaction { db in
+        // Each sealed column: its table, key column, value column, and the context its values are bound to.
+        let columns = [
+            ("server_secrets", "name", "value", "server_secret:"),
+            ("signing_keys", "kid", "private_key", "signing_key:"),
+            ("mail_queue", "id", "message", "mail:"),
+        ]
+        return try await store.transaction { db in
             var rewritten = 0
-            for row in try await db.select().columns("name", "value").from("server_secrets").all() {
-                let name = try row.decode(column: "name", as: String.self)
-                let value = try row.decode(column: "value", as: String.self)
-                let context = "server_secret:\(name)"
-                guard !box.isCurrent(value) else { continue }
-                let clear = value.hasPrefix(SecretBox.prefix) ? try box.open(value, context: context) : value
-                try await db.update("server_secrets").set("value", to: try box.seal(clear, context: context))
-                    .where("name", .equal, name).run()
-                rewritten += 1
-            }
-            for row in try await db.select().columns("kid", "private_key").from("signing_keys").all() {
-                let kid = try row.decode(column: "kid", as: String.self)
-                let value = try row.decode(column: "private_key", as: String.self)
-                guard !box.isCurrent(value) else { continue }
-                let clear = try SigningKeys.openPEM(value, kid: kid, box: box)
-                try await db.update("signing_keys").set(
-                    "private_key", to: try SigningKeys.sealPEM(clear, kid: kid, box: box)
-                )
-                .where("kid", .equal, kid).run()
-                rewritten += 1
-            }
-            for row in try await db.select().columns("id", "message").from("mail_queue").all() {
-                let id = try row.decode(column: "id", as: String.self)
-                let value = try row.decode(column: "message", as: String.self)
-                guard !box.isCurrent(value) else { continue }
-                let clear = try box.open(value, context: "mail:\(id)")
-                try await db.update("mail_queue").set("message", to: try box.seal(clear, context: "mail:\(id)"))
-                    .where("id", .equal, id).run()
-                rewritten += 1
+            for (table, keyColumn, valueColumn, contextPrefix) in columns {
+                for row in try await db.select().columns(keyColumn, valueColumn).from(table).all() {
+                    let key = try row.decode(column: keyColumn, as: String.self)
+                    let value = try row.decode(column: valueColumn, as: String.self)
+                    guard !box.isCurrent(value) else { continue }
+                    // A value an older release stored in the clear is sealed now.
+                    let context = contextPrefix + key
+                    let clear = value.hasPrefix(SecretBox.prefix) ? try box.open(value, context: context) : value
+                    try await db.update(table).set(valueColumn, to: try box.seal(clear, context: context))
+                        .where(keyColumn, .equal, key).run()
+                    rewritten += 1
+                }
             }
             return rewritten
         }
