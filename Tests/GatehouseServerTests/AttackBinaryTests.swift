@@ -17,15 +17,13 @@ struct AttackBinaryTests {
         static func start(sinkPort: Int) async throws -> Binary {
             let folder = try CommandLineTests.scratchFolder()
             let port = try SMTPSink.freePort()
-            let process = Process()
-            process.executableURL = CommandLineTests.executable
-            process.arguments = [
-                "serve", "--port", String(port), "--data-dir", folder.appendingPathComponent("data").path,
-                "--smtp-url", "smtp://127.0.0.1:\(sinkPort)", "--trusted-proxies", "127.0.0.1",
-                "--site-url", "https://site.example", "--redirect-urls", "https://good.example*",
-                "--code-failures-per-day", "8", "--log-level", "warning",
-            ]
-            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
+            let process = CommandLineTests.process(
+                [
+                    "serve", "--port", String(port), "--data-dir", folder.appendingPathComponent("data").path,
+                    "--smtp-url", "smtp://127.0.0.1:\(sinkPort)", "--trusted-proxies", "127.0.0.1",
+                    "--site-url", "https://site.example", "--redirect-urls", "https://good.example*",
+                    "--code-failures-per-day", "8", "--log-level", "warning",
+                ], environment: [:], in: nil)
             process.standardError = FileHandle.nullDevice
             try process.run()
             let base = "http://127.0.0.1:\(port)"

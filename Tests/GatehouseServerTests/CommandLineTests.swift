@@ -52,14 +52,20 @@ struct CommandLineTests {
         let stderr: String
     }
 
-    static func run(_ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil) throws -> Outcome
-    {
+    /// The binary with `arguments`, in `folder`, with none of the caller's `GATEHOUSE_*` variables but `environment`.
+    static func process(_ arguments: [String], environment: [String: String], in folder: URL?) -> Process {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
             .merging(environment) { $1 }
         if let folder { process.currentDirectoryURL = folder }
+        return process
+    }
+
+    static func run(_ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil) throws -> Outcome
+    {
+        let process = process(arguments, environment: environment, in: folder)
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
@@ -77,12 +83,7 @@ struct CommandLineTests {
     static func serve(
         _ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil
     ) throws -> (Process, AsyncStream<String>) {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GATEHOUSE_") }
-            .merging(environment) { $1 }
-        if let folder { process.currentDirectoryURL = folder }
+        let process = process(arguments, environment: environment, in: folder)
         let err = Pipe()
         process.standardError = err
         let lines = err.lines()
