@@ -20,6 +20,8 @@ struct AccountsEnvironment: Sendable {
     let apple: AppleIdentityVerifier
     let publicURL: String
     let logger: Logger
+    /// The allow-list with the site URL's own origin and path, parsed once.
+    let redirects: RedirectAllowList
 
     var siteURL: String { settings.siteURL ?? publicURL }
 
@@ -143,9 +145,7 @@ struct AccountsEnvironment: Sendable {
     /// `candidate` when the allow-list (or the site URL's own origin and path) admits it; nil otherwise.
     func allowedRedirect(_ candidate: String?) -> String? {
         guard let candidate, !candidate.isEmpty else { return nil }
-        let site = siteURL.hasSuffix("/") ? String(siteURL.dropLast()) : siteURL
-        let allowList = RedirectAllowList(settings.redirectAllowList + [site, site + "/*"])
-        return allowList.admits(candidate) ? candidate : nil
+        return redirects.admits(candidate) ? candidate : nil
     }
 
     /// The user object a sign-up answers for an address that already has a confirmed account: shaped exactly like

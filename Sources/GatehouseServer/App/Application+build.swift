@@ -55,7 +55,8 @@ public struct GatehouseServices: Sendable {
             keys: keys, mailer: Mailer(queue: mailQueue, from: configuration.mailFrom), secrets: secrets,
             hasher: PasswordHasher(), limiter: RateLimiter(clock: clock),
             apple: AppleIdentityVerifier(jwksURL: settings.appleJWKSURL, audiences: settings.appleAudiences),
-            publicURL: publicURL, logger: logger)
+            publicURL: publicURL, logger: logger,
+            redirects: RedirectAllowList(settings.redirectAllowList, site: settings.siteURL ?? publicURL))
     }
 
     /// SMTP when a URL is configured, else the development outbox under the data directory.

@@ -15,6 +15,12 @@ struct RedirectAllowList: Sendable {
 
     let entries: [Entry]
 
+    /// The configured patterns, plus the site URL itself and any path below it.
+    init(_ patterns: [String], site: String) {
+        let site = site.hasSuffix("/") ? String(site.dropLast()) : site
+        self.init(patterns + [site, site + "/*"])
+    }
+
     /// Parses `patterns`; those that name no scheme and host are dropped (configuration refuses them earlier).
     init(_ patterns: [String]) {
         entries = patterns.compactMap(Self.entry)
