@@ -208,6 +208,10 @@ struct SecurityRulesTests {
         #expect(!SessionLiveness.isLive(revokedAt: nil, expiresAt: 10_000, refreshedAt: 0, idleSeconds: 5, now: 5_000))
         #expect(!SessionLiveness.isLive(revokedAt: 1, expiresAt: 10_000, refreshedAt: 0, idleSeconds: 5, now: 1))
         #expect(!SessionLiveness.isLive(revokedAt: nil, expiresAt: 100, refreshedAt: 0, idleSeconds: 5, now: 100))
+        // A company policy cannot stretch the idle timeout past the server's.
+        #expect(SessionLiveness.idleSeconds(own: 31_536_000, server: 1_209_600) == 1_209_600)
+        #expect(SessionLiveness.idleSeconds(own: 28_800, server: 1_209_600) == 28_800)
+        #expect(SessionLiveness.idleSeconds(own: nil, server: 1_209_600) == 1_209_600)
     }
 
     @Test("configuration: trusted proxies and redirect patterns are parsed, and bad ones are refused by name")

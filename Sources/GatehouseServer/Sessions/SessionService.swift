@@ -214,7 +214,7 @@ final class SessionService: Sendable {
         guard
             SessionLiveness.isLive(
                 revokedAt: row.revokedAt, expiresAt: row.expiresAt, refreshedAt: row.refreshedAt,
-                idleSeconds: min(row.idleTimeout ?? serverIdle, serverIdle), now: now)
+                idleSeconds: SessionLiveness.idleSeconds(own: row.idleTimeout, server: serverIdle), now: now)
         else { return nil }
         if row.parentID != nil {
             guard let parent = row.parent,
@@ -294,7 +294,8 @@ final class SessionService: Sendable {
                     revokedAt: try row.decode(column: "revoked_at", as: Int64?.self),
                     expiresAt: try row.decode(column: "expires_at", as: Int64.self),
                     refreshedAt: try row.decode(column: "refreshed_at", as: Int64.self),
-                    idleSeconds: min(try row.decode(column: "idle_timeout", as: Int64?.self) ?? serverIdle, serverIdle),
+                    idleSeconds: SessionLiveness.idleSeconds(
+                        own: try row.decode(column: "idle_timeout", as: Int64?.self), server: serverIdle),
                     now: now)
             }
             .map { row in
@@ -315,6 +316,11 @@ enum SessionLiveness {
     static func isLive(revokedAt: Int64?, expiresAt: Int64, refreshedAt: Int64, idleSeconds: Int64, now: Int64) -> Bool
     {
         revokedAt == nil && expiresAt > now && refreshedAt + idleSeconds * 1000 > now
+    }
+
+    /// A session's idle timeout: its own (a company's policy), never longer than the server's.
+    static func idleSeconds(own: Int64?, server: Int64) -> Int64 {
+        min(own ?? server, server)
     }
 }
 
