@@ -48,3 +48,6 @@ public enum JSONValue: Codable, Sendable, Equatable, Hashable {
         return nil
     }
 }
+
+/// A free-form JSON object: the document's `JSONObject` (profile data, app metadata), generated as this type.
+public typealias JSONFields = [String: JSONValue]

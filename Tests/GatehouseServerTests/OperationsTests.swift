@@ -10,17 +10,13 @@ struct OperationsTests {
     static let metricsToken = "scraper-token-0123456789"
     static let json: HTTPFields = [.contentType: "application/json"]
 
-    /// Starts the router on a fresh store, migrated, with a JSON echo route for body tests.
+    /// Starts the router on a fresh store, migrated.
     func withApp(_ test: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
         var configuration = try await TestStore.configuration()
         configuration.metricsToken = Self.metricsToken
         let services = try GatehouseServices(configuration, logger: TestStore.quietLogger)
         try await services.store.migrate()
-        let router = try buildRouter(services)
-        router.post("/test/echo") { request, context -> [String: String] in
-            try await request.decodeJSON(as: [String: String].self, context: context)
-        }
-        try await buildApplication(services, router: router).test(.router, test)
+        try await buildApplication(services, router: try buildRouter(services)).test(.router, test)
         await services.store.close()
     }
 
@@ -110,24 +106,25 @@ struct OperationsTests {
     @Test(
         "malformed JSON is 400 bad_json, naming the field but never echoing the value",
         arguments: [
-            (#"{"a": "#, "The request body is not valid JSON"),
-            (#"{"a": 12345}"#, "'a' must be a string"),
+            (#"{"name": "#, "The request body is not valid JSON"),
+            (#"{"name": 12345}"#, "'name' must be a string"),
             (#"["secret-value"]"#, "the body must be an object"),
         ])
     func malformedJSON(body: String, message: String) async throws {
         try await withApp { client in
             try await client.execute(
-                uri: "/test/echo", method: .post, headers: Self.json, body: ByteBuffer(string: body)
+                uri: "/v1/companies", method: .post, headers: Self.json, body: ByteBuffer(string: body)
             ) { response in
                 #expect(response.status == .badRequest)
                 let text = String(buffer: response.body)
                 #expect(text == #"{"code":"bad_json","message":"\#(message)"}"#)
                 #expect(!text.contains("12345") && !text.contains("secret-value"))
             }
+            // A well-formed body is read, and only then is the missing token refused.
             try await client.execute(
-                uri: "/test/echo", method: .post, headers: Self.json, body: ByteBuffer(string: #"{"a":"b"}"#)
+                uri: "/v1/companies", method: .post, headers: Self.json, body: ByteBuffer(string: #"{"name":"b"}"#)
             ) {
-                #expect($0.status == .ok)
+                #expect($0.status == .unauthorized)
             }
         }
     }
@@ -136,7 +133,7 @@ struct OperationsTests {
     func oversizedBody() async throws {
         try await withApp { client in
             let big = ByteBuffer(repeating: UInt8(ascii: "a"), count: (1 << 20) + 1)
-            try await client.execute(uri: "/test/echo", method: .post, headers: Self.json, body: big) { response in
+            try await client.execute(uri: "/v1/companies", method: .post, headers: Self.json, body: big) { response in
                 #expect(response.status == .contentTooLarge)
                 #expect(String(buffer: response.body).contains(#""code":"payload_too_large""#))
             }

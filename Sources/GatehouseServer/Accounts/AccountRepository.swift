@@ -179,12 +179,12 @@ struct AccountRepository {
 
 extension AccountRecord {
     /// The account as its owner sees it, in Supabase's user shape.
-    func wire(identities: [IdentityRecord], confirmationSentAt: Date? = nil) -> AuthUser {
+    func wire(identities: [IdentityRecord], confirmationSentAt: Date? = nil) -> Schemas.User {
         let providers = identities.map(\.provider).uniqued()
-        return AuthUser(
-            id: id, email: email, emailConfirmedAt: emailConfirmedAt?.iso8601,
-            confirmationSentAt: confirmationSentAt?.iso8601,
-            lastSignInAt: lastSignInAt?.iso8601,
+        return Schemas.User(
+            id: id, aud: "authenticated", role: "authenticated", email: email, emailConfirmedAt: emailConfirmedAt,
+            confirmedAt: emailConfirmedAt, confirmationSentAt: confirmationSentAt, phone: "",
+            lastSignInAt: lastSignInAt,
             appMetadata: [
                 "provider": .string(providers.first ?? "email"), "providers": .array(providers.map { .string($0) }),
             ],
@@ -195,13 +195,13 @@ extension AccountRecord {
                     data["email"] = .string(email)
                     data["email_verified"] = .bool(emailConfirmedAt != nil)
                 }
-                return AuthIdentity(
-                    identityID: identity.id, id: identity.providerID, userID: id, identityData: data,
-                    provider: identity.provider, email: identity.email, lastSignInAt: identity.lastSignInAt?.iso8601,
-                    createdAt: identity.createdAt.iso8601,
-                    updatedAt: (identity.lastSignInAt ?? identity.createdAt).iso8601)
+                return Schemas.Identity(
+                    identityId: identity.id, id: identity.providerID, userId: id, identityData: data,
+                    provider: identity.provider == "apple" ? .apple : .email, email: identity.email,
+                    lastSignInAt: identity.lastSignInAt, createdAt: identity.createdAt,
+                    updatedAt: identity.lastSignInAt ?? identity.createdAt)
             },
-            createdAt: createdAt.iso8601, updatedAt: updatedAt.iso8601)
+            createdAt: createdAt, updatedAt: updatedAt, isAnonymous: false)
     }
 }
 

@@ -35,11 +35,6 @@ struct AccountsEnvironment: Sendable {
         return result
     }
 
-    /// Where a request came from.
-    func client(_ request: Request, _ peerAddress: String?) -> ClientInfo {
-        ClientInfo(request, peerAddress: peerAddress, settings: settings)
-    }
-
     /// The per-IP limit for `rule`, answered with 429 and `Retry-After` when spent (and audited).
     func limit(
         _ name: String, _ rule: RateLimit, client: ClientInfo, code: ErrorCode = .overRequestRateLimit
@@ -151,7 +146,7 @@ struct AccountsEnvironment: Sendable {
     /// The user object a sign-up answers for an address that already has a confirmed account: shaped exactly like
     /// a new sign-up's, with ids derived from the address under a server key, so asking twice gives the same ids
     /// (as it does for an address that is new or unconfirmed).
-    func decoyUser(email: String, metadata: [String: JSONValue], now: Date) async throws -> AuthUser {
+    func decoyUser(email: String, metadata: [String: JSONValue], now: Date) async throws -> Schemas.User {
         let key = try await secrets.key("decoy_key")
         func id(_ label: String) -> String {
             let mac = Array(HMAC<SHA256>.authenticationCode(for: Data("\(label):\(email)".utf8), using: key))
@@ -214,7 +209,7 @@ struct AccountsEnvironment: Sendable {
     }
 
     /// The account with its identities, as its owner sees it.
-    func user(_ account: AccountRecord, db: any SQLDatabase) async throws -> AuthUser {
+    func user(_ account: AccountRecord, db: any SQLDatabase) async throws -> Schemas.User {
         account.wire(identities: try await AccountRepository(db: db).identities(accountID: account.id))
     }
 }
@@ -224,11 +219,11 @@ struct ClientInfo: Sendable {
     let ip: String?
     let userAgent: String?
 
-    init(_ request: Request, peerAddress: String?, settings: AuthSettings) {
+    init(headers: HTTPFields, peerAddress: String?, settings: AuthSettings) {
         ip = ClientAddress.resolve(
-            peer: peerAddress, forwardedFor: request.headers[values: Self.forwardedFor],
-            trustedProxies: settings.trustedProxies)
-        userAgent = request.headers[.userAgent]
+            peer: peerAddress, forwardedFor: headers[values: Self.forwardedFor], trustedProxies: settings.trustedProxies
+        )
+        userAgent = headers[.userAgent]
     }
 
     static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
@@ -237,8 +232,3 @@ struct ClientInfo: Sendable {
         AuditEvent(action, accountID: accountID, ip: ip, userAgent: userAgent, detail: detail)
     }
 }
-
-extension AuthSession: ResponseGenerator, ResponseEncodable {}
-extension AuthUser: ResponseGenerator, ResponseEncodable {}
-extension SessionList: ResponseGenerator, ResponseEncodable {}
-extension AuditPage: ResponseGenerator, ResponseEncodable {}

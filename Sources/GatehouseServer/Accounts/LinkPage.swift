@@ -11,8 +11,9 @@ enum LinkPage {
         case expired
     }
 
-    /// The page, with a strict content security policy: no script, a form that may only post to this server.
-    static func response(_ content: Content) -> Response {
+    /// The page. `SecurityHeadersMiddleware` gives every HTML answer a strict content security policy (no script, a
+    /// form that may only post to this server) and a same-origin referrer policy.
+    static func html(_ content: Content) -> String {
         let title: String
         let body: String
         switch content {
@@ -52,23 +53,13 @@ enum LinkPage {
             \(body)
             </body></html>
             """
-        return Response(
-            status: .ok,
-            headers: [
-                .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
-                // Same-origin, not no-referrer: the link's token never leaves for another site, and the browser still
-                // names this page's origin when its button posts (no-referrer would make that `Origin: null`).
-                HTTPField.Name("Referrer-Policy")!: "same-origin",
-                HTTPField.Name("Content-Security-Policy")!:
-                    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
-            ],
-            body: .init(byteBuffer: ByteBuffer(string: html)))
+        return html
     }
 
     /// 303 to `target` with `fragment` (the implicit flow's tokens) or `query` items added (PKCE's `code`); the
     /// target's own query and fragment are kept.
     static func redirect(_ target: String, fragment: [(String, String)] = [], query: [(String, String)] = [])
-        -> Response
+        -> LinkRedirect
     {
         var components = URLComponents(string: target) ?? URLComponents()
         if !query.isEmpty {
@@ -84,25 +75,38 @@ enum LinkPage {
             if let hash = location.firstIndex(of: "#") { location = String(location[..<hash]) }
             location += "#" + (encoded.percentEncodedQuery ?? "")
         }
-        return Response(
-            status: .seeOther,
-            headers: [
-                .location: location, .cacheControl: "no-store", HTTPField.Name("Referrer-Policy")!: "no-referrer",
-            ])
+        return LinkRedirect(location: location)
     }
 
     /// Whether a form post came from this server's own page. A browser says so in `Sec-Fetch-Site: same-origin`, or
     /// names the page's origin in `Origin`; a cross-site post says `cross-site` or names another origin (or `null`,
     /// from a sandboxed or no-referrer page). A request with neither header is not a browser's cross-site post.
-    static func isSameOrigin(_ request: Request, publicURL: String) -> Bool {
-        if let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!] {
+    static func isSameOrigin(_ headers: HTTPFields, publicURL: String) -> Bool {
+        if let site = headers[HTTPField.Name("Sec-Fetch-Site")!] {
             return site == "same-origin" || site == "none"
         }
-        guard let origin = request.headers[HTTPField.Name("Origin")!] else { return true }
+        guard let origin = headers[HTTPField.Name("Origin")!] else { return true }
         guard let own = URLComponents(string: publicURL), let given = URLComponents(string: origin), given.host != nil
         else { return false }
         return own.scheme?.lowercased() == given.scheme?.lowercased()
             && own.host?.lowercased() == given.host?.lowercased()
             && own.port == given.port
+    }
+}
+
+/// The link button's answer: 303 to the app, with the session in the fragment or PKCE's `code` in the query.
+///
+/// Thrown, not returned as the generated `.seeOther`: the generated serializer percent-encodes header values as URI
+/// components, which would turn the Location's `?`, `#`, `&` and `=` into `%3F`, `%23`, `%26` and `%3D`.
+struct LinkRedirect: Error, HTTPResponseError {
+    let location: String
+    var status: HTTPResponse.Status { .seeOther }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        Response(
+            status: .seeOther,
+            headers: [
+                .location: location, .cacheControl: "no-store", HTTPField.Name("Referrer-Policy")!: "no-referrer",
+            ])
     }
 }

@@ -105,14 +105,8 @@ public func buildRouter(_ services: GatehouseServices) throws -> Router<AppReque
     let routes = RouteTable()
     router.add(middleware: MethodNotAllowedMiddleware(table: routes))
     router.add(middleware: BodyLimitMiddleware(limit: services.configuration.maxBodySize))
-    OperationsController(
-        store: services.store, metrics: services.metrics, metricsToken: services.configuration.metricsToken,
-        openAPIDocument: ByteBuffer(data: try GatehouseAPIDocument.yaml())
-    ).addRoutes(to: router)
-    AuthController(env: services.accounts).addRoutes(to: router)
-    SessionsController(env: services.accounts).addRoutes(to: router)
-    CompaniesController(env: services.accounts).addRoutes(to: router)
-    CredentialsController(env: services.accounts).addRoutes(to: router)
+    router.add(middleware: RequestScopeMiddleware())
+    try API(services).register(on: router)
     routes.record(router.routes.map { (method: $0.method.rawValue, path: "\($0.path)") })
     return router
 }

@@ -1,6 +1,9 @@
 import Foundation
+import GatehouseAPI
+import HTTPTypes
 import Hummingbird
 import Logging
+import OpenAPIRuntime
 import Synchronization
 
 /// Turns every failure into `{code, message}`: expected ones keep their code, anything else is logged once as a 500.
@@ -12,12 +15,56 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch let error as APIError {
             return try error.response(from: request, context: context)
+        } catch let error as ServerError {
+            // A generated operation's failure: what the handler threw, or input the generated code could not read.
+            if let answer = error.underlyingError as? any HTTPResponseError {
+                return try answer.response(from: request, context: context)
+            }
+            guard let translated = Self.translate(error, request: request) else {
+                context.logger.error(
+                    "unexpected failure",
+                    metadata: [
+                        "operation": "\(error.operationID)", "error.type": "\(type(of: error.underlyingError))",
+                        "error": "\(error.underlyingError)",
+                    ])
+                return try APIError.internalError.response(from: request, context: context)
+            }
+            return try translated.response(from: request, context: context)
         } catch let error as HTTPError {
             return try Self.translate(error).response(from: request, context: context)
         } catch {
             context.logger.error(
                 "unexpected failure", metadata: ["error.type": "\(type(of: error))", "error": "\(error)"])
             return try APIError.internalError.response(from: request, context: context)
+        }
+    }
+
+    /// Input the generated code refused, in our shape: a body that is not the operation's JSON (`bad_json`, naming
+    /// the field but never echoing a value), a parameter out of the contract (`validation_failed`), a wrong content
+    /// type (415), anything else it could not read (400 `bad_request`). Supabase's `unsupported_grant_type` keeps
+    /// its code.
+    static func translate(_ error: ServerError, request: Request) -> APIError? {
+        if error.operationID == Operations.Token.id, error.operationInput == nil,
+            request.uri.queryParameters["grant_type"].flatMap({
+                Operations.Token.Input.Query.GrantTypePayload(rawValue: String($0))
+            }) == nil
+        {
+            return APIError(
+                .badRequest, code: .unsupportedGrantType,
+                message: "grant_type must be password, refresh_token, id_token or pkce")
+        }
+        if let decoding = error.underlyingError as? DecodingError {
+            // The generated code reads parameters before the body: without a body, the fault is in a parameter.
+            guard request.hasBody else { return .validation("A parameter has a value outside the contract") }
+            return .badJSON(DecodingErrors.describe(decoding))
+        }
+        switch error.httpStatus {
+        case .unsupportedMediaType: return .unsupportedMediaType
+        case .badRequest where error.causeDescription.contains("request body"):
+            return .badJSON("The request body is required")
+        case .badRequest, .notAcceptable:
+            return APIError(error.httpStatus, code: .badRequest, message: error.causeDescription)
+        default: return nil
         }
     }
 
@@ -55,77 +102,64 @@ struct BodyLimitMiddleware: RouterMiddleware {
         }
         var context = context
         context.maxUploadSize = limit
+        // The generated operations read bodies without a bound: collect it here, within the limit.
+        var request = request
+        let body: ByteBuffer
+        do {
+            body = try await request.collectBody(upTo: limit)
+        } catch {
+            throw APIError.payloadTooLarge(limit: limit)
+        }
+        // A body must say what it is: one without a type could be a cross-site post that needs no CORS preflight.
+        if body.readableBytes > 0, request.headers[.contentType] == nil { throw APIError.unsupportedMediaType }
         return try await next(request, context)
     }
 }
 
-/// Headers every answer carries: no MIME sniffing; and nothing under the API may be cached by a browser or proxy,
-/// since answers carry tokens and personal data (the JWKS sets its own public caching).
+/// Headers every answer carries: no MIME sniffing; nothing under the API cached by a browser or proxy, since answers
+/// carry tokens and personal data (the public keys and members' pictures may be); and on HTML pages a content
+/// security policy with no script and forms that post only here, and a same-origin referrer policy (not no-referrer,
+/// which would make the link page's post say `Origin: null`).
 struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
+    static var referrerPolicy: HTTPField.Name { HTTPField.Name("Referrer-Policy")! }
+    static var contentSecurityPolicy: HTTPField.Name { HTTPField.Name("Content-Security-Policy")! }
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
         var response = try await next(request, context)
         response.headers[.xContentTypeOptions] = "nosniff"
         if response.headers[.cacheControl] == nil {
-            response.headers[.cacheControl] = "no-store"
+            response.headers[.cacheControl] = Self.cachePolicy(path: request.uri.path, response: response)
+        }
+        if response.headers[.contentType]?.hasPrefix("text/html") == true {
+            response.headers[Self.referrerPolicy] = "same-origin"
+            response.headers[Self.contentSecurityPolicy] =
+                "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
         }
         return response
+    }
+
+    /// Public keys are public for five minutes; a member's picture is private to the member's browser for five.
+    static func cachePolicy(path: String, response: Response) -> String {
+        guard response.status == .ok else { return "no-store" }
+        if path == "/auth/v1/.well-known/jwks.json" { return "public, max-age=300" }
+        if response.headers[.contentType]?.hasPrefix("image/") == true { return "private, max-age=300" }
+        return "no-store"
     }
 }
 
 extension Request {
-    /// Whether the body is declared as JSON (`application/json`, or any `+json` type, with parameters).
-    var hasJSONBody: Bool {
-        guard
-            let type = headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
-                .lowercased()
-        else { return false }
-        return type == "application/json" || (type.hasPrefix("application/") && type.hasSuffix("+json"))
+    /// Whether the request declares a body.
+    var hasBody: Bool {
+        headers[.transferEncoding] != nil || (headers[.contentLength].flatMap { Int($0) } ?? 0) > 0
     }
+}
 
-    /// Decodes a JSON body within the context's size limit, with a stable error for malformed or oversized input.
-    /// Anything not declared as JSON is refused with 415: a cross-site form or `text/plain` post cannot reach a
-    /// JSON endpoint without a CORS preflight.
-    public func decodeJSON<T: Decodable>(as type: T.Type, context: some RequestContext) async throws -> T {
-        guard hasJSONBody else { throw APIError.unsupportedMediaType }
-        let buffer: ByteBuffer
-        do {
-            buffer = try await body.collect(upTo: context.maxUploadSize)
-        } catch {
-            throw APIError.payloadTooLarge(limit: context.maxUploadSize)
-        }
-        do {
-            return try JSONDecoder().decode(T.self, from: buffer)
-        } catch let error as DecodingError {
-            throw APIError.badJSON(Self.describe(error))
-        }
-    }
-
-    /// Decodes an `application/x-www-form-urlencoded` body (the link page's button) within the size limit.
-    func decodeForm(context: some RequestContext) async throws -> [String: String] {
-        guard let type = headers[.contentType]?.lowercased(), type.hasPrefix("application/x-www-form-urlencoded") else {
-            throw APIError(
-                .unsupportedMediaType, code: .unsupportedMediaType,
-                message: "The request body must be application/x-www-form-urlencoded")
-        }
-        let buffer: ByteBuffer
-        do {
-            buffer = try await body.collect(upTo: context.maxUploadSize)
-        } catch {
-            throw APIError.payloadTooLarge(limit: context.maxUploadSize)
-        }
-        var components = URLComponents()
-        components.percentEncodedQuery = String(buffer: buffer).replacingOccurrences(of: "+", with: "%20")
-        var fields: [String: String] = [:]
-        for item in components.queryItems ?? [] where fields[item.name] == nil {
-            fields[item.name] = item.value ?? ""
-        }
-        return fields
-    }
-
+/// Decoding failures described for people.
+enum DecodingErrors {
     /// Names the field at fault without echoing any value the client sent.
-    private static func describe(_ error: DecodingError) -> String {
+    static func describe(_ error: DecodingError) -> String {
         func path(_ context: DecodingError.Context) -> String {
             let names = context.codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }
             return names.isEmpty ? "the body" : "'\(names.joined(separator: "."))'"

@@ -132,13 +132,19 @@ struct CompanyRepository {
         .first(decodingColumn: "n", as: Int.self) ?? 0
     }
 
+    /// Takes the company row's write lock for the rest of the transaction (a no-op update).
+    func lock(_ companyID: String) async throws {
+        try await db.update("companies").set("updated_at", to: SQLColumn("updated_at")).where("id", .equal, companyID)
+            .run()
+    }
+
     func memberCount(_ companyID: String) async throws -> Int {
         try await db.raw("SELECT COUNT(*) AS n FROM memberships WHERE company_id = \(bind: companyID)")
             .first(decodingColumn: "n", as: Int.self) ?? 0
     }
 
     /// The companies an account owns or participates in, with what its list shows, in one query.
-    func summaries(accountID: String) async throws -> [CompanySummary] {
+    func summaries(accountID: String) async throws -> [Schemas.CompanySummary] {
         try await db.raw(
             """
             SELECT c.id, c.name, c.tier, c.logo_url, c.requires_credential, m.role,
@@ -149,12 +155,12 @@ struct CompanyRepository {
             ORDER BY c.name, c.id
             """
         ).all().map { row in
-            CompanySummary(
+            Schemas.CompanySummary(
                 id: try row.decode(column: "id", as: String.self),
                 name: try row.decode(column: "name", as: String.self),
-                tier: try row.decode(column: "tier", as: String.self),
-                logoURL: try row.decode(column: "logo_url", as: String?.self),
-                role: try row.decode(column: "role", as: String.self),
+                tier: Schemas.Tier(CompanyTier(rawValue: try row.decode(column: "tier", as: String.self)) ?? .free),
+                logoUrl: try row.decode(column: "logo_url", as: String?.self),
+                role: Schemas.Role(MemberRole(rawValue: try row.decode(column: "role", as: String.self)) ?? .readOnly),
                 memberCount: try row.decode(column: "member_count", as: Int.self),
                 hasCredential: try row.decode(column: "credentials", as: Int.self) > 0,
                 requiresCredential: try row.decode(column: "requires_credential", as: Int.self) != 0)
@@ -162,7 +168,7 @@ struct CompanyRepository {
     }
 
     /// A company's members as other members see them: display name and picture, never username or email.
-    func members(_ companyID: String, publicURL: String) async throws -> [MemberInfo] {
+    func members(_ companyID: String, publicURL: String) async throws -> [Schemas.MemberInfo] {
         try await db.raw(
             """
             SELECT m.account_id, m.role, m.dept_mask, m.manager_mask, m.joined_at, a.user_metadata,
@@ -175,15 +181,15 @@ struct CompanyRepository {
         ).all().map { row in
             let accountID = try row.decode(column: "account_id", as: String.self)
             let metadata = try row.decode(column: "user_metadata", as: String.self)
-            return MemberInfo(
-                accountID: accountID,
+            return Schemas.MemberInfo(
+                accountId: accountID,
                 displayName: Self.displayName(metadata),
-                imageURL: try row.decode(column: "images", as: Int.self) > 0
+                imageUrl: try row.decode(column: "images", as: Int.self) > 0
                     ? "\(publicURL)/v1/companies/\(companyID)/members/\(accountID)/image" : nil,
-                role: try row.decode(column: "role", as: String.self),
+                role: Schemas.Role(MemberRole(rawValue: try row.decode(column: "role", as: String.self)) ?? .readOnly),
                 deptMask: try row.decode(column: "dept_mask", as: Int64.self),
                 managerMask: try row.decode(column: "manager_mask", as: Int64.self),
-                joinedAt: Date(epochMilliseconds: try row.decode(column: "joined_at", as: Int64.self)).iso8601)
+                joinedAt: Date(epochMilliseconds: try row.decode(column: "joined_at", as: Int64.self)))
         }
     }
 

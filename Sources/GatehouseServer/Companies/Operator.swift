@@ -36,7 +36,8 @@ public struct Operator: Sendable {
             members:
             """
         for member in try await companies.members(id, publicURL: "") {
-            text += "\n  \(member.accountID)  \(member.role)  dept=\(member.deptMask) manager=\(member.managerMask)"
+            text +=
+                "\n  \(member.accountId)  \(member.role.rawValue)  dept=\(member.deptMask) manager=\(member.managerMask)"
         }
         return text
     }

@@ -43,31 +43,20 @@ struct AuditLog {
             .run()
     }
 
-    /// `?before=<id>&limit=<1…100>` (default 50); anything else is refused as the contract says.
-    static func paging(_ request: Request) throws -> (before: Int64?, limit: Int) {
-        let query = request.uri.queryParameters
-        var limit = 50
-        if let raw = query["limit"] {
-            guard let given = Int(String(raw)), (1...100).contains(given) else {
-                throw APIError.validation("limit must be a whole number from 1 to 100")
-            }
-            limit = given
-        }
-        var before: Int64?
-        if let raw = query["before"] {
-            guard let given = Int64(String(raw)) else { throw APIError.validation("before must be an event id") }
-            before = given
-        }
-        return (before, limit)
+    /// A page's size: 1…100, 50 when not given; anything else is refused as the contract says.
+    static func pageSize(_ limit: Int?) throws -> Int {
+        guard let limit else { return 50 }
+        guard (1...100).contains(limit) else { throw APIError.validation("limit must be a whole number from 1 to 100") }
+        return limit
     }
 
     /// The account's own events, newest first, `limit` at a time, before the event id `before`.
-    func page(accountID: String, before: Int64?, limit: Int) async throws -> [AuditEntry] {
+    func page(accountID: String, before: Int64?, limit: Int) async throws -> [Schemas.AuditEntry] {
         try await page(companyID: nil, accountID: accountID, before: before, limit: limit)
     }
 
     /// Events of one company (all of them, or one account's), or of one account anywhere, newest first.
-    func page(companyID: String?, accountID: String?, before: Int64?, limit: Int) async throws -> [AuditEntry] {
+    func page(companyID: String?, accountID: String?, before: Int64?, limit: Int) async throws -> [Schemas.AuditEntry] {
         var query = db.select().columns("id", "occurred_at", "action", "company_id", "ip", "user_agent", "detail")
             .from("audit_events")
         if let companyID { query = query.where("company_id", .equal, companyID) }
@@ -75,14 +64,17 @@ struct AuditLog {
         if let before { query = query.where("id", .lessThan, before) }
         return try await query.orderBy("id", .descending).limit(limit).all().map { row in
             let detail = try row.decode(column: "detail", as: String?.self)
-            return AuditEntry(
+            return Schemas.AuditEntry(
                 id: try row.decode(column: "id", as: Int64.self),
-                occurredAt: Date(epochMilliseconds: try row.decode(column: "occurred_at", as: Int64.self)).iso8601,
+                occurredAt: Date(epochMilliseconds: try row.decode(column: "occurred_at", as: Int64.self)),
                 action: try row.decode(column: "action", as: String.self),
-                companyID: try row.decode(column: "company_id", as: String?.self),
+                companyId: try row.decode(column: "company_id", as: String?.self),
                 ip: try row.decode(column: "ip", as: String?.self),
                 userAgent: try row.decode(column: "user_agent", as: String?.self),
-                detail: detail.flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:])
+                detail: .init(
+                    additionalProperties: detail.flatMap {
+                        try? JSONDecoder().decode([String: String].self, from: Data($0.utf8))
+                    } ?? [:]))
         }
     }
 }

@@ -104,7 +104,8 @@ final class SessionService: Sendable {
 
     /// Signs an access token for `issued` and wraps it with the user into Supabase's session object. A company
     /// session's token also carries the company, the member's role and masks, and the credential's username.
-    func response(for issued: IssuedSession, user: AuthUser, membership: Membership? = nil) async throws -> AuthSession
+    func response(for issued: IssuedSession, user: Schemas.User, membership: Membership? = nil) async throws
+        -> Schemas.Session
     {
         let now = clock.now
         let lifetime = Int(settings.accessTokenLifetime)
@@ -116,9 +117,9 @@ final class SessionService: Sendable {
             cid: membership?.companyID, companyRole: membership?.role.rawValue, deptMask: membership?.deptMask,
             managerMask: membership?.managerMask, username: issued.username)
         let token = try await keys.sign(claims)
-        return AuthSession(
-            accessToken: token, expiresIn: lifetime, expiresAt: claims.exp, refreshToken: issued.refreshToken,
-            user: user)
+        return Schemas.Session(
+            accessToken: token, tokenType: .bearer, expiresIn: lifetime, expiresAt: claims.exp,
+            refreshToken: issued.refreshToken, user: user)
     }
 
     // MARK: Refreshing
@@ -283,7 +284,7 @@ final class SessionService: Sendable {
 
     /// The account's live sessions (account sessions, one per device; company logins live inside them), newest
     /// first, each judged by its own timeouts exactly as a request would be.
-    func list(accountID: String, current: String) async throws -> [SessionInfo] {
+    func list(accountID: String, current: String) async throws -> [Schemas.SessionInfo] {
         let now = clock.now.epochMilliseconds
         let sessions = SessionRepository(db: store.database)
         let root = try await sessions.family(of: current)
@@ -300,12 +301,11 @@ final class SessionService: Sendable {
             }
             .map { row in
                 let id = try row.decode(column: "id", as: String.self)
-                return SessionInfo(
+                return Schemas.SessionInfo(
                     id: id, userAgent: try row.decode(column: "user_agent", as: String?.self),
                     ip: try row.decode(column: "ip", as: String?.self),
-                    createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)).iso8601,
-                    refreshedAt: Date(epochMilliseconds: try row.decode(column: "refreshed_at", as: Int64.self))
-                        .iso8601,
+                    createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)),
+                    refreshedAt: Date(epochMilliseconds: try row.decode(column: "refreshed_at", as: Int64.self)),
                     current: id == root)
             }
     }

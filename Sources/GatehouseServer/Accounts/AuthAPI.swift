@@ -1,0 +1,130 @@
+import Foundation
+import GatehouseAPI
+import OpenAPIRuntime
+
+// `/auth/v1`, in Supabase Auth's wire format. Two of its quirks are not the generated code's to answer: errors take
+// GoTrue's legacy shape unless the client sends `X-Supabase-Api-Version` (`APIError.response` chooses), and the
+// link button's 303 carries tokens in the Location's fragment (`LinkRedirect`).
+
+extension API {
+    // MARK: Sign-up and mailed codes
+
+    func signUp(_ input: Operations.SignUp.Input) async throws -> Operations.SignUp.Output {
+        let client = try access.client()
+        switch input.body {
+        case .json(let body):
+            let user = try await signUps.signUp(body, redirectTo: input.query.redirectTo, client: client)
+            return .ok(.init(body: .json(user)))
+        }
+    }
+
+    func sendOTP(_ input: Operations.SendOTP.Input) async throws -> Operations.SendOTP.Output {
+        let client = try access.client()
+        switch input.body {
+        case .json(let body): try await signUps.sendOTP(body, redirectTo: input.query.redirectTo, client: client)
+        }
+        return .ok(.init(body: .json(.init())))
+    }
+
+    func resend(_ input: Operations.Resend.Input) async throws -> Operations.Resend.Output {
+        let client = try access.client()
+        switch input.body {
+        case .json(let body): try await signUps.resend(body, redirectTo: nil, client: client)
+        }
+        return .ok(.init(body: .json(.init())))
+    }
+
+    func recover(_ input: Operations.Recover.Input) async throws -> Operations.Recover.Output {
+        let client = try access.client()
+        switch input.body {
+        case .json(let body): try await signUps.recover(body, redirectTo: input.query.redirectTo, client: client)
+        }
+        return .ok(.init(body: .json(.init())))
+    }
+
+    // MARK: Verification
+
+    func verify(_ input: Operations.Verify.Input) async throws -> Operations.Verify.Output {
+        let client = try access.client()
+        switch input.body {
+        case .json(let body): return .ok(.init(body: .json(try await verification.verify(body, client: client))))
+        }
+    }
+
+    func verifyLink(_ input: Operations.VerifyLink.Input) async throws -> Operations.VerifyLink.Output {
+        let query = input.query
+        let page = try await verification.linkPage(
+            token: query.token, type: query._type.rawValue, redirectTo: query.redirectTo)
+        return .ok(.init(body: .html(HTTPBody(page))))
+    }
+
+    /// Answers by throwing the `LinkRedirect` (see the note at the top of this file).
+    func continueLink(_ input: Operations.ContinueLink.Input) async throws -> Operations.ContinueLink.Output {
+        let client = try access.client()
+        let sameOrigin = LinkPage.isSameOrigin(
+            RequestScope.current?.head.headerFields ?? [:], publicURL: verification.env.publicURL)
+        switch input.body {
+        case .urlEncodedForm(let form):
+            throw try await verification.continueLink(
+                token: form.token, type: form._type, redirectTo: form.redirectTo, sameOrigin: sameOrigin,
+                client: client)
+        }
+    }
+
+    // MARK: Tokens
+
+    /// The body's shape is chosen by `grant_type` (the document's `oneOf`): a body of another grant is refused.
+    func token(_ input: Operations.Token.Input) async throws -> Operations.Token.Output {
+        let client = try access.client()
+        let session: Schemas.Session
+        switch (input.query.grantType, input.body) {
+        case (.password, .json(.PasswordGrant(let body))): session = try await tokens.password(body, client: client)
+        case (.refreshToken, .json(.RefreshGrant(let body))): session = try await tokens.refresh(body, client: client)
+        case (.idToken, .json(.IDTokenGrant(let body))): session = try await tokens.idToken(body, client: client)
+        case (.pkce, .json(.PKCEGrant(let body))): session = try await tokens.pkce(body, client: client)
+        default:
+            throw APIError.badJSON("The body does not hold what grant_type=\(input.query.grantType.rawValue) needs")
+        }
+        return .ok(.init(body: .json(session)))
+    }
+
+    // MARK: Signed in
+
+    func getUser(_ input: Operations.GetUser.Input) async throws -> Operations.GetUser.Output {
+        .ok(.init(body: .json(try await profiles.user(try await access.account()))))
+    }
+
+    func updateUser(_ input: Operations.UpdateUser.Input) async throws -> Operations.UpdateUser.Output {
+        let caller = try await access.account()
+        switch input.body {
+        case .json(let body): return .ok(.init(body: .json(try await profiles.update(body, by: caller))))
+        }
+    }
+
+    func reauthenticate(_ input: Operations.Reauthenticate.Input) async throws -> Operations.Reauthenticate.Output {
+        try await profiles.reauthenticate(try await access.account())
+        return .ok(.init(body: .json(.init())))
+    }
+
+    /// Any session may sign out, a company session included.
+    func logout(_ input: Operations.Logout.Input) async throws -> Operations.Logout.Output {
+        let scope = SessionService.Scope(rawValue: (input.query.scope ?? .global).rawValue) ?? .global
+        try await accountSessions.logout(scope, by: try await access.session())
+        return .noContent(.init())
+    }
+
+    // MARK: Public information
+
+    func getSettings(_ input: Operations.GetSettings.Input) async throws -> Operations.GetSettings.Output {
+        let apple = !verification.env.settings.appleAudiences.isEmpty
+        let settings = Schemas.Settings(
+            external: .init(email: true, apple: apple, phone: false, anonymousUsers: false), disableSignup: false,
+            mailerAutoconfirm: false, phoneAutoconfirm: false, smsProvider: "", samlEnabled: false)
+        return .ok(.init(body: .json(settings)))
+    }
+
+    func getJWKS(_ input: Operations.GetJWKS.Input) async throws -> Operations.GetJWKS.Output {
+        let keys = try await verification.env.keys.jwks()
+        return .ok(.init(body: .json(try JSONDecoder().decode(Schemas.Jwks.self, from: JSONEncoder().encode(keys)))))
+    }
+}

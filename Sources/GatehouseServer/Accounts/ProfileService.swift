@@ -1,0 +1,163 @@
+import Foundation
+import GatehouseAPI
+import SQLKit
+
+/// The signed-in account's own record: reading it, changing profile, password or email (with recent
+/// re-authentication), and the code that re-authenticates. Account sessions only: the caller comes from
+/// `Access.account()`.
+struct ProfileService: Sendable {
+    let env: AccountsEnvironment
+
+    /// The caller's account (account sessions only).
+    func user(_ caller: Caller) async throws -> Schemas.User {
+        try await env.user(try await account(caller), db: env.store.database)
+    }
+
+    static let userNotFound = APIError(.notFound, code: .userNotFound, message: "User not found")
+
+    private func account(_ caller: Caller) async throws -> AccountRecord {
+        guard let account = try await AccountRepository(db: env.store.database).find(id: caller.accountID) else {
+            throw Self.userNotFound
+        }
+        return account
+    }
+
+    /// Changes profile data, password or email. A new password needs the current one, a `reauthenticate` code, or a
+    /// recovery sign-in in the last ten minutes; a new email needs the current password or a code. The new address
+    /// confirms with a mailed code, the old one is told, and the answer is the same whether the new one is taken.
+    func update(_ body: Schemas.UpdateUserRequest, by caller: Caller) async throws -> Schemas.User {
+        let client = caller.client
+        let identity = caller.identity
+        var account = try await account(caller)
+        let now = env.clock.now
+        var newEmail: String?
+        if let raw = body.email {
+            let email = try await env.deliverableEmail(raw)
+            if email != account.email { newEmail = email }
+        }
+        var newHash: String?
+        if body.password != nil || newEmail != nil {
+            try await authorizeSensitiveChange(
+                account: account, body: body, identity: identity, client: client, allowRecovery: newEmail == nil)
+        }
+        if let password = body.password {
+            try env.checkPassword(password, email: account.email)
+            if let current = account.passwordHash, case .valid = await env.hasher.verify(password, against: current) {
+                throw APIError(
+                    .unprocessableContent, code: .samePassword,
+                    message: "New password should be different from the old password")
+            }
+            newHash = try await env.hasher.hash(password)
+        }
+        if let newEmail {
+            try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
+            _ = try await env.claimCooldown("email_change", email: newEmail)
+        }
+        let passwordChanged = newHash != nil
+        let env = self.env
+        let requestedEmail = newEmail
+        let hash = newHash
+        account = try await env.transactionQueuingMail { db in
+            // The changes apply to the row as it is now, not as it was read before the slow checks: a disable or
+            // another change made meanwhile is kept.
+            guard var updated = try await AccountRepository(db: db).find(id: identity.accountID),
+                updated.disabledAt == nil
+            else { throw APIError(.forbidden, code: .userBanned, message: "This account is disabled") }
+            for (key, value) in body.data ?? [:] {
+                if value == .null {
+                    updated.userMetadata.removeValue(forKey: key)
+                } else {
+                    updated.userMetadata[key] = value
+                }
+            }
+            if let hash { updated.passwordHash = hash }
+            updated.updatedAt = now
+            let audit = AuditLog(db: db, clock: env.clock)
+            if body.data != nil {
+                try await audit.record(client.event(.profileUpdated, accountID: updated.id))
+            }
+            if passwordChanged {
+                try await env.sessions.revoke(
+                    accountID: updated.id, current: identity.sessionID, scope: .others, db: db)
+                try await audit.record(client.event(.passwordChanged, accountID: updated.id))
+            }
+            try await AccountRepository(db: db).update(updated)
+            guard let newEmail = requestedEmail else { return updated }
+            let taken = try await AccountRepository(db: db).find(email: newEmail) != nil
+            try await audit.record(
+                client.event(
+                    .emailChangeRequested, accountID: updated.id, detail: ["new_email": Secrets.emailDigest(newEmail)]))
+            try await env.mailer.enqueue(.emailChangeRequested(newEmail: newEmail), to: updated.email, db: db)
+            // A taken address gets no code (it could never be confirmed), and the answer does not say so.
+            guard !taken else { return updated }
+            let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
+                .issue(email: newEmail, purpose: .emailChange, accountID: updated.id, newEmail: newEmail)
+            try await env.mailer.enqueue(
+                .emailChange(
+                    code: code.code, link: env.verifyLink(token: code.linkToken, type: "email_change", redirectTo: nil),
+                    newEmail: newEmail),
+                to: newEmail, db: db)
+            return updated
+        }
+        return try await env.user(account, db: env.store.database)
+    }
+
+    /// Recent re-authentication for a password or email change: the current password (throttled like sign-in), a
+    /// code from `/auth/v1/reauthenticate`, or, for a password only, a recovery sign-in in the last ten minutes.
+    private func authorizeSensitiveChange(
+        account: AccountRecord, body: Schemas.UpdateUserRequest, identity: Identity, client: ClientInfo,
+        allowRecovery: Bool
+    ) async throws {
+        let now = Int64(env.clock.now.timeIntervalSince1970)
+        if allowRecovery,
+            identity.claims.amr.contains(where: { $0.method == "recovery" && now - $0.timestamp <= 600 })
+        {
+            return
+        }
+        if let current = body.currentPassword {
+            try await env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
+            let key = AccountsEnvironment.passwordKey(account.email)
+            try await env.admit(key, rule: env.passwordRule, client: client, accountID: account.id)
+            if let hash = account.passwordHash, case .valid = await env.hasher.verify(current, against: hash) {
+                try await env.clearThrottle(key)
+                return
+            }
+            await env.sessions.audit(
+                client.event(
+                    .passwordChangeRefused, accountID: account.id, detail: ["reason": "wrong_current_password"]))
+            throw APIError(.badRequest, code: .invalidCredentials, message: "The current password is not correct")
+        }
+        if let nonce = body.nonce {
+            let consumed = try await env.consumeCode(
+                email: account.email, code: nonce, purposes: [.reauthentication], client: client)
+            if consumed != nil { return }
+            await env.sessions.audit(
+                client.event(
+                    .passwordChangeRefused, accountID: account.id, detail: ["reason": "wrong_reauthentication_code"]))
+            throw APIError(
+                .badRequest, code: .reauthenticationNotValid, message: "Verification code is invalid or has expired")
+        }
+        await env.sessions.audit(
+            client.event(.passwordChangeRefused, accountID: account.id, detail: ["reason": "reauthentication_needed"]))
+        throw APIError(
+            .unauthorized, code: .reauthenticationNeeded,
+            message:
+                "Changing the password or email requires the current password or a code from /auth/v1/reauthenticate")
+    }
+
+    /// Mails a code that authorizes a password or email change.
+    func reauthenticate(_ caller: Caller) async throws {
+        let client = caller.client
+        let account = try await account(caller)
+        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
+        _ = try await env.claimCooldown("reauthentication", email: account.email)
+        let env = self.env
+        try await env.transactionQueuingMail { db in
+            let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
+                .issue(email: account.email, purpose: .reauthentication, accountID: account.id)
+            try await env.mailer.enqueue(.reauthentication(code: code.code), to: account.email, db: db)
+            try await AuditLog(db: db, clock: env.clock).record(
+                client.event(.reauthenticationRequested, accountID: account.id))
+        }
+    }
+}

@@ -1,0 +1,215 @@
+import Foundation
+import GatehouseAPI
+import JWTKit
+import SQLKit
+
+/// `POST /auth/v1/token`: the four grants. Password sign-in (counted before the hash runs), refresh-token rotation
+/// with reuse detection, Sign in with Apple (once per identity token), and the PKCE code exchange.
+struct TokenService: Sendable {
+    let env: AccountsEnvironment
+
+    static let invalidCredentials = APIError(
+        .badRequest, code: .invalidCredentials, message: "Invalid login credentials")
+
+    func password(_ body: Schemas.PasswordGrant, client: ClientInfo) async throws -> Schemas.Session {
+        try await env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
+        let email = EmailAddress.normalize(body.email) ?? body.email
+        let throttleKey = AccountsEnvironment.passwordKey(email)
+        let now = env.clock.now
+        // Counted before the password is checked: parallel guesses cannot slip past the backoff.
+        try await env.admit(throttleKey, rule: env.passwordRule, client: client)
+        let account = try await AccountRepository(db: env.store.database).find(email: email)
+        let verification: PasswordVerification
+        if let account, let hash = account.passwordHash, account.disabledAt == nil {
+            verification = await env.hasher.verify(body.password, against: hash)
+        } else if let account, account.emailConfirmedAt == nil, account.disabledAt == nil,
+            let pending = try await OneTimeCodes(db: env.store.database, clock: env.clock, settings: env.settings)
+                .pendingPasswordHashes(email: email).first
+        {
+            // The password of a sign-up still waiting for its code: right, it only earns "confirm your email".
+            if case .valid = await env.hasher.verify(body.password, against: pending) {
+                try await env.clearThrottle(throttleKey)
+                throw APIError(.badRequest, code: .emailNotConfirmed, message: "Email not confirmed")
+            }
+            verification = .invalid
+        } else {
+            await env.hasher.dummyVerify(body.password)
+            verification = .invalid
+        }
+        guard case .valid(let needsRehash) = verification, let account else {
+            let reason =
+                account == nil ? "no_account" : account?.passwordHash == nil ? "no_password" : "wrong_password"
+            await env.sessions.audit(
+                client.event(
+                    .signInFailed, accountID: account?.id,
+                    detail: ["method": "password", "reason": reason, "email": Secrets.emailDigest(email)]))
+            throw Self.invalidCredentials
+        }
+        // An unconfirmed account with a password (imported, or written by an older release) does not sign in by it.
+        guard account.emailConfirmedAt != nil else {
+            throw APIError(.badRequest, code: .emailNotConfirmed, message: "Email not confirmed")
+        }
+        // A failed rehash (an imported hash of a password libxcrypt cannot take) keeps the old hash; sign-in goes on.
+        let rehashed = needsRehash ? try? await env.hasher.hash(body.password) : nil
+        let env = self.env
+        let checkedHash = account.passwordHash
+        let issued = try await env.store.transaction { db in
+            // Only what this sign-in changes is written, against the row as it is now: a password changed or an
+            // account disabled while the hash was being checked stays changed.
+            let accounts = AccountRepository(db: db)
+            guard let current = try await accounts.find(id: account.id), current.disabledAt == nil,
+                current.passwordHash == checkedHash
+            else { throw Self.invalidCredentials }
+            try await accounts.recordSignIn(account.id, at: now, rehashed: rehashed, replacing: checkedHash)
+            try await accounts.touchIdentity(provider: "email", accountID: account.id, at: now)
+            try await ThrottleRepository(db: db).clear(throttleKey)
+            try await AuditLog(db: db, clock: env.clock).record(
+                client.event(.signedIn, accountID: account.id, detail: ["method": "password"]))
+            return try await env.sessions.start(
+                accountID: account.id, method: "password", ip: client.ip, userAgent: client.userAgent, db: db)
+        }
+        return try await env.sessions.response(for: issued, user: try await env.user(account, db: env.store.database))
+    }
+
+    /// Exchanges the authorization code a link redirected with, and the app's verifier, for a session.
+    func pkce(_ body: Schemas.PKCEGrant, client: ClientInfo) async throws -> Schemas.Session {
+        try await env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
+        guard !body.authCode.isEmpty, !body.codeVerifier.isEmpty else {
+            throw APIError.validation("both auth code and code verifier should be non-empty")
+        }
+        let env = self.env
+        let outcome = try await env.store.transaction { db in
+            try await FlowStates(db: db, clock: env.clock).redeem(body.authCode, verifier: body.codeVerifier)
+        }
+        switch outcome {
+        case .success(let consumed):
+            // The session is bound to its code, so a replayed code can end what the first exchange started.
+            return try await VerificationService(env: env).signIn(after: consumed, method: "magiclink", client: client)
+            {
+                [clock = env.clock] sessionID, db in
+                try await FlowStates(db: db, clock: clock).bind(body.authCode, sessionID: sessionID)
+            }
+        case .failure(let refusal):
+            if case .reused(let sessionID?) = refusal {
+                try await env.store.transaction { [env] db in
+                    try await SessionRepository(db: db).revoke(.session(sessionID), now: env.clock.now)
+                }
+            }
+            await env.sessions.audit(
+                client.event(.verifyFailed, accountID: nil, detail: ["type": "pkce", "reason": refusal.reason]))
+            throw refusal.apiError
+        }
+    }
+
+    func refresh(_ body: Schemas.RefreshGrant, client: ClientInfo) async throws -> Schemas.Session {
+        try await env.limit("refresh", env.settings.limits.refreshesPerIP, client: client)
+        let issued: IssuedSession
+        do {
+            issued = try await env.sessions.refresh(body.refreshToken) { issued in
+                client.event(.tokenRefreshed, accountID: issued.accountID, detail: ["session": issued.sessionID])
+            }
+        } catch SessionService.RefreshFailure.notFound {
+            throw APIError(
+                .badRequest, code: .refreshTokenNotFound, message: "Invalid Refresh Token: Refresh Token Not Found")
+        } catch SessionService.RefreshFailure.sessionEnded {
+            throw APIError(.badRequest, code: .sessionExpired, message: "Invalid Refresh Token: Session Expired")
+        } catch SessionService.RefreshFailure.alreadyUsed(let sessionID, let accountID) {
+            await env.sessions.audit(
+                client.event(
+                    .refreshTokenReused, accountID: accountID,
+                    detail: ["session": sessionID, "outcome": "session revoked"]))
+            throw APIError(
+                .badRequest, code: .refreshTokenAlreadyUsed, message: "Invalid Refresh Token: Already Used")
+        }
+        guard let account = try await AccountRepository(db: env.store.database).find(id: issued.accountID) else {
+            throw APIError(
+                .badRequest, code: .refreshTokenNotFound, message: "Invalid Refresh Token: Refresh Token Not Found")
+        }
+        // A company session refreshes into a company session, with the membership as it is now.
+        var membership: Membership?
+        if let companyID = issued.companyID {
+            membership = try await CompanyRepository(db: env.store.database).membership(
+                companyID, accountID: account.id)
+            guard membership != nil else {
+                throw APIError(.badRequest, code: .sessionExpired, message: "Invalid Refresh Token: Session Expired")
+            }
+        }
+        return try await env.sessions.response(
+            for: issued, user: try await env.user(account, db: env.store.database), membership: membership)
+    }
+
+    func idToken(_ body: Schemas.IDTokenGrant, client: ClientInfo) async throws -> Schemas.Session {
+        try await env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
+        guard !env.settings.appleAudiences.isEmpty else {
+            throw APIError(.badRequest, code: .providerDisabled, message: "Sign in with Apple is not configured")
+        }
+        let apple: AppleIdentity
+        do {
+            apple = try await env.apple.verify(body.idToken, nonce: body.nonce)
+        } catch {
+            await env.sessions.audit(
+                client.event(.signInFailed, accountID: nil, detail: ["method": "apple", "reason": "\(error)"]))
+            throw APIError(.badRequest, code: .badJwt, message: "The Apple identity token is invalid: \(error)")
+        }
+        let now = env.clock.now
+        let env = self.env
+        let tokenDigest = Secrets.digest(body.idToken)
+        let (account, issued) = try await env.store.transaction { db in
+            // One sign-in per identity token: a token seen before is refused until it expires.
+            try await db.delete(from: "used_identity_tokens").where("expires_at", .lessThan, now.epochMilliseconds)
+                .run()
+            let fresh = try await db.insert(into: "used_identity_tokens").columns("token_hash", "expires_at")
+                .values(SQLBind(tokenDigest), SQLBind(apple.expiresAt.epochMilliseconds))
+                .ignoringConflicts(with: "token_hash").returning("token_hash").all()
+            guard !fresh.isEmpty else {
+                throw APIError(.badRequest, code: .badJwt, message: "The Apple identity token was already used")
+            }
+            let accounts = AccountRepository(db: db)
+            var account: AccountRecord
+            if let linked = try await accounts.identity(provider: "apple", providerID: apple.subject),
+                let existing = try await accounts.find(id: linked.accountID)
+            {
+                account = existing
+            } else {
+                guard let email = apple.email.flatMap(EmailAddress.normalize), apple.emailVerified else {
+                    throw APIError.validation("The Apple identity token carries no verified email")
+                }
+                if let existing = try await accounts.find(email: email) {
+                    account = existing
+                } else {
+                    account = try await accounts.create(
+                        email: email, passwordHash: nil, metadata: [:], confirmedAt: now, now: now)
+                }
+                try await accounts.insert(
+                    IdentityRecord(
+                        id: Secrets.identifier(), accountID: account.id, provider: "apple", providerID: apple.subject,
+                        email: email, createdAt: now, lastSignInAt: nil))
+                try await AuditLog(db: db, clock: env.clock).record(
+                    client.event(.identityLinked, accountID: account.id, detail: ["provider": "apple"]))
+            }
+            guard account.disabledAt == nil else {
+                throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
+            }
+            if account.emailConfirmedAt == nil {
+                // Apple confirmed the address, not a sign-up's code: whatever a sign-up had chosen is dropped.
+                account.passwordHash = nil
+                account.userMetadata = [:]
+                account.emailConfirmedAt = now
+                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings).voidSignups(
+                    email: account.email)
+            }
+            account.lastSignInAt = now
+            account.updatedAt = now
+            try await accounts.update(account)
+            try await accounts.touchIdentity(provider: "apple", accountID: account.id, at: now)
+            try await AuditLog(db: db, clock: env.clock).record(
+                client.event(.signedIn, accountID: account.id, detail: ["method": "apple"]))
+            return (
+                account,
+                try await env.sessions.start(
+                    accountID: account.id, method: "oauth", ip: client.ip, userAgent: client.userAgent, db: db)
+            )
+        }
+        return try await env.sessions.response(for: issued, user: try await env.user(account, db: env.store.database))
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import GatehouseAPI
+import SQLKit
+
+/// Mailed codes and links spent: verification by code, the link's landing page and its button, and the sign-in a
+/// verified code earns.
+struct VerificationService: Sendable {
+    let env: AccountsEnvironment
+
+    static let otpExpired = APIError(.forbidden, code: .otpExpired, message: "Token has expired or is invalid")
+
+    /// Verifies a mailed code (or a link token as `token_hash`) and signs in. Wrong codes count per code (five
+    /// tries) and per address across all its codes (a ceiling a day), each counted before the code is compared.
+    func verify(_ body: Schemas.VerifyRequest, client: ClientInfo) async throws -> Schemas.Session {
+        try await env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
+        let type = body._type.rawValue
+        guard let purposes = CodePurpose.accepted(byVerifyType: type) else {
+            throw APIError.validation("Unsupported verification type '\(type)'")
+        }
+        let consumed: ConsumedCode?
+        var emailDigest: String?
+        if let tokenHash = body.tokenHash {
+            consumed = try await env.store.transaction { [env] db in
+                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
+                    .consume(linkToken: tokenHash, purposes: purposes)
+            }
+        } else {
+            guard let rawEmail = body.email, let token = body.token else {
+                throw APIError.validation("Verify requires an email and a token")
+            }
+            let email = try env.validEmail(rawEmail)
+            emailDigest = Secrets.emailDigest(email)
+            consumed = try await env.consumeCode(
+                email: email, code: token.trimmingCharacters(in: .whitespaces), purposes: purposes, client: client)
+        }
+        guard let consumed else {
+            var detail = ["type": type]
+            detail["email"] = emailDigest
+            await env.sessions.audit(client.event(.verifyFailed, accountID: nil, detail: detail))
+            throw Self.otpExpired
+        }
+        return try await signIn(after: consumed, method: body.tokenHash == nil ? "otp" : "magiclink", client: client)
+    }
+
+    /// The magic link's landing page. Opening it never spends the link, so a mail scanner that fetches it changes
+    /// nothing; the person's one tap on the page posts to `verify/continue`, which does.
+    func linkPage(token: String, type: String, redirectTo: String?) async throws -> String {
+        let redirect = env.allowedRedirect(redirectTo) ?? env.siteURL
+        guard let purposes = CodePurpose.accepted(byVerifyType: type), !token.isEmpty,
+            try await OneTimeCodes(db: env.store.database, clock: env.clock, settings: env.settings)
+                .isLive(linkToken: token, purposes: purposes)
+        else { return LinkPage.html(.expired) }
+        return LinkPage.html(
+            .confirm(token: token, type: type, redirectTo: redirect, action: "/auth/v1/verify/continue"))
+    }
+
+    /// The landing page's button: spends the link and redirects to the app, with the session in the fragment, or
+    /// with `?code=` in the PKCE flow (the code is useless without the app's verifier). A form posted from another
+    /// site is refused, so nobody can sign a visitor in to the attacker's account.
+    func continueLink(
+        token: String, type: String, redirectTo: String?, sameOrigin: Bool, client: ClientInfo
+    ) async throws -> LinkRedirect {
+        guard sameOrigin else {
+            await env.sessions.audit(
+                client.event(.authorizationRefused, accountID: nil, detail: ["reason": "cross_site_link_post"]))
+            throw APIError(.forbidden, code: .crossSiteRequest, message: "This form can only be sent from its own page")
+        }
+        try await env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
+        let target = env.allowedRedirect(redirectTo) ?? env.siteURL
+        var consumed: ConsumedCode?
+        if let purposes = CodePurpose.accepted(byVerifyType: type) {
+            consumed = try await env.store.transaction { [env] db in
+                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
+                    .consume(linkToken: token, purposes: purposes)
+            }
+        }
+        guard let consumed else {
+            await env.sessions.audit(
+                client.event(.verifyFailed, accountID: nil, detail: ["type": String(type.prefix(32))]))
+            return Self.failure(target, code: ErrorCode.otpExpired.rawValue, "Email link is invalid or has expired")
+        }
+        if let challenge = consumed.codeChallenge {
+            let code = try await env.store.transaction { [env] db in
+                try await FlowStates(db: db, clock: env.clock).create(for: consumed, challenge: challenge)
+            }
+            await env.sessions.audit(
+                client.event(
+                    .verified, accountID: consumed.accountID,
+                    detail: ["purpose": consumed.purpose.rawValue, "flow": "pkce"]))
+            return LinkPage.redirect(target, query: [("code", code)])
+        }
+        do {
+            let session = try await signIn(after: consumed, method: "magiclink", client: client)
+            return LinkPage.redirect(
+                target,
+                fragment: [
+                    ("access_token", session.accessToken), ("expires_at", String(session.expiresAt)),
+                    ("expires_in", String(session.expiresIn)), ("refresh_token", session.refreshToken),
+                    ("token_type", "bearer"), ("type", type),
+                ])
+        } catch let error as APIError {
+            return Self.failure(target, code: error.code, error.message)
+        }
+    }
+
+    private static func failure(_ target: String, code: String, _ description: String) -> LinkRedirect {
+        LinkPage.redirect(
+            target, fragment: [("error", "access_denied"), ("error_code", code), ("error_description", description)])
+    }
+
+    /// Applies what a verified code proves (a confirmed email, a new email) and starts a session. An unconfirmed
+    /// account takes the password and profile of the sign-up whose code this is; confirmed any other way, whatever a
+    /// sign-up had chosen is dropped.
+    func signIn(
+        after consumed: ConsumedCode, method: String, client: ClientInfo,
+        started: @escaping @Sendable (String, any SQLDatabase) async throws -> Void = { _, _ in }
+    ) async throws -> Schemas.Session {
+        let now = env.clock.now
+        let amrMethod =
+            consumed.purpose == .recovery ? "recovery" : consumed.purpose == .emailChange ? "email_change" : method
+        let (account, issued) = try await env.store.transaction { [env] db in
+            let accounts = AccountRepository(db: db)
+            var found: AccountRecord? = nil
+            if let id = consumed.accountID { found = try await accounts.find(id: id) }
+            if found == nil { found = try await accounts.find(email: consumed.email) }
+            guard var account = found else { throw Self.otpExpired }
+            guard account.disabledAt == nil else {
+                throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
+            }
+            let audit = AuditLog(db: db, clock: env.clock)
+            if consumed.purpose == .emailChange, let newEmail = consumed.newEmail {
+                if let other = try await accounts.find(email: newEmail), other.id != account.id {
+                    throw APIError(
+                        .unprocessableContent, code: .emailExists,
+                        message: "A user with this email address has already been registered")
+                }
+                account.email = newEmail
+                try await accounts.updateEmailIdentity(accountID: account.id, email: newEmail)
+            }
+            if account.emailConfirmedAt == nil {
+                let pending = consumed.pending ?? PendingSignup(passwordHash: nil, metadata: [:])
+                if account.passwordHash != nil || !account.userMetadata.isEmpty || pending.passwordHash != nil {
+                    try await audit.record(
+                        client.event(
+                            .pendingSignupResolved, accountID: account.id,
+                            detail: ["password": pending.passwordHash == nil ? "none" : "set_by_this_code"]))
+                }
+                account.passwordHash = pending.passwordHash
+                account.userMetadata = pending.metadata
+                account.emailConfirmedAt = now
+                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings).voidSignups(
+                    email: account.email)
+            }
+            account.lastSignInAt = now
+            account.updatedAt = now
+            try await accounts.update(account)
+            try await accounts.touchIdentity(provider: "email", accountID: account.id, at: now)
+            let issued = try await env.sessions.start(
+                accountID: account.id, method: amrMethod, ip: client.ip, userAgent: client.userAgent, db: db)
+            try await started(issued.sessionID, db)
+            try await audit.record(
+                client.event(.verified, accountID: account.id, detail: ["purpose": consumed.purpose.rawValue]))
+            if consumed.purpose == .emailChange {
+                try await audit.record(client.event(.emailChanged, accountID: account.id))
+            }
+            try await audit.record(client.event(.signedIn, accountID: account.id, detail: ["method": amrMethod]))
+            return (account, issued)
+        }
+        return try await env.sessions.response(for: issued, user: try await env.user(account, db: env.store.database))
+    }
+}

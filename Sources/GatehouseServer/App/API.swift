@@ -1,0 +1,47 @@
+import Foundation
+import GatehouseAPI
+import Hummingbird
+import OpenAPIHummingbird
+import OpenAPIRuntime
+
+/// Every operation of `openapi.yaml`, generated as `APIProtocol` and mounted on the router by
+/// swift-openapi-hummingbird. Each handler maps its typed input to a service and the answer back: who is asking comes
+/// from `Access` (a company handler cannot get a `CompanyCaller` without the company check), the rules and
+/// transactions live in the services, the SQL in the repositories. The handlers are in each feature's `…API.swift`.
+struct API: APIProtocol {
+    let access: Access
+    let operations: OperationsService
+    let signUps: SignUpService
+    let verification: VerificationService
+    let tokens: TokenService
+    let profiles: ProfileService
+    let accountSessions: AccountSessions
+    let companies: CompanyService
+    let shares: ShareService
+    let credentials: CredentialService
+
+    init(_ services: GatehouseServices) throws {
+        let env = services.accounts
+        access = Access(sessions: env.sessions, store: env.store)
+        operations = OperationsService(
+            store: services.store, metrics: services.metrics, metricsToken: services.configuration.metricsToken,
+            openAPIDocument: try GatehouseAPIDocument.yaml())
+        signUps = SignUpService(env: env)
+        verification = VerificationService(env: env)
+        tokens = TokenService(env: env)
+        profiles = ProfileService(env: env)
+        accountSessions = AccountSessions(store: env.store, clock: env.clock, sessions: env.sessions)
+        companies = CompanyService(store: env.store, clock: env.clock, publicURL: env.publicURL)
+        shares = ShareService(env: env)
+        credentials = CredentialService(env: env)
+    }
+
+    /// The wire settings: dates with fractional seconds (as the store keeps milliseconds), compact sorted JSON.
+    static let configuration = Configuration(
+        dateTranscoder: .iso8601WithFractionalSeconds, jsonEncodingOptions: [.sortedKeys, .withoutEscapingSlashes])
+
+    /// Mounts every operation on `router`.
+    func register(on router: Router<AppRequestContext>) throws {
+        try registerHandlers(on: router, serverURL: URL(string: "/")!, configuration: Self.configuration)
+    }
+}

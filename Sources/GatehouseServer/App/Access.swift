@@ -1,0 +1,155 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// What a generated handler knows of its request beyond its typed input: the head (headers, path) and the peer on
+/// the socket. `RequestScopeMiddleware`, last in the router's chain, sets it for the handler's task: the pattern of
+/// Hummingbird's OpenAPI template.
+struct RequestScope: Sendable {
+    let head: HTTPRequest
+    let peerAddress: String?
+
+    @TaskLocal static var current: RequestScope?
+}
+
+/// Makes the request's head and peer available to the generated handlers (see `RequestScope`).
+struct RequestScopeMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+
+    func handle(
+        _ request: Request, context: AppRequestContext,
+        next: (Request, AppRequestContext) async throws -> Response
+    ) async throws -> Response {
+        try await RequestScope.$current.withValue(RequestScope(head: request.head, peerAddress: context.peerAddress)) {
+            try await next(request, context)
+        }
+    }
+}
+
+/// A caller whose bearer token verified and whose session is live. Only `Access` makes one, so a service that takes
+/// a `Caller` cannot be reached without the check.
+struct Caller: Sendable {
+    let identity: Identity
+    let client: ClientInfo
+
+    fileprivate init(identity: Identity, client: ClientInfo) {
+        self.identity = identity
+        self.client = client
+    }
+
+    var accountID: String { identity.accountID }
+}
+
+/// A caller inside one company: a session logged in to exactly that company, and the caller's membership, read
+/// fresh (a removal or role change counts at once). Only `Access.company` makes one.
+struct CompanyCaller: Sendable {
+    let identity: Identity
+    let membership: Membership
+    let client: ClientInfo
+
+    fileprivate init(identity: Identity, membership: Membership, client: ClientInfo) {
+        self.identity = identity
+        self.membership = membership
+        self.client = client
+    }
+
+    var companyID: String { membership.companyID }
+    var accountID: String { identity.accountID }
+
+    /// The audit event of something this caller did in their company.
+    func event(_ action: AuditAction, detail: [String: String] = [:]) -> AuditEvent {
+        AuditEvent(
+            action, accountID: accountID, companyID: companyID, ip: client.ip, userAgent: client.userAgent,
+            detail: detail)
+    }
+}
+
+/// Who is asking: verifies the bearer token and its session, and the company context where one is needed. A refusal
+/// is audited with the path, and answered with the stable code of its reason.
+struct Access: Sendable {
+    let sessions: SessionService
+    let store: Store
+
+    static let contextRequired = APIError(
+        .forbidden, code: .companyContextRequired,
+        message: "This endpoint needs a session logged in to this company (POST /v1/companies/{cid}/login)")
+    static let notMember = APIError(.forbidden, code: .notAMember, message: "You are not a member of this company")
+
+    private var scope: RequestScope {
+        get throws {
+            guard let scope = RequestScope.current else { throw APIError.internalError }
+            return scope
+        }
+    }
+
+    /// Where the request came from (for public endpoints' limits and audit).
+    func client() throws -> ClientInfo {
+        let scope = try scope
+        return ClientInfo(headers: scope.head.headerFields, peerAddress: scope.peerAddress, settings: sessions.settings)
+    }
+
+    /// Any live session, account or company (signing out is the one thing a company session does under /auth/v1).
+    func session() async throws -> Caller {
+        let client = try client()
+        return Caller(identity: try await identify(client), client: client)
+    }
+
+    /// The account session: the account's own business is not a company session's to do.
+    func account() async throws -> Caller {
+        let caller = try await session()
+        guard caller.identity.isAccountSession else {
+            await refused(caller.identity, client: caller.client, companyID: nil, reason: "account_session_required")
+            throw APIError.accountSessionRequired
+        }
+        return caller
+    }
+
+    /// A session logged in to company `cid`, with a live membership.
+    func company(_ cid: String) async throws -> CompanyCaller {
+        let client = try client()
+        let identity = try await identify(client)
+        guard identity.companyID == cid else {
+            await refused(identity, client: client, companyID: cid, reason: "company_context_required")
+            throw Self.contextRequired
+        }
+        guard
+            let membership = try await CompanyRepository(db: store.database).membership(
+                cid, accountID: identity.accountID)
+        else {
+            await refused(identity, client: client, companyID: cid, reason: "not_a_member")
+            throw Self.notMember
+        }
+        return CompanyCaller(identity: identity, membership: membership, client: client)
+    }
+
+    /// The identity behind the bearer token, or the matching 401/403. A token that is forged, tampered, foreign or
+    /// whose session has ended is audited (with no subject: nothing in it can be trusted).
+    private func identify(_ client: ClientInfo) async throws -> Identity {
+        let scope = try scope
+        guard let header = scope.head.headerFields[.authorization], header.lowercased().hasPrefix("bearer ") else {
+            throw APIError.noAuthorization
+        }
+        let token = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
+        let reason: String
+        let error: APIError
+        do {
+            return try await sessions.identify(bearer: token)
+        } catch .malformed {
+            (reason, error) = ("invalid_token", .badJWT)
+        } catch .sessionEnded {
+            (reason, error) = ("session_ended", .sessionNotFound)
+        }
+        await sessions.audit(
+            client.event(.tokenRejected, accountID: nil, detail: ["reason": reason, "path": scope.head.path ?? ""]))
+        throw error
+    }
+
+    /// Audits a refused authorization: who asked, for which company, and why.
+    private func refused(_ identity: Identity, client: ClientInfo, companyID: String?, reason: String) async {
+        let path = RequestScope.current?.head.path ?? ""
+        await sessions.audit(
+            AuditEvent(
+                .authorizationRefused, accountID: identity.accountID, companyID: companyID, ip: client.ip,
+                userAgent: client.userAgent, detail: ["reason": reason, "path": String(path.prefix { $0 != "?" })]))
+    }
+}

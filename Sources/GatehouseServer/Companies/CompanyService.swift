@@ -1,0 +1,226 @@
+import Foundation
+import GatehouseAPI
+import SQLKit
+
+/// Companies, their members and their audit trail: the rules (who may do what) and the transaction of each change.
+struct CompanyService: Sendable {
+    let store: Store
+    let clock: any GatehouseClock
+    let publicURL: String
+
+    static func forbidden(_ message: String) -> APIError { APIError(.forbidden, code: .forbidden, message: message) }
+    static let companyNotFound = APIError.notFound("No such company")
+    static let ownerCannotLeave = APIError(
+        .conflict, code: .ownerCannotLeave, message: "Transfer ownership before leaving")
+
+    /// Runs `body` in one transaction that also records `event`.
+    private func change<T: Sendable>(
+        _ event: AuditEvent?, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
+        try await store.transaction { [clock] db in
+            let result = try await body(db)
+            if let event { try await AuditLog(db: db, clock: clock).record(event) }
+            return result
+        }
+    }
+
+    // MARK: The caller's companies
+
+    /// Every company the caller owns or participates in.
+    func list(_ caller: Caller) async throws -> Schemas.CompanyList {
+        .init(companies: try await CompanyRepository(db: store.database).summaries(accountID: caller.accountID))
+    }
+
+    /// Creates a company owned by the caller, on the Free tier.
+    func create(_ body: Schemas.CreateCompanyRequest, by caller: Caller) async throws -> Schemas.CompanyDetail {
+        let now = clock.now
+        let company = CompanyRecord(
+            id: Secrets.identifier(), name: try Self.validName(body.name),
+            logoURL: try body.logoUrl.map(Self.validLogo),
+            ownerID: caller.accountID, tier: .free, policy: CompanyPolicy(), createdAt: now, updatedAt: now)
+        let event = AuditEvent(
+            .companyCreated, accountID: caller.accountID, companyID: company.id, ip: caller.client.ip,
+            userAgent: caller.client.userAgent)
+        try await change(event) { db in
+            let companies = CompanyRepository(db: db)
+            try await companies.insert(company)
+            try await companies.addMember(company.id, accountID: caller.accountID, role: .owner, now: now)
+        }
+        return try await detail(company.id)
+    }
+
+    static func validName(_ raw: String) throws -> String {
+        let name = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...100).contains(name.count), !name.contains(where: { $0.isNewline }) else {
+            throw APIError.validation("name must be 1 to 100 characters")
+        }
+        return name
+    }
+
+    static func validLogo(_ raw: String) throws -> String {
+        guard let url = URL(string: raw), ["https", "http"].contains(url.scheme ?? ""), url.host != nil,
+            raw.count <= 2048
+        else {
+            throw APIError.validation("logo_url must be an http(s) URL")
+        }
+        return raw
+    }
+
+    // MARK: One company
+
+    /// The company and its policy.
+    func detail(_ companyID: String) async throws -> Schemas.CompanyDetail {
+        let companies = CompanyRepository(db: store.database)
+        guard let company = try await companies.company(companyID) else { throw Self.companyNotFound }
+        return Schemas.CompanyDetail(
+            id: company.id, name: company.name, tier: Schemas.Tier(company.tier), logoUrl: company.logoURL,
+            ownerId: company.ownerID, requiresCredential: company.policy.requiresCredential,
+            passwordMinLength: company.policy.passwordMinLength,
+            sessionIdleTimeout: Int(company.policy.sessionIdleTimeout),
+            sessionLifetime: Int(company.policy.sessionLifetime), managersCanShare: company.policy.managersCanShare,
+            memberCount: try await companies.memberCount(companyID), createdAt: company.createdAt)
+    }
+
+    /// Renames or changes policy; the owner only.
+    func update(_ body: Schemas.UpdateCompanyRequest, by caller: CompanyCaller) async throws -> Schemas.CompanyDetail {
+        guard caller.membership.isOwner else { throw Self.forbidden("Only the owner may change the company") }
+        guard var company = try await CompanyRepository(db: store.database).company(caller.companyID) else {
+            throw Self.companyNotFound
+        }
+        try Self.apply(body, to: &company)
+        company.updatedAt = clock.now
+        let updated = company
+        try await change(caller.event(.companyUpdated)) { db in try await CompanyRepository(db: db).update(updated) }
+        return try await detail(company.id)
+    }
+
+    /// The change a policy update asks for, each value within its bounds.
+    static func apply(_ body: Schemas.UpdateCompanyRequest, to company: inout CompanyRecord) throws {
+        if let name = body.name { company.name = try validName(name) }
+        if let logo = body.logoUrl { company.logoURL = logo.isEmpty ? nil : try validLogo(logo) }
+        if let requires = body.requiresCredential { company.policy.requiresCredential = requires }
+        if let minimum = body.passwordMinLength {
+            guard (8...64).contains(minimum) else { throw APIError.validation("password_min_length must be 8 to 64") }
+            company.policy.passwordMinLength = minimum
+        }
+        if let idle = body.sessionIdleTimeout {
+            guard (300...31_536_000).contains(idle) else {
+                throw APIError.validation("session_idle_timeout must be 300 to 31536000 seconds")
+            }
+            company.policy.sessionIdleTimeout = TimeInterval(idle)
+        }
+        if let lifetime = body.sessionLifetime {
+            guard (300...31_536_000).contains(lifetime) else {
+                throw APIError.validation("session_lifetime must be 300 to 31536000 seconds")
+            }
+            company.policy.sessionLifetime = TimeInterval(lifetime)
+        }
+        if let managers = body.managersCanShare { company.policy.managersCanShare = managers }
+    }
+
+    /// Deletes the company, all its rows, and ends its sessions; the owner only.
+    func delete(by caller: CompanyCaller) async throws {
+        guard caller.membership.isOwner else { throw Self.forbidden("Only the owner may delete the company") }
+        try await change(caller.event(.companyDeleted)) { [clock] db in
+            try await CompanyRepository(db: db).delete(caller.companyID, now: clock.now)
+        }
+    }
+
+    // MARK: Members
+
+    func members(_ caller: CompanyCaller) async throws -> Schemas.MemberList {
+        .init(members: try await CompanyRepository(db: store.database).members(caller.companyID, publicURL: publicURL))
+    }
+
+    /// Changes a member's role or masks, as `CompanyRules.judge` allows the caller.
+    func updateMember(_ targetID: String, _ body: Schemas.UpdateMemberRequest, by caller: CompanyCaller) async throws
+        -> Schemas.MemberInfo
+    {
+        let role = body.role.flatMap { MemberRole(rawValue: $0.rawValue) }
+        guard (body.deptMask ?? 0) >= 0, (body.managerMask ?? 0) >= 0 else {
+            throw APIError.validation("dept_mask and manager_mask are non-negative bitmasks")
+        }
+        let change = CompanyRules.MemberChange(role: role, deptMask: body.deptMask, managerMask: body.managerMask)
+        var detail = ["member": targetID]
+        if let role { detail["role"] = role.rawValue }
+        if let mask = body.deptMask { detail["dept_mask"] = String(mask) }
+        if let mask = body.managerMask { detail["manager_mask"] = String(mask) }
+        try await self.change(caller.event(.memberChanged, detail: detail)) { db in
+            let companies = CompanyRepository(db: db)
+            guard let target = try await companies.membership(caller.companyID, accountID: targetID) else {
+                throw APIError.notFound("No such member")
+            }
+            if case .forbidden(let reason) = CompanyRules.judge(change, by: caller.membership, on: target) {
+                throw Self.forbidden(reason)
+            }
+            try await companies.updateMember(
+                caller.companyID, accountID: targetID, role: role ?? target.role,
+                deptMask: body.deptMask ?? target.deptMask, managerMask: body.managerMask ?? target.managerMask)
+        }
+        let members = try await CompanyRepository(db: store.database).members(caller.companyID, publicURL: publicURL)
+        guard let member = members.first(where: { $0.accountId == targetID }) else {
+            throw APIError.notFound("No such member")
+        }
+        return member
+    }
+
+    /// The owner removes a participant; their company sessions end at once.
+    func removeMember(_ targetID: String, by caller: CompanyCaller) async throws {
+        guard caller.membership.isOwner else { throw Self.forbidden("Only the owner may remove members") }
+        guard targetID != caller.accountID else { throw Self.ownerCannotLeave }
+        try await remove(targetID, caller: caller, action: .memberRemoved)
+    }
+
+    /// A participant leaves; the owner must transfer ownership first.
+    func leave(_ caller: CompanyCaller) async throws {
+        guard !caller.membership.isOwner else { throw Self.ownerCannotLeave }
+        try await remove(caller.accountID, caller: caller, action: .memberLeft)
+    }
+
+    private func remove(_ targetID: String, caller: CompanyCaller, action: AuditAction) async throws {
+        try await change(caller.event(action, detail: ["member": targetID])) { [clock] db in
+            let companies = CompanyRepository(db: db)
+            guard try await companies.membership(caller.companyID, accountID: targetID) != nil else {
+                throw APIError.notFound("No such member")
+            }
+            try await companies.removeMember(caller.companyID, accountID: targetID, now: clock.now)
+        }
+    }
+
+    /// Hands ownership to another member; the old owner stays as a member.
+    func transfer(to targetID: String, by caller: CompanyCaller) async throws -> Schemas.CompanyDetail {
+        guard caller.membership.isOwner else { throw Self.forbidden("Only the owner may transfer ownership") }
+        guard targetID != caller.accountID else { throw APIError.validation("You already own this company") }
+        let cid = caller.companyID
+        let owner = caller.membership
+        try await change(caller.event(.ownershipTransferred, detail: ["to": targetID])) { [clock] db in
+            let companies = CompanyRepository(db: db)
+            guard let target = try await companies.membership(cid, accountID: targetID),
+                var company = try await companies.company(cid)
+            else { throw APIError.notFound("No such member") }
+            try await companies.updateMember(
+                cid, accountID: owner.accountID, role: .member, deptMask: owner.deptMask,
+                managerMask: owner.managerMask)
+            try await companies.updateMember(
+                cid, accountID: target.accountID, role: .owner, deptMask: target.deptMask,
+                managerMask: target.managerMask)
+            company.ownerID = target.accountID
+            company.updatedAt = clock.now
+            try await companies.update(company)
+            try await CredentialRepository(db: db).setSuperUser(cid, accountID: owner.accountID, false)
+            try await CredentialRepository(db: db).setSuperUser(cid, accountID: target.accountID, true)
+        }
+        return try await detail(cid)
+    }
+
+    // MARK: Audit
+
+    /// The company's audit trail: everything for the owner, one's own events for participants.
+    func audit(_ caller: CompanyCaller, before: Int64?, limit: Int?) async throws -> Schemas.AuditPage {
+        let limit = try AuditLog.pageSize(limit)
+        let events = try await AuditLog(db: store.database, clock: clock).page(
+            companyID: caller.companyID, accountID: caller.membership.isOwner ? nil : caller.accountID,
+            before: before, limit: limit)
+        return .init(events: events, nextBefore: events.count == limit ? events.last?.id : nil)
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+import GatehouseAPI
+import SQLKit
+
+/// Share links: who may make them, what a holder sees before joining, and joining within the tier's limits.
+struct ShareService: Sendable {
+    let env: AccountsEnvironment
+
+    static let shareExpired = APIError(
+        .gone, code: .shareExpired, message: "This share link has expired, was revoked, or is used up")
+
+    /// The company, when the caller may manage its links (the owner, or a manager if the company allows).
+    private func rights(_ caller: CompanyCaller) async throws -> CompanyRecord {
+        guard let company = try await CompanyRepository(db: env.store.database).company(caller.companyID) else {
+            throw CompanyService.companyNotFound
+        }
+        guard CompanyRules.canManageShares(caller.membership, policy: company.policy) else {
+            throw CompanyService.forbidden(
+                "Only the owner (or a manager, if the company allows) may manage share links")
+        }
+        return company
+    }
+
+    /// The company's links, without their tokens.
+    func list(_ caller: CompanyCaller) async throws -> Schemas.ShareLinkList {
+        _ = try await rights(caller)
+        return .init(
+            shares: try await CompanyRepository(db: env.store.database).shares(caller.companyID).map { link in
+                Schemas.ShareLinkInfo(
+                    id: link.id, permission: Schemas.Permission(link.permission), expiresAt: link.expiresAt,
+                    maxUses: link.maxUses, uses: link.uses, revoked: link.revokedAt != nil, createdAt: link.createdAt)
+            })
+    }
+
+    /// Creates a share link; its token appears in this answer only.
+    func create(_ body: Schemas.CreateShareRequest, by caller: CompanyCaller) async throws -> Schemas.ShareLinkInfo {
+        let company = try await rights(caller)
+        guard company.tier.allowsSharing else {
+            throw APIError(
+                .forbidden, code: .tierForbidsSharing, message: "The Free tier does not allow sharing; upgrade to share"
+            )
+        }
+        if let expiresIn = body.expiresIn, !(60...(90 * 86400)).contains(expiresIn) {
+            throw APIError.validation("expires_in must be 60 seconds to 90 days")
+        }
+        if let maxUses = body.maxUses, !(1...10_000).contains(maxUses) {
+            throw APIError.validation("max_uses must be 1 to 10000")
+        }
+        let permission = SharePermission(body.permission)
+        let now = env.clock.now
+        let token = Secrets.token()
+        let link = ShareLinkRecord(
+            id: Secrets.identifier(), companyID: company.id, permission: permission, createdBy: caller.accountID,
+            createdAt: now, expiresAt: body.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) },
+            maxUses: body.maxUses, uses: 0, revokedAt: nil)
+        let event = caller.event(.shareCreated, detail: ["share": link.id, "permission": permission.rawValue])
+        try await env.store.transaction { [clock = env.clock] db in
+            try await CompanyRepository(db: db).insert(link, tokenHash: Secrets.digest(token))
+            try await AuditLog(db: db, clock: clock).record(event)
+        }
+        return Schemas.ShareLinkInfo(
+            id: link.id, permission: body.permission, token: token, url: "\(env.publicURL)/v1/shares/\(token)",
+            expiresAt: link.expiresAt, maxUses: link.maxUses, uses: 0, revoked: false, createdAt: now)
+    }
+
+    func revoke(_ shareID: String, by caller: CompanyCaller) async throws {
+        _ = try await rights(caller)
+        let event = caller.event(.shareRevoked, detail: ["share": shareID])
+        let revoked = try await env.store.transaction { [clock = env.clock] db in
+            let revoked = try await CompanyRepository(db: db).revokeShare(
+                caller.companyID, shareID: shareID, now: clock.now)
+            if revoked { try await AuditLog(db: db, clock: clock).record(event) }
+            return revoked
+        }
+        guard revoked else { throw APIError.notFound("No such share link") }
+    }
+
+    /// What accepting a link would join, without joining.
+    func preview(_ token: String, by caller: Caller) async throws -> Schemas.SharePreview {
+        // A share token is a secret: looking one up is limited per IP like every other secret check.
+        try await env.limit("share", env.settings.limits.verificationsPerIP, client: caller.client)
+        let companies = CompanyRepository(db: env.store.database)
+        guard let link = try await companies.share(tokenHash: Secrets.digest(token)), link.usable(at: env.clock.now),
+            let company = try await companies.company(link.companyID)
+        else { throw Self.shareExpired }
+        let inviter = try await AccountRepository(db: env.store.database).find(id: link.createdBy)
+        return Schemas.SharePreview(
+            companyName: company.name, logoUrl: company.logoURL,
+            inviterName: inviter.map { CompanyRepository.displayName(AccountRepository.encode($0.userMetadata)) }
+                ?? "Member",
+            permission: Schemas.Permission(link.permission))
+    }
+
+    /// Joins the company with the link's permission, within the tier's participant limit. A refusal the holder hit
+    /// (tier, limit, expiry) is a security decision: it goes in the trail.
+    func accept(_ token: String, by caller: Caller) async throws -> Schemas.CompanySummary {
+        try await env.limit("share", env.settings.limits.verificationsPerIP, client: caller.client)
+        let companyID: String
+        do {
+            companyID = try await join(token: token, caller: caller, now: env.clock.now)
+        } catch let error as APIError {
+            let link = try? await CompanyRepository(db: env.store.database).share(tokenHash: Secrets.digest(token))
+            await env.sessions.audit(
+                AuditEvent(
+                    .shareRefused, accountID: caller.accountID, companyID: link?.companyID, ip: caller.client.ip,
+                    userAgent: caller.client.userAgent, detail: ["reason": error.code]))
+            throw error
+        }
+        let summaries = try await CompanyRepository(db: env.store.database).summaries(accountID: caller.accountID)
+        guard let summary = summaries.first(where: { $0.id == companyID }) else {
+            throw CompanyService.companyNotFound
+        }
+        return summary
+    }
+
+    private func join(token: String, caller: Caller, now: Date) async throws -> String {
+        try await env.store.transaction { [clock = env.clock] db in
+            let companies = CompanyRepository(db: db)
+            guard let link = try await companies.share(tokenHash: Secrets.digest(token)), link.usable(at: now) else {
+                throw Self.shareExpired
+            }
+            // Take the company row's lock first, so concurrent acceptances count participants one at a time.
+            try await companies.lock(link.companyID)
+            guard let company = try await companies.company(link.companyID) else { throw Self.shareExpired }
+            if let existing = try await companies.membership(company.id, accountID: caller.accountID) {
+                if existing.isOwner {
+                    throw APIError(.conflict, code: .ownerCannotAccept, message: "You own this company")
+                }
+                return company.id
+            }
+            guard company.tier.allowsSharing else {
+                throw APIError(
+                    .forbidden, code: .tierForbidsSharing, message: "This company's tier does not allow sharing")
+            }
+            guard
+                CompanyRules.admits(participants: try await companies.participantCount(company.id), tier: company.tier)
+            else {
+                throw APIError(
+                    .forbidden, code: .participantLimitReached,
+                    message: "This company has reached its tier's participant limit")
+            }
+            guard try await companies.useShare(company.id, shareID: link.id, now: now) else { throw Self.shareExpired }
+            try await companies.addMember(company.id, accountID: caller.accountID, role: link.permission.role, now: now)
+            try await AuditLog(db: db, clock: clock).record(
+                AuditEvent(
+                    .shareAccepted, accountID: caller.accountID, companyID: company.id, ip: caller.client.ip,
+                    userAgent: caller.client.userAgent,
+                    detail: ["share": link.id, "permission": link.permission.rawValue]))
+            return company.id
+        }
+    }
+}

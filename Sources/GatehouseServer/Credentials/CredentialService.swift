@@ -1,0 +1,221 @@
+import Foundation
+import GatehouseAPI
+import SQLKit
+
+/// The per-company credential (the seeds' UserPass) and company login: its rules, its throttle and its transactions.
+struct CredentialService: Sendable {
+    let env: AccountsEnvironment
+
+    static let invalidCredentials = APIError(
+        .badRequest, code: .invalidCredentials, message: "Invalid username or password")
+    static let noCredential = APIError.notFound("You have no credential for this company")
+    static let maximumImageBytes = 1 << 20
+
+    /// The backoff key of one account's credential in one company, shared by login and password changes.
+    static func throttleKey(_ companyID: String, _ accountID: String) -> String { "company:\(companyID):\(accountID)" }
+
+    private func event(
+        _ action: AuditAction, _ client: ClientInfo, accountID: String, companyID: String,
+        detail: [String: String] = [:]
+    ) -> AuditEvent {
+        AuditEvent(
+            action, accountID: accountID, companyID: companyID, ip: client.ip, userAgent: client.userAgent,
+            detail: detail)
+    }
+
+    /// The company and the caller's membership, or 404 for a company the caller does not belong to.
+    private func membership(_ companyID: String, _ accountID: String) async throws -> (CompanyRecord, Membership) {
+        let companies = CompanyRepository(db: env.store.database)
+        guard let membership = try await companies.membership(companyID, accountID: accountID),
+            let company = try await companies.company(companyID)
+        else { throw CompanyService.companyNotFound }
+        return (company, membership)
+    }
+
+    /// The account rules, with the company's minimum length when it asks for more.
+    private func checkPassword(_ password: String, policy: CompanyPolicy, forbidden: [String]) throws {
+        var rules = env.settings.passwordPolicy
+        rules.minimumLength = max(rules.minimumLength, policy.passwordMinLength)
+        try env.checkPassword(password, forbidden: forbidden, policy: rules)
+    }
+
+    // MARK: Creating and reading one's credential
+
+    /// Creates the caller's credential for a company they belong to. Usernames are unique in the company and
+    /// immutable; the owner's credential is the super user.
+    func create(_ cid: String, _ body: Schemas.CreateCredentialRequest, by caller: Caller) async throws
+        -> Schemas.CredentialInfo
+    {
+        let (company, membership) = try await membership(cid, caller.accountID)
+        let username = body.username
+        guard (1...64).contains(username.count),
+            !username.contains(where: { $0.isNewline || $0.asciiValue.map { $0 < 32 } == true })
+        else { throw APIError.validation("username must be 1 to 64 characters without control characters") }
+        let email = try body.email.map { try env.validEmail($0) }
+        try checkPassword(
+            body.password, policy: company.policy,
+            forbidden: [username, email, email.map(EmailAddress.localPart), caller.identity.email].compactMap { $0 })
+        let image = try body.image.map(Self.decodeImage)
+        let now = env.clock.now
+        let credential = CompanyCredential(
+            companyID: cid, accountID: caller.accountID, username: username,
+            passwordHash: try await env.hasher.hash(body.password), email: email, superUser: membership.isOwner,
+            hasImage: image != nil, createdAt: now)
+        let audit = event(.credentialCreated, caller.client, accountID: caller.accountID, companyID: cid)
+        try await env.store.transaction { [clock = env.clock] db in
+            let credentials = CredentialRepository(db: db)
+            if try await credentials.find(cid, accountID: caller.accountID) != nil {
+                throw APIError(
+                    .conflict, code: .credentialExists, message: "You already have a credential for this company")
+            }
+            if try await credentials.usernameTaken(cid, username: username) {
+                throw APIError(.conflict, code: .usernameTaken, message: "That username is taken in this company")
+            }
+            try await credentials.insert(credential, image: image?.data, imageType: image?.type, now: now)
+            try await AuditLog(db: db, clock: clock).record(audit)
+        }
+        return Self.info(credential)
+    }
+
+    /// A base64 PNG or JPEG of at most 1 MiB, with its media type.
+    static func decodeImage(_ encoded: String) throws -> (data: Data, type: String) {
+        guard let data = Data(base64Encoded: encoded), data.count <= maximumImageBytes,
+            let type = CredentialRepository.imageType(data)
+        else { throw APIError.validation("image must be a base64 PNG or JPEG of at most 1 MiB") }
+        return (data, type)
+    }
+
+    static func info(_ credential: CompanyCredential) -> Schemas.CredentialInfo {
+        Schemas.CredentialInfo(
+            username: credential.username, email: credential.email, superUser: credential.superUser,
+            hasImage: credential.hasImage, createdAt: credential.createdAt)
+    }
+
+    /// The caller's own credential; nobody else's is ever readable.
+    func show(_ caller: CompanyCaller) async throws -> Schemas.CredentialInfo {
+        guard
+            let credential = try await CredentialRepository(db: env.store.database).find(
+                caller.companyID, accountID: caller.accountID)
+        else { throw Self.noCredential }
+        return Self.info(credential)
+    }
+
+    /// Removes the caller's credential and ends their sessions in this company.
+    func delete(_ caller: CompanyCaller) async throws {
+        let audit = caller.event(.credentialDeleted)
+        try await env.store.transaction { [clock = env.clock] db in
+            guard try await CredentialRepository(db: db).find(caller.companyID, accountID: caller.accountID) != nil
+            else { throw Self.noCredential }
+            try await CredentialRepository(db: db).delete(caller.companyID, accountID: caller.accountID)
+            try await CompanyRepository(db: db).endSessions(
+                caller.companyID, accountID: caller.accountID, except: nil, now: clock.now)
+            try await AuditLog(db: db, clock: clock).record(audit)
+        }
+    }
+
+    /// Changes the credential's password and ends the caller's other sessions in this company.
+    func changePassword(_ body: Schemas.ChangeCredentialPasswordRequest, by caller: CompanyCaller) async throws {
+        let cid = caller.companyID
+        let accountID = caller.accountID
+        guard let credential = try await CredentialRepository(db: env.store.database).find(cid, accountID: accountID),
+            let company = try await CompanyRepository(db: env.store.database).company(cid)
+        else { throw Self.noCredential }
+        // The current password is a guess like any login: counted first, backing off the same way.
+        let throttleKey = Self.throttleKey(cid, accountID)
+        try await env.limit("company-login", env.settings.limits.signInsPerIP, client: caller.client)
+        try await env.admit(throttleKey, rule: env.passwordRule, client: caller.client, accountID: accountID)
+        guard case .valid = await env.hasher.verify(body.currentPassword, against: credential.passwordHash) else {
+            await env.sessions.audit(caller.event(.credentialPasswordChangeFailed))
+            throw Self.invalidCredentials
+        }
+        try await env.clearThrottle(throttleKey)
+        try checkPassword(
+            body.newPassword, policy: company.policy,
+            forbidden: [credential.username, credential.email, caller.identity.email].compactMap { $0 })
+        let hash = try await env.hasher.hash(body.newPassword)
+        let audit = caller.event(.credentialPasswordChanged)
+        try await env.store.transaction { [clock = env.clock] db in
+            try await CredentialRepository(db: db).setPassword(cid, accountID: accountID, hash: hash, now: clock.now)
+            try await CompanyRepository(db: db).endSessions(
+                cid, accountID: accountID, except: caller.identity.sessionID, now: clock.now)
+            try await AuditLog(db: db, clock: clock).record(audit)
+        }
+    }
+
+    /// The picture a member chose for this company, for other members.
+    func image(of target: String, for caller: CompanyCaller) async throws -> (data: Data, type: String) {
+        guard
+            let (data, type) = try await CredentialRepository(db: env.store.database).image(
+                caller.companyID, accountID: target)
+        else { throw APIError.notFound("No picture") }
+        return (data, type)
+    }
+
+    // MARK: Company login
+
+    /// Logs in to a company: with the credential's username and password (or with the account session alone when the
+    /// company does not require a credential), answering a new session scoped to the company. It is opened from the
+    /// account session, as its child: it ends with it, never outlives it, and its timeouts are capped by the server's.
+    /// A company session cannot open another one (the caller is an account session).
+    func login(_ cid: String, _ body: Schemas.CompanyLoginRequest, by caller: Caller) async throws -> Schemas.Session {
+        try await env.limit("company-login", env.settings.limits.signInsPerIP, client: caller.client)
+        let (company, membership) = try await membership(cid, caller.accountID)
+        let throttleKey = Self.throttleKey(cid, caller.accountID)
+        var username: String?
+        if company.policy.requiresCredential {
+            username = try await checkCredential(cid, body, caller: caller, throttleKey: throttleKey)
+        }
+        let scope = CompanyScope(
+            companyID: cid, username: username, idleTimeout: company.policy.sessionIdleTimeout,
+            lifetime: company.policy.sessionLifetime)
+        let audit = event(.companyLogin, caller.client, accountID: caller.accountID, companyID: cid)
+        let issued = try await env.store.transaction { [env] db in
+            try await ThrottleRepository(db: db).clear(throttleKey)
+            try await AuditLog(db: db, clock: env.clock).record(audit)
+            return try await env.sessions.start(
+                accountID: caller.accountID, method: "company_password", ip: caller.client.ip,
+                userAgent: caller.client.userAgent, db: db, company: scope, parent: caller.identity.sessionID)
+        }
+        guard let account = try await AccountRepository(db: env.store.database).find(id: caller.accountID) else {
+            throw APIError(.notFound, code: .userNotFound, message: "User not found")
+        }
+        return try await env.sessions.response(
+            for: issued, user: try await env.user(account, db: env.store.database), membership: membership)
+    }
+
+    /// Checks the username and password (counted before the hash runs, so parallel guesses cannot slip past the
+    /// backoff); answers the credential's username.
+    private func checkCredential(
+        _ cid: String, _ body: Schemas.CompanyLoginRequest, caller: Caller, throttleKey: String
+    ) async throws -> String {
+        guard let given = body.username, let password = body.password else {
+            throw APIError.validation("This company requires a username and password")
+        }
+        try await env.admit(throttleKey, rule: env.passwordRule, client: caller.client, accountID: caller.accountID)
+        let credential = try await CredentialRepository(db: env.store.database).find(cid, accountID: caller.accountID)
+        let verification: PasswordVerification
+        if let credential, credential.username == given {
+            verification = await env.hasher.verify(password, against: credential.passwordHash)
+        } else {
+            await env.hasher.dummyVerify(password)
+            verification = .invalid
+        }
+        guard case .valid(let needsRehash) = verification, let credential else {
+            let reason =
+                credential == nil
+                ? "no_credential" : credential?.username == given ? "wrong_password" : "wrong_username"
+            await env.sessions.audit(
+                event(
+                    .companyLoginFailed, caller.client, accountID: caller.accountID, companyID: cid,
+                    detail: ["reason": reason]))
+            throw Self.invalidCredentials
+        }
+        if needsRehash, let rehashed = try? await env.hasher.hash(password) {
+            try await env.store.transaction { [clock = env.clock] db in
+                try await CredentialRepository(db: db).setPassword(
+                    cid, accountID: caller.accountID, hash: rehashed, now: clock.now)
+            }
+        }
+        return credential.username
+    }
+}

@@ -1,0 +1,47 @@
+import Foundation
+import GatehouseAPI
+import SQLKit
+
+/// The caller's own devices and trail: the session list, ending one session or many, and the account's audit.
+struct AccountSessions: Sendable {
+    let store: Store
+    let clock: any GatehouseClock
+    let sessions: SessionService
+
+    /// Every live session of the caller's account, the current one flagged.
+    func list(_ caller: Caller) async throws -> Schemas.SessionList {
+        .init(sessions: try await sessions.list(accountID: caller.accountID, current: caller.identity.sessionID))
+    }
+
+    /// Ends one of the caller's sessions; another account's session id is simply not found.
+    func revoke(_ id: String, by caller: Caller) async throws {
+        let event = caller.client.event(.sessionRevoked, accountID: caller.accountID, detail: ["session": id])
+        let ended = try await store.transaction { [clock] db in
+            let rows = try await SessionRepository(db: db).revoke(
+                .session(id, accountID: caller.accountID), now: clock.now)
+            if !rows.isEmpty { try await AuditLog(db: db, clock: clock).record(event) }
+            return !rows.isEmpty
+        }
+        guard ended else { throw APIError.notFound("No such session") }
+    }
+
+    /// Ends this session (`local`), every session (`global`) or every other one (`others`).
+    func logout(_ scope: SessionService.Scope, by caller: Caller) async throws {
+        try await store.transaction { [clock, sessions] db in
+            let ended = try await sessions.revoke(
+                accountID: caller.accountID, current: caller.identity.sessionID, scope: scope, db: db)
+            try await AuditLog(db: db, clock: clock).record(
+                caller.client.event(
+                    .loggedOut, accountID: caller.accountID,
+                    detail: ["scope": scope.rawValue, "sessions": String(ended)]))
+        }
+    }
+
+    /// The caller's own audit events, newest first, `limit` (1…100) at a time before the event id `before`.
+    func audit(_ caller: Caller, before: Int64?, limit: Int?) async throws -> Schemas.AuditPage {
+        let limit = try AuditLog.pageSize(limit)
+        let events = try await AuditLog(db: store.database, clock: clock)
+            .page(accountID: caller.accountID, before: before, limit: limit)
+        return .init(events: events, nextBefore: events.count == limit ? events.last?.id : nil)
+    }
+}
