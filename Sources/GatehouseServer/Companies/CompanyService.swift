@@ -49,9 +49,10 @@ struct CompanyService: Sendable {
         return try await detail(company.id)
     }
 
+    /// 1 to 100 code points as given (the contract's measure), something besides spaces, on one line.
     static func validName(_ raw: String) throws -> String {
         let name = raw.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (1...100).contains(name.count), !name.contains(where: { $0.isNewline }) else {
+        guard raw.unicodeScalars.count <= 100, !name.isEmpty, !raw.contains(where: { $0.isNewline }) else {
             throw APIError.validation("name must be 1 to 100 characters")
         }
         return name

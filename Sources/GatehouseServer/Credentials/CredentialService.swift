@@ -48,7 +48,7 @@ struct CredentialService: Sendable {
     {
         let (company, membership) = try await membership(cid, caller.accountID)
         let username = body.username
-        guard (1...64).contains(username.count),
+        guard (1...64).contains(username.unicodeScalars.count),
             !username.contains(where: { $0.isNewline || $0.asciiValue.map { $0 < 32 } == true })
         else { throw APIError.validation("username must be 1 to 64 characters without control characters") }
         let email = try body.email.map { try env.validEmail($0) }
