@@ -1,7 +1,9 @@
 import Foundation
 import GatehouseAPI
 import GatehouseServer
+import HTTPTypes
 import Hummingbird
+import HummingbirdTesting
 import Testing
 
 /// The document is the contract: every route the router serves is an operation of openapi.yaml, and the other way
@@ -44,6 +46,52 @@ struct ContractTests {
         #expect(documented.count >= 40)
         #expect(served.subtracting(documented).sorted() == [], "served but not documented")
         #expect(documented.subtracting(served).sorted() == [], "documented but not served")
+        await services.store.close()
+    }
+
+    /// The protected operations without a request body, as `(method, path)` with every path parameter `x`.
+    static func protectedOperationsWithoutBody() throws -> [(method: String, path: String)] {
+        let document = String(decoding: try GatehouseAPIDocument.yaml(), as: UTF8.self)
+        var found: [(method: String, path: String, secured: Bool, body: Bool)] = []
+        var path: String?
+        for line in document.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line == "components:" { break }
+            if let match = line.firstMatch(of: #/^  (/[^:]*):\s*$/#) {
+                path = String(match.1)
+            } else if let match = line.firstMatch(of: #/^    (get|put|post|patch|delete):/#), let path {
+                found.append((match.1.uppercased(), path.replacing(#/\{[^}]+\}/#, with: "x"), false, false))
+            } else if line.hasPrefix("      security: [{ bearer: [] }]"), !found.isEmpty {
+                found[found.count - 1].secured = true
+            } else if line.hasPrefix("      requestBody:"), !found.isEmpty {
+                found[found.count - 1].body = true
+            }
+        }
+        return found.filter { $0.secured && !$0.body && $0.path != "/metrics" }.map { ($0.method, $0.path) }
+    }
+
+    @Test("every protected operation refuses no token with 401 no_authorization and a forged one with 403 bad_jwt")
+    func protectedOperationsRefuseStrangers() async throws {
+        let operations = try Self.protectedOperationsWithoutBody()
+        #expect(operations.count >= 20)
+        let services = try GatehouseServices(try await TestStore.configuration(), logger: TestStore.quietLogger)
+        try await services.store.migrate()
+        let forged =
+            "eyJhbGciOiJFUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ4Iiwic2Vzc2lvbl9pZCI6IngiLCJleHAiOjk5OTk5OTk5OTl9.c2lnbmF0dXJl"
+        try await buildApplication(services, router: try buildRouter(services)).test(.router) { client in
+            for operation in operations {
+                let method = HTTPRequest.Method(rawValue: operation.method)!
+                try await client.execute(uri: operation.path, method: method) { response in
+                    #expect(response.status == .unauthorized, "\(operation.method) \(operation.path)")
+                    #expect(String(buffer: response.body).contains("no_authorization"), "\(operation.path)")
+                }
+                try await client.execute(
+                    uri: operation.path, method: method, headers: [.authorization: "Bearer \(forged)"]
+                ) { response in
+                    #expect(response.status == .forbidden, "\(operation.method) \(operation.path)")
+                    #expect(String(buffer: response.body).contains("bad_jwt"), "\(operation.path)")
+                }
+            }
+        }
         await services.store.close()
     }
 }
