@@ -172,6 +172,16 @@ struct AccountRepository {
             lastSignInAt: try row.decode(column: "last_sign_in_at", as: Int64?.self).map(Date.init(epochMilliseconds:)))
     }
 
+    /// Records an identity token (by digest) as spent until it expires; false when it was spent already. Spent
+    /// tokens past their expiry are forgotten first.
+    func claimIdentityToken(_ digest: String, expiresAt: Date, now: Date) async throws -> Bool {
+        try await db.delete(from: "used_identity_tokens").where("expires_at", .lessThan, now.epochMilliseconds).run()
+        let fresh = try await db.insert(into: "used_identity_tokens").columns("token_hash", "expires_at")
+            .values(SQLBind(digest), SQLBind(expiresAt.epochMilliseconds))
+            .ignoringConflicts(with: "token_hash").returning("token_hash").all()
+        return !fresh.isEmpty
+    }
+
     static func encode(_ metadata: [String: JSONValue]) -> String {
         String(decoding: (try? JSONEncoder.sortedKeys.encode(metadata)) ?? Data("{}".utf8), as: UTF8.self)
     }

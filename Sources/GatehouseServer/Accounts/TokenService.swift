@@ -156,15 +156,10 @@ struct TokenService: Sendable {
         let tokenDigest = Secrets.digest(body.idToken)
         let (account, issued) = try await env.store.transaction { db in
             // One sign-in per identity token: a token seen before is refused until it expires.
-            try await db.delete(from: "used_identity_tokens").where("expires_at", .lessThan, now.epochMilliseconds)
-                .run()
-            let fresh = try await db.insert(into: "used_identity_tokens").columns("token_hash", "expires_at")
-                .values(SQLBind(tokenDigest), SQLBind(apple.expiresAt.epochMilliseconds))
-                .ignoringConflicts(with: "token_hash").returning("token_hash").all()
-            guard !fresh.isEmpty else {
+            let accounts = AccountRepository(db: db)
+            guard try await accounts.claimIdentityToken(tokenDigest, expiresAt: apple.expiresAt, now: now) else {
                 throw APIError(.badRequest, code: .badJwt, message: "The Apple identity token was already used")
             }
-            let accounts = AccountRepository(db: db)
             var account: AccountRecord
             if let linked = try await accounts.identity(provider: "apple", providerID: apple.subject),
                 let existing = try await accounts.find(id: linked.accountID)

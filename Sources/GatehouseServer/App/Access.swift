@@ -10,6 +10,9 @@ struct RequestScope: Sendable {
     let peerAddress: String?
 
     @TaskLocal static var current: RequestScope?
+
+    /// The request's path without its query, for the audit trail.
+    var path: String { String((head.path ?? "").prefix { $0 != "?" }) }
 }
 
 /// Makes the request's head and peer available to the generated handlers (see `RequestScope`).
@@ -140,16 +143,15 @@ struct Access: Sendable {
             (reason, error) = ("session_ended", .sessionNotFound)
         }
         await sessions.audit(
-            client.event(.tokenRejected, accountID: nil, detail: ["reason": reason, "path": scope.head.path ?? ""]))
+            client.event(.tokenRejected, accountID: nil, detail: ["reason": reason, "path": scope.path]))
         throw error
     }
 
     /// Audits a refused authorization: who asked, for which company, and why.
     private func refused(_ identity: Identity, client: ClientInfo, companyID: String?, reason: String) async {
-        let path = RequestScope.current?.head.path ?? ""
         await sessions.audit(
             AuditEvent(
                 .authorizationRefused, accountID: identity.accountID, companyID: companyID, ip: client.ip,
-                userAgent: client.userAgent, detail: ["reason": reason, "path": String(path.prefix { $0 != "?" })]))
+                userAgent: client.userAgent, detail: ["reason": reason, "path": RequestScope.current?.path ?? ""]))
     }
 }
