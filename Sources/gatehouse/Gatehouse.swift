@@ -136,6 +136,12 @@ struct ServerOptions: ParsableArguments {
             "Base64 key-encryption keys, newest first; prefer the variable (GATEHOUSE_ENCRYPTION_KEYS; default <data-dir>/gatehouse.key)."
     )
     var encryptionKeys: String?
+    @Option(
+        name: .customLong("sync-retention"),
+        help:
+            "Seconds the change log keeps tombstones; older tokens get the digest exchange (GATEHOUSE_SYNC_RETENTION, default 2592000)."
+    )
+    var syncRetention: String?
 
     /// Flags over `GATEHOUSE_*` variables over defaults.
     func resolve() throws -> GatehouseConfiguration {
@@ -146,6 +152,7 @@ struct ServerOptions: ParsableArguments {
             .sessionIdleTimeout: sessionIdleTimeout, .sessionLifetime: sessionLifetime,
             .appleAudiences: appleAudiences, .appleJWKSURL: appleJWKSURL, .trustedProxies: trustedProxies,
             .metricsToken: metricsToken, .encryptionKeys: encryptionKeys, .codeFailuresPerDay: codeFailuresPerDay,
+            .syncRetention: syncRetention,
         ]
         return try GatehouseConfiguration.resolve(
             flags: flags.compactMapValues { $0 }, environment: ProcessInfo.processInfo.environment)

@@ -19,6 +19,7 @@ struct API: APIProtocol {
     let companies: CompanyService
     let shares: ShareService
     let credentials: CredentialService
+    let sync: SyncService
 
     init(_ services: GatehouseServices) throws {
         let env = services.accounts
@@ -31,9 +32,10 @@ struct API: APIProtocol {
         tokens = TokenService(env: env)
         profiles = ProfileService(env: env)
         accountSessions = AccountSessions(store: env.store, clock: env.clock, sessions: env.sessions)
-        companies = CompanyService(store: env.store, clock: env.clock, publicURL: env.publicURL)
+        companies = CompanyService(store: env.store, clock: env.clock, publicURL: env.publicURL, bus: services.bus)
         shares = ShareService(env: env)
         credentials = CredentialService(env: env)
+        sync = services.sync
     }
 
     /// The wire settings: dates with fractional seconds (as the store keeps milliseconds), compact sorted JSON.

@@ -77,6 +77,9 @@ struct Access: Sendable {
         .forbidden, code: .companyContextRequired,
         message: "This endpoint needs a session logged in to this company (POST /v1/companies/{cid}/login)")
     static let notMember = APIError(.forbidden, code: .notAMember, message: "You are not a member of this company")
+    static let accessRevoked = APIError(
+        .forbidden, code: .companyAccessRevoked,
+        message: "Your access to this company was revoked; drop its local data")
 
     private var scope: RequestScope {
         get throws {
@@ -141,6 +144,8 @@ struct Access: Sendable {
             (reason, error) = ("invalid_token", .badJWT)
         } catch .sessionEnded {
             (reason, error) = ("session_ended", .sessionNotFound)
+        } catch .accessRevoked {
+            (reason, error) = ("company_access_revoked", Self.accessRevoked)
         }
         await sessions.audit(
             client.event(.tokenRejected, accountID: nil, detail: ["reason": reason, "path": scope.path]))

@@ -19,6 +19,9 @@ public struct GatehouseServices: Sendable {
     public let box: SecretBox
     let mailQueue: MailQueue
     let accounts: AccountsEnvironment
+    /// Live subscribers and the bus that reaches them on every instance.
+    let bus: SyncBus
+    let sync: SyncService
 
     /// Opens the store named by `configuration`; nothing connects until the application runs. Tests pass their own
     /// clock, and may pass a mail transport (production picks SMTP or the outbox from configuration).
@@ -47,12 +50,18 @@ public struct GatehouseServices: Sendable {
         let mailQueue = MailQueue(store: store, transport: transport, box: box, clock: clock, logger: logger)
         self.mailQueue = mailQueue
         let secrets = ServerSecrets(store: store, box: box)
+        let sessions = SessionService(
+            store: store, keys: keys, secrets: secrets, clock: clock, settings: settings,
+            issuer: publicURL + "/auth/v1")
+        let bus = SyncBus(store: store, hub: SyncHub())
+        self.bus = bus
+        self.sync = SyncService(
+            store: store, clock: clock, secrets: secrets, sessions: sessions, bus: bus,
+            liveCheckInterval: .milliseconds(Int64(configuration.sync.liveCheckInterval * 1000)))
         self.accounts = AccountsEnvironment(
             store: store, clock: clock, settings: settings,
-            sessions: SessionService(
-                store: store, keys: keys, secrets: secrets, clock: clock, settings: settings,
-                issuer: publicURL + "/auth/v1"),
-            keys: keys, mailer: Mailer(queue: mailQueue, from: configuration.mailFrom), secrets: secrets,
+            sessions: sessions, keys: keys, mailer: Mailer(queue: mailQueue, from: configuration.mailFrom),
+            secrets: secrets,
             hasher: PasswordHasher(), limiter: RateLimiter(clock: clock),
             apple: AppleIdentityVerifier(jwksURL: settings.appleJWKSURL, audiences: settings.appleAudiences),
             publicURL: publicURL, logger: logger,
@@ -135,7 +144,10 @@ public func buildApplication(
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Gatehouse"),
-        services: [services.store, services.mailQueue],
+        services: [
+            services.store, services.mailQueue, SyncListener(bus: services.bus, logger: logger),
+            SyncCompactor(sync: services.sync, retention: configuration.sync.retention, logger: logger),
+        ],
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
             logger.info(

@@ -23,6 +23,8 @@ public struct GatehouseConfiguration: Sendable, Equatable {
     public var storeConnectionsPerLoop = 4
     /// Sessions, codes, limits and sign-in providers.
     public var auth = AuthSettings()
+    /// Company records: how long the change log keeps tombstones, and how often live streams re-check.
+    public var sync = SyncSettings()
     /// `smtp://user:pass@host:587` (STARTTLS when offered), `smtp+starttls://…` (required), `smtps://…` (TLS from
     /// the start); unset writes mail to the development outbox under the data directory.
     public var smtpURL: String?
@@ -75,6 +77,7 @@ public enum ConfigurationKey: String, CaseIterable, Sendable {
     case codeFailuresPerDay = "code-failures-per-day"
     case metricsToken = "metrics-token"
     case encryptionKeys = "encryption-keys"
+    case syncRetention = "sync-retention"
 
     /// `GATEHOUSE_DATA_DIR` for `data-dir`, and so on.
     public var environmentName: String {
@@ -226,6 +229,8 @@ extension GatehouseConfiguration {
             }
             _ = try SecretBox(base64Keys: keys)
             encryptionKeys = keys
+        case .syncRetention:
+            sync.retention = try Self.seconds(value, source: source, range: 3600...315_360_000)
         }
     }
 }
@@ -259,6 +264,17 @@ public struct AuthSettings: Sendable, Equatable {
     public var trustedProxies: [IPNetwork] = []
     public var passwordPolicy = PasswordPolicy()
     public var limits = AuthLimits()
+
+    public init() {}
+}
+
+/// Company records and their change log (DESIGN §12).
+public struct SyncSettings: Sendable, Equatable {
+    /// Tombstones and mutation results older than this are compacted away, seconds; a device whose token is older
+    /// gets the digest exchange instead of the changes it missed.
+    public var retention: TimeInterval = 30 * 24 * 3600
+    /// How often a live stream re-checks its session and membership and sends a keep-alive comment, seconds.
+    public var liveCheckInterval: TimeInterval = 15
 
     public init() {}
 }

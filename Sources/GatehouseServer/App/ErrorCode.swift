@@ -11,12 +11,16 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case badJwt = "bad_jwt"
     /// A request Hummingbird could not read.
     case badRequest = "bad_request"
+    /// The member was removed from the company, or their access changed while a live stream was open.
+    case companyAccessRevoked = "company_access_revoked"
     /// A company endpoint called without a session logged in to that company.
     case companyContextRequired = "company_context_required"
     /// The caller already has a credential for this company.
     case credentialExists = "credential_exists"
     /// The link page's form posted from another site.
     case crossSiteRequest = "cross_site_request"
+    /// A mutation sets department bits outside what the caller may grant.
+    case deptMaskForbidden = "dept_mask_forbidden"
     /// A non-ASCII address the mail server cannot deliver to (no SMTPUTF8).
     case emailAddressNotSupported = "email_address_not_supported"
     /// The address belongs to another account (only where the caller proved they own it).
@@ -31,6 +35,16 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case forbidden = "forbidden"
     /// A wrong email, username or password (one answer for all).
     case invalidCredentials = "invalid_credentials"
+    /// A record field name is not 1–64 characters of [A-Za-z0-9_] starting with a letter.
+    case invalidFieldName = "invalid_field_name"
+    /// A record field value is not a string, number, boolean, null, timestamp or reference.
+    case invalidFieldValue = "invalid_field_value"
+    /// A record id is not a UUID.
+    case invalidRecordId = "invalid_record_id"
+    /// A record type is not 1–64 characters of [A-Za-z0-9_] starting with a letter.
+    case invalidRecordType = "invalid_record_type"
+    /// A sync token that was not issued for this company, or was altered.
+    case invalidSyncToken = "invalid_sync_token"
     /// The path exists, not with this method.
     case methodNotAllowed = "method_not_allowed"
     /// /metrics asked for on a server started without --metrics-token.
@@ -59,14 +73,24 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case payloadTooLarge = "payload_too_large"
     /// Sign in with Apple is not configured (or another provider was asked for).
     case providerDisabled = "provider_disabled"
+    /// A read-only participant pushed a mutation.
+    case readOnly = "read_only"
     /// A password or email change without the current password or a code.
     case reauthenticationNeeded = "reauthentication_needed"
     /// A wrong or expired reauthentication code.
     case reauthenticationNotValid = "reauthentication_not_valid"
+    /// An update to a record deleted after the mutation's base.
+    case recordDeleted = "record_deleted"
+    /// A mutation of a record the caller may not see.
+    case recordForbidden = "record_forbidden"
+    /// A record over 256 KiB encoded.
+    case recordTooLarge = "record_too_large"
     /// A rotated refresh token presented after the grace window: the session ended.
     case refreshTokenAlreadyUsed = "refresh_token_already_used"
     /// An unknown refresh token.
     case refreshTokenNotFound = "refresh_token_not_found"
+    /// A sync token older than the retained change log: run the digest exchange.
+    case resyncRequired = "resync_required"
     /// The new password equals the current one.
     case samePassword = "same_password"
     /// The session is revoked, idle too long or past its lifetime.
@@ -77,6 +101,12 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case shareExpired = "share_expired"
     /// The company's tier does not allow sharing.
     case tierForbidsSharing = "tier_forbids_sharing"
+    /// A record with more than 200 fields.
+    case tooManyFields = "too_many_fields"
+    /// A push of more than 1,000 mutations (or a digest chunk of more than 10,000 ids).
+    case tooManyMutations = "too_many_mutations"
+    /// A mutation names another type than the record has.
+    case typeMismatch = "type_mismatch"
     /// Anything unexpected; logged once on the server.
     case unexpectedFailure = "unexpected_failure"
     /// Grant_type is not password, refresh_token, id_token or pkce.

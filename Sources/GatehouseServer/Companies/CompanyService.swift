@@ -7,21 +7,28 @@ struct CompanyService: Sendable {
     let store: Store
     let clock: any GatehouseClock
     let publicURL: String
+    /// Tells live streams, on every instance, of members whose access changed.
+    let bus: SyncBus
 
     static func forbidden(_ message: String) -> APIError { APIError(.forbidden, code: .forbidden, message: message) }
     static let companyNotFound = APIError.notFound("No such company")
     static let ownerCannotLeave = APIError(
         .conflict, code: .ownerCannotLeave, message: "Transfer ownership before leaving")
 
-    /// Runs `body` in one transaction that also records `event`.
+    /// Runs `body` in one transaction that also records `event` and announces `messages` to live streams (on every
+    /// instance once it commits).
     private func change<T: Sendable>(
-        _ event: AuditEvent?, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+        _ event: AuditEvent?, announcing messages: [SyncBus.Message] = [],
+        _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
-        try await store.transaction { [clock] db in
+        let result = try await store.transaction { [clock, bus] db in
             let result = try await body(db)
             if let event { try await AuditLog(db: db, clock: clock).record(event) }
+            for message in messages { try await bus.announce(message, db: db) }
             return result
         }
+        for message in messages { bus.deliver(message) }
+        return result
     }
 
     // MARK: The caller's companies
@@ -122,7 +129,8 @@ struct CompanyService: Sendable {
     /// Deletes the company, all its rows, and ends its sessions; the owner only.
     func delete(by caller: CompanyCaller) async throws {
         guard caller.membership.isOwner else { throw Self.forbidden("Only the owner may delete the company") }
-        try await change(caller.event(.companyDeleted)) { [clock] db in
+        try await change(caller.event(.companyDeleted), announcing: [.companyEnded(companyID: caller.companyID)]) {
+            [clock] db in
             try await CompanyRepository(db: db).delete(caller.companyID, now: clock.now)
         }
     }
@@ -146,7 +154,8 @@ struct CompanyService: Sendable {
         if let role { detail["role"] = role.rawValue }
         if let mask = body.deptMask { detail["dept_mask"] = String(mask) }
         if let mask = body.managerMask { detail["manager_mask"] = String(mask) }
-        try await self.change(caller.event(.memberChanged, detail: detail)) { db in
+        let revoked = SyncBus.Message.accessChanged(companyID: caller.companyID, accountID: targetID)
+        try await self.change(caller.event(.memberChanged, detail: detail), announcing: [revoked]) { db in
             let companies = CompanyRepository(db: db)
             guard let target = try await companies.membership(caller.companyID, accountID: targetID) else {
                 throw APIError.notFound("No such member")
@@ -157,6 +166,8 @@ struct CompanyService: Sendable {
             try await companies.updateMember(
                 caller.companyID, accountID: targetID, role: role ?? target.role,
                 deptMask: body.deptMask ?? target.deptMask, managerMask: body.managerMask ?? target.managerMask)
+            // What they may see changed: their change tokens re-filter and their live streams close.
+            try await SyncRepository(db: db).bumpEpoch(caller.companyID, accountID: targetID)
         }
         let members = try await CompanyRepository(db: store.database).members(caller.companyID, publicURL: publicURL)
         guard let member = members.first(where: { $0.accountId == targetID }) else {
@@ -179,7 +190,8 @@ struct CompanyService: Sendable {
     }
 
     private func remove(_ targetID: String, caller: CompanyCaller, action: AuditAction) async throws {
-        try await change(caller.event(action, detail: ["member": targetID])) { [clock] db in
+        let revoked = SyncBus.Message.accessChanged(companyID: caller.companyID, accountID: targetID)
+        try await change(caller.event(action, detail: ["member": targetID]), announcing: [revoked]) { [clock] db in
             let companies = CompanyRepository(db: db)
             guard try await companies.membership(caller.companyID, accountID: targetID) != nil else {
                 throw APIError.notFound("No such member")
@@ -194,7 +206,9 @@ struct CompanyService: Sendable {
         guard targetID != caller.accountID else { throw APIError.validation("You already own this company") }
         let cid = caller.companyID
         let owner = caller.membership
-        try await change(caller.event(.ownershipTransferred, detail: ["to": targetID])) { [clock] db in
+        let revoked = [owner.accountID, targetID].map { SyncBus.Message.accessChanged(companyID: cid, accountID: $0) }
+        try await change(caller.event(.ownershipTransferred, detail: ["to": targetID]), announcing: revoked) {
+            [clock] db in
             let companies = CompanyRepository(db: db)
             guard let target = try await companies.membership(cid, accountID: targetID),
                 var company = try await companies.company(cid)
@@ -210,6 +224,8 @@ struct CompanyService: Sendable {
             try await companies.update(company)
             try await CredentialRepository(db: db).setSuperUser(cid, accountID: owner.accountID, false)
             try await CredentialRepository(db: db).setSuperUser(cid, accountID: target.accountID, true)
+            try await SyncRepository(db: db).bumpEpoch(cid, accountID: owner.accountID)
+            try await SyncRepository(db: db).bumpEpoch(cid, accountID: target.accountID)
         }
         return try await detail(cid)
     }

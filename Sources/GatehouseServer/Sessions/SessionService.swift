@@ -233,6 +233,8 @@ final class SessionService: Sendable {
     enum TokenFailure: Error {
         case malformed
         case sessionEnded
+        /// A company session that ended because its member was removed.
+        case accessRevoked
     }
 
     /// Verifies an access token (signature, algorithm, issuer, audience, time) and that its session is still live.
@@ -255,7 +257,14 @@ final class SessionService: Sendable {
         } catch {
             throw .sessionEnded
         }
-        guard let live, live.accountID == claims.sub, live.companyID == claims.cid else { throw .sessionEnded }
+        guard let live, live.accountID == claims.sub, live.companyID == claims.cid else {
+            if let cid = claims.cid,
+                (try? await CompanyRepository(db: store.database).membership(cid, accountID: claims.sub)) == .some(nil)
+            {
+                throw .accessRevoked
+            }
+            throw .sessionEnded
+        }
         return Identity(
             accountID: claims.sub, sessionID: claims.sessionID, email: claims.email, companyID: live.companyID,
             parentSessionID: live.parentID, claims: claims)

@@ -284,5 +284,44 @@ public enum Migrations {
                 .column("expires_at", type: .bigint, .notNull)
                 .run()
         },
+        Migration(version: 5, name: "company records, change log, mutation results, access epochs") { db in
+            // Per company: the last seq given to a transaction, and the newest seq whose tombstones are compacted.
+            try await db.alter(table: "companies").column("sync_seq", type: .bigint, .notNull, .default(0)).run()
+            try await db.alter(table: "companies").column("sync_compacted_seq", type: .bigint, .notNull, .default(0))
+                .run()
+            // Bumped when a member's view changes (masks, role, removal): their tokens re-filter, live streams close.
+            try await db.alter(table: "memberships").column("access_epoch", type: .bigint, .notNull, .default(0)).run()
+            // The current state of each record is the change log: `seq` is its last write, `field_seqs` each field's.
+            try await db.create(table: "records")
+                .column("company_id", type: .text, .notNull, .references("companies", "id", onDelete: .cascade))
+                .column("id", type: .text, .notNull)
+                .column("type", type: .text, .notNull)
+                .column("fields", type: .text, .notNull)
+                .column("field_seqs", type: .text, .notNull)
+                .column("dept_mask", type: .bigint, .notNull)
+                .column("mask_seq", type: .bigint, .notNull)
+                .column("created_by", type: .text)
+                .column("created_at", type: .bigint, .notNull)
+                .column("updated_at", type: .bigint, .notNull)
+                .column("seq", type: .bigint, .notNull)
+                .column("deleted", type: .bigint, .notNull)
+                .primaryKey("company_id", "id")
+                .run()
+            try await db.create(index: "records_seq").on("records").column("company_id").column("seq").column("id")
+                .run()
+            try await db.create(index: "records_type").on("records").column("company_id").column("type").column("id")
+                .run()
+            // The first result of each (device, mutation), so a mutation sent again never applies twice.
+            try await db.create(table: "sync_mutations")
+                .column("company_id", type: .text, .notNull, .references("companies", "id", onDelete: .cascade))
+                .column("account_id", type: .text, .notNull)
+                .column("client_id", type: .text, .notNull)
+                .column("mid", type: .text, .notNull)
+                .column("result", type: .text, .notNull)
+                .column("created_at", type: .bigint, .notNull)
+                .primaryKey("company_id", "account_id", "client_id", "mid")
+                .run()
+            try await db.create(index: "sync_mutations_age").on("sync_mutations").column("created_at").run()
+        },
     ]
 }

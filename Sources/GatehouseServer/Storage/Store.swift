@@ -162,6 +162,23 @@ public final class Store: Service, Sendable {
         return try await database.withSession(body)
     }
 
+    /// Runs `body` on a PostgreSQL connection of its own, outside the pool (for LISTEN), and closes it afterwards.
+    /// Nil on SQLite.
+    func withDedicatedPostgresConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws
+        -> T?
+    {
+        guard case .postgres(let pool) = backend else { return nil }
+        let connection = try await pool.source.makeConnection(logger: logger, on: pool.eventLoopGroup.any()).get()
+        do {
+            let result = try await body(connection)
+            try? await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
     /// The schema version applied by this process, or nil before migrations have run.
     public var schemaVersion: Int? { state.withLock { $0.schemaVersion } }
 

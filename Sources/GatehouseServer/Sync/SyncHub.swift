@@ -1,0 +1,103 @@
+import Foundation
+import Synchronization
+
+/// What a live stream is told.
+enum LiveEvent: Sendable, Equatable {
+    /// The company's log reached this seq: pull if it is past your token.
+    case seq(Int64)
+    /// The stream ends, and why (`company_access_revoked`, `session_not_found`).
+    case closed(ErrorCode)
+}
+
+/// This instance's live subscribers, by company, and the fan-out of commits and access changes to them. Each
+/// subscriber's stream keeps only its newest event, so a burst of commits reaches a slow reader as one poke.
+final class SyncHub: Sendable {
+    private struct Subscriber {
+        let accountID: String
+        let sessionID: String
+        let continuation: AsyncStream<LiveEvent>.Continuation
+    }
+
+    private struct State {
+        var companies: [String: [UUID: Subscriber]] = [:]
+        /// The newest seq seen per company with subscribers: pokes never go backwards.
+        var latest: [String: Int64] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    /// How many streams are open on this instance.
+    var subscriberCount: Int { state.withLock { $0.companies.values.reduce(0) { $0 + $1.count } } }
+
+    /// Companies with at least one subscriber here.
+    var companies: [String] { state.withLock { Array($0.companies.keys) } }
+
+    /// A stream of `companyID`'s events for one session; it ends when `unsubscribe` or a close is called.
+    func subscribe(companyID: String, accountID: String, sessionID: String) -> (UUID, AsyncStream<LiveEvent>) {
+        let (stream, continuation) = AsyncStream.makeStream(of: LiveEvent.self, bufferingPolicy: .bufferingNewest(1))
+        let id = UUID()
+        state.withLock {
+            $0.companies[companyID, default: [:]][id] = Subscriber(
+                accountID: accountID, sessionID: sessionID, continuation: continuation)
+        }
+        return (id, stream)
+    }
+
+    func unsubscribe(companyID: String, id: UUID) {
+        let removed = state.withLock { state -> Subscriber? in
+            let subscriber = state.companies[companyID]?.removeValue(forKey: id)
+            if state.companies[companyID]?.isEmpty == true {
+                state.companies[companyID] = nil
+                state.latest[companyID] = nil
+            }
+            return subscriber
+        }
+        removed?.continuation.finish()
+    }
+
+    /// A transaction of `companyID` committed at `seq` (here or, through the bus, on another instance).
+    func committed(companyID: String, seq: Int64) {
+        let (targets, newest) = state.withLock { state -> ([Subscriber], Int64) in
+            guard let subscribers = state.companies[companyID] else { return ([], seq) }
+            let newest = max(seq, state.latest[companyID] ?? 0)
+            state.latest[companyID] = newest
+            return (Array(subscribers.values), newest)
+        }
+        for subscriber in targets { subscriber.continuation.yield(.seq(newest)) }
+    }
+
+    /// Closes the streams of one member of a company (their access changed or ended).
+    func accessChanged(companyID: String, accountID: String) {
+        close(companyID: companyID, code: .companyAccessRevoked) { $0.accountID == accountID }
+    }
+
+    /// Closes every stream of a company (it was deleted).
+    func companyEnded(companyID: String) {
+        close(companyID: companyID, code: .companyAccessRevoked) { _ in true }
+    }
+
+    /// Closes one stream, saying why.
+    func close(companyID: String, id: UUID, code: ErrorCode) {
+        let closing = state.withLock { state -> Subscriber? in
+            let subscriber = state.companies[companyID]?.removeValue(forKey: id)
+            if state.companies[companyID]?.isEmpty == true { state.companies[companyID] = nil }
+            return subscriber
+        }
+        closing?.continuation.yield(.closed(code))
+        closing?.continuation.finish()
+    }
+
+    private func close(companyID: String, code: ErrorCode, where matches: (Subscriber) -> Bool) {
+        let closing = state.withLock { state -> [Subscriber] in
+            guard let subscribers = state.companies[companyID] else { return [] }
+            let closing = subscribers.filter { matches($0.value) }
+            for id in closing.keys { state.companies[companyID]?[id] = nil }
+            if state.companies[companyID]?.isEmpty == true { state.companies[companyID] = nil }
+            return Array(closing.values)
+        }
+        for subscriber in closing {
+            subscriber.continuation.yield(.closed(code))
+            subscriber.continuation.finish()
+        }
+    }
+}

@@ -1,0 +1,243 @@
+import Foundation
+import GatehouseAPI
+import SQLKit
+
+/// The SQL of records, the change log and mutation results. Every query names the company.
+struct SyncRepository {
+    let db: any SQLDatabase
+
+    private static let columns = [
+        "id", "type", "fields", "field_seqs", "dept_mask", "mask_seq", "created_by", "created_at", "updated_at", "seq",
+        "deleted",
+    ]
+
+    /// `(dept_mask = 0 OR dept_mask & mask <> 0)`: the record is visible under `mask`.
+    private static func visible(_ mask: Int64) -> SQLQueryString {
+        "(dept_mask = 0 OR (dept_mask & \(bind: mask)) <> 0)"
+    }
+
+    // MARK: Counters
+
+    /// Takes the company's next seq. The row stays locked until the transaction ends, so transactions of one company
+    /// commit in seq order: a reader that sees seq n sees everything before it.
+    func nextSeq(_ companyID: String) async throws -> Int64 {
+        guard
+            let seq = try await db.raw(
+                "UPDATE companies SET sync_seq = sync_seq + 1 WHERE id = \(bind: companyID) RETURNING sync_seq"
+            ).first(decodingColumn: "sync_seq", as: Int64.self)
+        else { throw APIError.notFound("No such company") }
+        return seq
+    }
+
+    /// The company's last committed seq and the newest seq compacted away.
+    func counters(_ companyID: String) async throws -> (seq: Int64, compacted: Int64) {
+        guard
+            let row = try await db.select().columns("sync_seq", "sync_compacted_seq").from("companies")
+                .where("id", .equal, companyID).first()
+        else { throw APIError.notFound("No such company") }
+        return (
+            try row.decode(column: "sync_seq", as: Int64.self),
+            try row.decode(column: "sync_compacted_seq", as: Int64.self)
+        )
+    }
+
+    /// The member's access epoch and whether their company credential makes them a super user.
+    func access(_ companyID: String, accountID: String) async throws -> (epoch: Int64, superUser: Bool) {
+        let row = try await db.raw(
+            """
+            SELECT m.access_epoch, c.super_user FROM memberships m
+            LEFT JOIN company_credentials c ON c.company_id = m.company_id AND c.account_id = m.account_id
+            WHERE m.company_id = \(bind: companyID) AND m.account_id = \(bind: accountID)
+            """
+        ).first()
+        guard let row else { return (0, false) }
+        return (
+            try row.decode(column: "access_epoch", as: Int64.self),
+            (try row.decodeNil(column: "super_user") ? 0 : try row.decode(column: "super_user", as: Int.self)) != 0
+        )
+    }
+
+    /// Bumps a member's access epoch: their tokens re-filter on the next pull.
+    func bumpEpoch(_ companyID: String, accountID: String) async throws {
+        try await db.raw(
+            """
+            UPDATE memberships SET access_epoch = access_epoch + 1
+            WHERE company_id = \(bind: companyID) AND account_id = \(bind: accountID)
+            """
+        ).run()
+    }
+
+    // MARK: Records
+
+    /// The stored records of `ids` (deleted ones included).
+    func records(_ companyID: String, ids: [String]) async throws -> [String: StoredRecord] {
+        var found: [String: StoredRecord] = [:]
+        for chunk in stride(from: 0, to: ids.count, by: 500).map({ Array(ids[$0..<min($0 + 500, ids.count)]) }) {
+            let rows = try await db.select().columns(Self.columns).from("records")
+                .where("company_id", .equal, companyID).where("id", .in, chunk).all()
+            for row in rows {
+                let record = try Self.decode(row)
+                found[record.id] = record
+            }
+        }
+        return found
+    }
+
+    /// Writes records as they now stand.
+    func save(_ companyID: String, _ records: some Sequence<StoredRecord>) async throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        for record in records {
+            let fields = String(decoding: try encoder.encode(record.fields), as: UTF8.self)
+            let seqs = String(decoding: try encoder.encode(record.fieldSeqs), as: UTF8.self)
+            try await db.insert(into: "records").columns(["company_id"] + Self.columns)
+                .values(
+                    SQLBind(companyID), SQLBind(record.id), SQLBind(record.type), SQLBind(fields), SQLBind(seqs),
+                    SQLBind(record.deptMask), SQLBind(record.maskSeq), SQLBind(record.createdBy),
+                    SQLBind(record.createdAt.epochMilliseconds), SQLBind(record.updatedAt.epochMilliseconds),
+                    SQLBind(record.seq), SQLBind(record.deleted ? 1 : 0)
+                )
+                .onConflict(with: ["company_id", "id"]) {
+                    try $0.set(excludedContentOf: Array(Self.columns.dropFirst()))
+                }
+                .run()
+        }
+    }
+
+    /// Rows changed after `since`, in (seq, id) order, that a member seeing `mask` is sent something about: visible
+    /// ones, and ones whose mask changed since (they may have to be revoked).
+    func changes(_ companyID: String, since: Int64, mask: Int64, limit: Int) async throws -> [StoredRecord] {
+        try await db.raw(
+            """
+            SELECT \(unsafeRaw: Self.columns.joined(separator: ", ")) FROM records
+            WHERE company_id = \(bind: companyID) AND seq > \(bind: since)
+            AND (\(Self.visible(mask)) OR mask_seq > \(bind: since))
+            ORDER BY seq, id LIMIT \(bind: limit)
+            """
+        ).all().map(Self.decode)
+    }
+
+    /// Every row of one transaction, for a page that must hold it whole.
+    func changes(_ companyID: String, at seq: Int64, since: Int64, mask: Int64) async throws -> [StoredRecord] {
+        try await db.raw(
+            """
+            SELECT \(unsafeRaw: Self.columns.joined(separator: ", ")) FROM records
+            WHERE company_id = \(bind: companyID) AND seq = \(bind: seq)
+            AND (\(Self.visible(mask)) OR mask_seq > \(bind: since))
+            ORDER BY id
+            """
+        ).all().map(Self.decode)
+    }
+
+    /// Live records up to `upTo` whose visibility differs between `old` and `new` mask, after `cursor` in (seq, id)
+    /// order: what a device re-filters after the member's masks changed.
+    func rescope(
+        _ companyID: String, upTo: Int64, old: Int64, new: Int64, after cursor: (seq: Int64, id: String), limit: Int
+    ) async throws -> [StoredRecord] {
+        try await db.raw(
+            """
+            SELECT \(unsafeRaw: Self.columns.joined(separator: ", ")) FROM records
+            WHERE company_id = \(bind: companyID) AND deleted = 0 AND seq <= \(bind: upTo)
+            AND (seq > \(bind: cursor.seq) OR (seq = \(bind: cursor.seq) AND id > \(bind: cursor.id)))
+            AND \(Self.visible(old)) <> \(Self.visible(new))
+            ORDER BY seq, id LIMIT \(bind: limit)
+            """
+        ).all().map(Self.decode)
+    }
+
+    /// Live records visible under `mask`, by id, after `after` and up to `through` (inclusive), optionally of one type.
+    func live(
+        _ companyID: String, mask: Int64, type: String? = nil, after: String?, through: String? = nil, limit: Int
+    ) async throws -> [StoredRecord] {
+        var query = db.select().columns(Self.columns).from("records").where("company_id", .equal, companyID)
+            .where("deleted", .equal, 0).where(Self.visible(mask))
+        if let type { query = query.where("type", .equal, type) }
+        if let after { query = query.where("id", .greaterThan, after) }
+        if let through { query = query.where("id", .lessThanOrEqual, through) }
+        return try await query.orderBy("id").limit(limit).all().map(Self.decode)
+    }
+
+    // MARK: Mutation results
+
+    /// The stored first results of these mutation ids from one device.
+    func results(_ companyID: String, accountID: String, clientID: String, mids: [String]) async throws -> [String:
+        String]
+    {
+        var found: [String: String] = [:]
+        for chunk in stride(from: 0, to: mids.count, by: 500).map({ Array(mids[$0..<min($0 + 500, mids.count)]) }) {
+            let rows = try await db.select().columns("mid", "result").from("sync_mutations")
+                .where("company_id", .equal, companyID).where("account_id", .equal, accountID)
+                .where("client_id", .equal, clientID).where("mid", .in, chunk).all()
+            for row in rows {
+                found[try row.decode(column: "mid", as: String.self)] = try row.decode(
+                    column: "result", as: String.self)
+            }
+        }
+        return found
+    }
+
+    func saveResults(
+        _ companyID: String, accountID: String, clientID: String, _ results: [(mid: String, result: String)], now: Date
+    ) async throws {
+        for chunk in stride(from: 0, to: results.count, by: 100).map({ results[$0..<min($0 + 100, results.count)] }) {
+            var insert = db.insert(into: "sync_mutations").columns(
+                "company_id", "account_id", "client_id", "mid", "result", "created_at")
+            for item in chunk {
+                insert = insert.values(
+                    SQLBind(companyID), SQLBind(accountID), SQLBind(clientID), SQLBind(item.mid), SQLBind(item.result),
+                    SQLBind(now.epochMilliseconds))
+            }
+            try await insert.run()
+        }
+    }
+
+    // MARK: Retention
+
+    /// Drops tombstones and mutation results older than `cutoff`, and raises each company's compacted seq to the
+    /// newest tombstone dropped. Returns how many tombstones went.
+    func compact(before cutoff: Date) async throws -> Int {
+        let millis = cutoff.epochMilliseconds
+        let horizons = try await db.raw(
+            """
+            SELECT company_id, MAX(seq) AS horizon, COUNT(*) AS dropped FROM records
+            WHERE deleted = 1 AND updated_at < \(bind: millis) GROUP BY company_id
+            """
+        ).all()
+        var dropped = 0
+        for row in horizons {
+            let company = try row.decode(column: "company_id", as: String.self)
+            let horizon = try row.decode(column: "horizon", as: Int64.self)
+            dropped += try row.decode(column: "dropped", as: Int.self)
+            try await db.raw(
+                """
+                UPDATE companies SET sync_compacted_seq = \(bind: horizon)
+                WHERE id = \(bind: company) AND sync_compacted_seq < \(bind: horizon)
+                """
+            ).run()
+            try await db.delete(from: "records").where("company_id", .equal, company).where("deleted", .equal, 1)
+                .where("seq", .lessThanOrEqual, horizon).run()
+        }
+        try await db.delete(from: "sync_mutations").where("created_at", .lessThan, millis).run()
+        return dropped
+    }
+
+    // MARK: Decoding
+
+    private static func decode(_ row: any SQLRow) throws -> StoredRecord {
+        let decoder = JSONDecoder()
+        let fields = try row.decode(column: "fields", as: String.self)
+        let seqs = try row.decode(column: "field_seqs", as: String.self)
+        return StoredRecord(
+            id: try row.decode(column: "id", as: String.self),
+            type: try row.decode(column: "type", as: String.self),
+            fields: try decoder.decode(JSONFields.self, from: Data(fields.utf8)),
+            fieldSeqs: try decoder.decode([String: Int64].self, from: Data(seqs.utf8)),
+            deptMask: try row.decode(column: "dept_mask", as: Int64.self),
+            maskSeq: try row.decode(column: "mask_seq", as: Int64.self),
+            createdBy: try row.decode(column: "created_by", as: String?.self),
+            createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)),
+            updatedAt: Date(epochMilliseconds: try row.decode(column: "updated_at", as: Int64.self)),
+            seq: try row.decode(column: "seq", as: Int64.self),
+            deleted: try row.decode(column: "deleted", as: Int.self) != 0)
+    }
+}

@@ -1,0 +1,317 @@
+import Crypto
+import Foundation
+import GatehouseAPI
+import OpenAPIRuntime
+import SQLKit
+
+/// Company records and their sync (DESIGN.md §12): pull from a change token, push with a per-field merge, the digest
+/// exchange for tokens older than the retained log, reads for services, and the live stream of pokes.
+struct SyncService: Sendable {
+    let store: Store
+    let clock: any GatehouseClock
+    let secrets: ServerSecrets
+    let sessions: SessionService
+    let bus: SyncBus
+    /// How often a live stream re-checks its session and sends a keep-alive comment.
+    let liveCheckInterval: Duration
+
+    static let defaultPageSize = 500
+    static let digestPageSize = 1000
+
+    static let invalidToken = APIError(
+        .badRequest, code: .invalidSyncToken, message: "The sync token was not issued for this company")
+    static let resyncRequired = APIError(
+        .gone, code: .resyncRequired,
+        message: "The token is older than the retained change log; run the digest exchange (POST …/sync/digest)")
+
+    /// What the caller may see and write, and the access epoch it was read at.
+    private struct View {
+        let actor: SyncActor
+        let epoch: Int64
+        var mask: Int64 { actor.visibility.mask }
+    }
+
+    private func view(_ caller: CompanyCaller) async throws -> View {
+        let access = try await SyncRepository(db: store.database).access(caller.companyID, accountID: caller.accountID)
+        return View(actor: SyncActor(membership: caller.membership, superUser: access.superUser), epoch: access.epoch)
+    }
+
+    private func tokenKey() async throws -> SymmetricKey { try await secrets.key("sync_token") }
+
+    private func token(_ text: String?, for caller: CompanyCaller, key: SymmetricKey) throws -> SyncToken? {
+        guard let text else { return nil }
+        guard let token = SyncToken.decode(text, key: key), token.c == caller.companyID else { throw Self.invalidToken }
+        return token
+    }
+
+    // MARK: Pull
+
+    /// The changes after the token: a page of whole transactions, or, after the member's masks changed, first the
+    /// re-filtering of what the device holds.
+    func pull(_ body: Schemas.SyncPullRequest, by caller: CompanyCaller) async throws -> Schemas.SyncPullResponse {
+        let limit = body.limit ?? Self.defaultPageSize
+        guard (1...5000).contains(limit) else { throw APIError.validation("limit must be 1 to 5000") }
+        let key = try await tokenKey()
+        let view = try await view(caller)
+        let sync = SyncRepository(db: store.database)
+        // Read before the page: the token never claims a seq whose rows the page did not see.
+        let counters = try await sync.counters(caller.companyID)
+        let token =
+            try token(body.token, for: caller, key: key)
+            ?? SyncToken(company: caller.companyID, seq: 0, epoch: view.epoch, mask: view.mask)
+        guard token.s == 0 || (token.s >= counters.compacted && token.s <= counters.seq) else {
+            throw Self.resyncRequired
+        }
+        if token.m != view.mask {
+            return try await rescope(token, view: view, limit: limit, key: key, sync: sync)
+        }
+        let rows = try await sync.changes(caller.companyID, since: token.s, mask: view.mask, limit: limit + 1)
+        let page: [StoredRecord]
+        let reached: Int64
+        let hasMore: Bool
+        switch SyncRules.pageEnd(rows.map(\.seq), limit: limit) {
+        case .all:
+            (page, reached, hasMore) = (rows, max(counters.seq, rows.last?.seq ?? 0), false)
+        case .prefix(let count):
+            page = Array(rows.prefix(count))
+            (reached, hasMore) = (page.last?.seq ?? token.s, true)
+        case .wholeTransaction(let seq):
+            page = try await sync.changes(caller.companyID, at: seq, since: token.s, mask: view.mask)
+            (reached, hasMore) = (seq, true)
+        }
+        var changes: [Schemas.RecordChange] = []
+        var revoked: [String] = []
+        for record in page {
+            switch SyncRules.pullItem(record, since: token.s, visibility: view.actor.visibility) {
+            case .change(let record): changes.append(Self.change(record))
+            case .revoked(let id): revoked.append(id)
+            case .skip: break
+            }
+        }
+        let next = SyncToken(company: caller.companyID, seq: reached, epoch: view.epoch, mask: view.mask)
+        return .init(changes: changes, revoked: revoked, token: next.encoded(key: key), hasMore: hasMore)
+    }
+
+    /// After the member's masks changed: of the records the device's token covers, those it may no longer see are
+    /// revoked and those it now may see are sent whole, in pages; then the pull goes on from the same seq.
+    private func rescope(_ token: SyncToken, view: View, limit: Int, key: SymmetricKey, sync: SyncRepository)
+        async throws -> Schemas.SyncPullResponse
+    {
+        let rows = try await sync.rescope(
+            token.c, upTo: token.s, old: token.m, new: view.mask, after: token.rescope ?? (0, ""), limit: limit + 1)
+        let page = rows.prefix(limit)
+        var changes: [Schemas.RecordChange] = []
+        var revoked: [String] = []
+        for record in page {
+            if view.actor.visibility.sees(record.deptMask) {
+                changes.append(Self.change(record))
+            } else {
+                revoked.append(record.id)
+            }
+        }
+        var next = SyncToken(company: token.c, seq: token.s, epoch: view.epoch, mask: view.mask)
+        if rows.count > limit, let last = page.last {
+            next = SyncToken(
+                company: token.c, seq: token.s, epoch: token.e, mask: token.m, rescope: (last.seq, last.id))
+        }
+        return .init(changes: changes, revoked: revoked, token: next.encoded(key: key), hasMore: true)
+    }
+
+    static func change(_ record: StoredRecord) -> Schemas.RecordChange {
+        .init(
+            id: record.id, _type: record.type, fields: record.fields, deleted: record.deleted,
+            deptMask: record.deptMask, seq: record.seq, createdBy: record.createdBy, createdAt: record.createdAt,
+            updatedAt: record.updatedAt)
+    }
+
+    // MARK: Push
+
+    /// Applies a batch in one transaction at one seq. A mutation already seen from this device returns its first
+    /// result and applies nothing.
+    func push(_ body: Schemas.SyncPushRequest, by caller: CompanyCaller) async throws -> Schemas.SyncPushResponse {
+        guard (1...128).contains(body.clientId.utf8.count) else {
+            throw APIError.validation("client_id must be 1 to 128 characters")
+        }
+        guard body.mutations.count <= SyncRules.maxMutations else {
+            throw APIError(
+                .badRequest, code: .tooManyMutations,
+                message: "A push holds at most \(SyncRules.maxMutations) mutations")
+        }
+        guard body.mutations.allSatisfy({ (1...128).contains($0.mid.utf8.count) }) else {
+            throw APIError.validation("mid must be 1 to 128 characters")
+        }
+        let view = try await view(caller)
+        let mutations = body.mutations.map(Self.mutation)
+        guard view.actor.canWrite else {
+            let current = try await SyncRepository(db: store.database).counters(caller.companyID).seq
+            return .init(
+                results: mutations.map { Self.result($0, .refused(.readOnly), seq: current) }, visibleAt: current)
+        }
+        let now = clock.now
+        let (results, committed) = try await store.transaction { [bus] db in
+            let sync = SyncRepository(db: db)
+            let seq = try await sync.nextSeq(caller.companyID)
+            let earlier = try await sync.results(
+                caller.companyID, accountID: caller.accountID, clientID: body.clientId, mids: mutations.map(\.mid))
+            var records = try await sync.records(
+                caller.companyID, ids: mutations.compactMap { SyncRules.recordID($0.id) })
+            var changed: Set<String> = []
+            var results: [Schemas.MutationResult] = []
+            var answered: [String: Schemas.MutationResult] = [:]
+            var fresh: [(mid: String, result: String)] = []
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            for mutation in mutations {
+                if let first = answered[mutation.mid]
+                    ?? earlier[mutation.mid].flatMap({
+                        try? JSONDecoder().decode(Schemas.MutationResult.self, from: Data($0.utf8))
+                    })
+                {
+                    results.append(first)
+                    answered[mutation.mid] = first
+                    continue
+                }
+                let result: Schemas.MutationResult
+                if let id = SyncRules.recordID(mutation.id) {
+                    let current = records[id]
+                    let written = Set(
+                        current.map { record in
+                            record.fieldSeqs.filter { $0.value == seq }.map(\.key)
+                                + (record.maskSeq == seq ? [SyncRules.maskKey] : [])
+                        } ?? [])
+                    let (record, outcome) = SyncRules.apply(
+                        mutation.normalized(id: id), to: current, by: view.actor, seq: seq, now: now,
+                        batchWritten: written)
+                    if let record {
+                        records[id] = record
+                        changed.insert(id)
+                    }
+                    result = Self.result(mutation.normalized(id: id), outcome, seq: records[id]?.seq ?? 0)
+                } else {
+                    result = Self.result(mutation, .refused(.invalidRecordId), seq: 0)
+                }
+                results.append(result)
+                answered[mutation.mid] = result
+                fresh.append((mutation.mid, String(decoding: try encoder.encode(result), as: UTF8.self)))
+            }
+            try await sync.save(caller.companyID, changed.compactMap { records[$0] })
+            try await sync.saveResults(
+                caller.companyID, accountID: caller.accountID, clientID: body.clientId, fresh, now: now)
+            guard !changed.isEmpty else { return (results, Int64?.none) }
+            try await bus.announce(.committed(companyID: caller.companyID, seq: seq), db: db)
+            return (results, Int64?.some(seq))
+        }
+        if let committed { bus.deliver(.committed(companyID: caller.companyID, seq: committed)) }
+        return .init(results: results, visibleAt: committed ?? results.map(\.seq).max() ?? 0)
+    }
+
+    private static func mutation(_ wire: Schemas.Mutation) -> RecordMutation {
+        RecordMutation(
+            mid: wire.mid, id: wire.id, type: wire._type, op: wire.op == .delete ? .delete : .upsert, base: wire.base,
+            fields: wire.fields ?? [:], deptMask: wire.deptMask)
+    }
+
+    private static func result(_ mutation: RecordMutation, _ outcome: MutationOutcome, seq: Int64)
+        -> Schemas.MutationResult
+    {
+        switch outcome {
+        case .applied:
+            return .init(mid: mutation.mid, id: mutation.id, status: .applied, seq: seq)
+        case .merged(let rejected, let keptMask):
+            return .init(
+                mid: mutation.mid, id: mutation.id, status: .merged, rejectedFields: rejected, deptMask: keptMask,
+                seq: seq)
+        case .refused(let code):
+            return .init(mid: mutation.mid, id: mutation.id, status: .refused, code: code.rawValue, seq: seq)
+        }
+    }
+
+    // MARK: Digest exchange
+
+    /// One chunk of the digest exchange: the device's ids and seqs in, the difference for that id range out.
+    func digest(_ body: Schemas.SyncDigestRequest, by caller: CompanyCaller) async throws
+        -> Schemas.SyncDigestResponse
+    {
+        guard body.known.count <= SyncRules.maxDigestEntries else {
+            throw APIError(
+                .badRequest, code: .tooManyMutations,
+                message: "A digest chunk holds at most \(SyncRules.maxDigestEntries) ids")
+        }
+        let key = try await tokenKey()
+        let view = try await view(caller)
+        let sync = SyncRepository(db: store.database)
+        // The exchange covers the log up to where it began; the pull afterwards brings what came later.
+        let start: Int64
+        if let token = try token(body.token, for: caller, key: key) {
+            start = token.s
+        } else {
+            start = try await sync.counters(caller.companyID).seq
+        }
+        var known: [String: Int64] = [:]
+        for entry in body.known {
+            guard let id = SyncRules.recordID(entry.id) else {
+                throw APIError(.badRequest, code: .invalidRecordId, message: "known holds an id that is not a UUID")
+            }
+            known[id] = entry.seq
+        }
+        let after = body.after.flatMap(SyncRules.recordID)
+        let upper = body.complete ? nil : known.keys.max()
+        let rows = try await sync.live(
+            caller.companyID, mask: view.mask, after: after, through: upper, limit: Self.digestPageSize + 1)
+        let processed = rows.prefix(Self.digestPageSize)
+        let through = rows.count > Self.digestPageSize ? processed.last?.id : upper
+        let onServer = Set(processed.map(\.id))
+        let changes = processed.filter { record in known[record.id].map { $0 < record.seq } ?? true }.map(Self.change)
+        let revoked = known.keys.filter { id in
+            (after.map { id > $0 } ?? true) && (through.map { id <= $0 } ?? true) && !onServer.contains(id)
+        }.sorted()
+        let next = SyncToken(company: caller.companyID, seq: start, epoch: view.epoch, mask: view.mask)
+        return .init(changes: changes, revoked: revoked, through: through, token: next.encoded(key: key))
+    }
+
+    // MARK: Reads for services
+
+    func list(_ caller: CompanyCaller, type: String?, after: String?, limit: Int?) async throws -> Schemas.RecordPage {
+        let limit = limit ?? 100
+        guard (1...1000).contains(limit) else { throw APIError.validation("limit must be 1 to 1000") }
+        if let type, !SyncRules.isValidName(type) {
+            throw APIError.validation("type must be 1 to 64 characters of [A-Za-z0-9_], starting with a letter")
+        }
+        let view = try await view(caller)
+        let records = try await SyncRepository(db: store.database).live(
+            caller.companyID, mask: view.mask, type: type, after: after?.lowercased(), limit: limit)
+        return .init(
+            records: records.map(Self.info), nextAfter: records.count == limit ? records.last?.id : nil)
+    }
+
+    func record(_ id: String, caller: CompanyCaller) async throws -> Schemas.RecordInfo {
+        let view = try await view(caller)
+        guard let id = SyncRules.recordID(id),
+            let record = try await SyncRepository(db: store.database).records(caller.companyID, ids: [id])[id],
+            !record.deleted, view.actor.visibility.sees(record.deptMask)
+        else { throw APIError.notFound("No such record") }
+        return Self.info(record)
+    }
+
+    private static func info(_ record: StoredRecord) -> Schemas.RecordInfo {
+        .init(
+            id: record.id, _type: record.type, fields: record.fields, deptMask: record.deptMask, seq: record.seq,
+            createdBy: record.createdBy, createdAt: record.createdAt, updatedAt: record.updatedAt)
+    }
+
+    // MARK: Retention
+
+    /// Drops tombstones and mutation results older than `retention`; tokens from before get the digest exchange.
+    @discardableResult
+    func compact(retention: TimeInterval) async throws -> Int {
+        let cutoff = clock.now.addingTimeInterval(-retention)
+        return try await store.transaction { db in try await SyncRepository(db: db).compact(before: cutoff) }
+    }
+}
+
+extension RecordMutation {
+    /// The mutation with its record id in the stored spelling.
+    func normalized(id: String) -> RecordMutation {
+        RecordMutation(mid: mid, id: id, type: type, op: op, base: base, fields: fields, deptMask: deptMask)
+    }
+}

@@ -1,0 +1,59 @@
+import Crypto
+import Foundation
+
+/// A change token: where a device is in its company's change log, and what it was allowed to see there. Opaque to
+/// clients and signed, so a device cannot claim another company or a wider view. It lives with the device, not in a
+/// node: restarts and deploys never invalidate it.
+struct SyncToken: Codable, Sendable, Equatable {
+    /// The company.
+    var c: String
+    /// The seq the device has every change up to.
+    var s: Int64
+    /// The member's access epoch when the token was issued.
+    var e: Int64
+    /// The visibility mask the device's data was filtered with.
+    var m: Int64
+    /// While the device's data is re-filtered for a new mask: the (seq, id) reached so far.
+    var rs: Int64?
+    var ri: String?
+
+    init(company: String, seq: Int64, epoch: Int64, mask: Int64, rescope: (seq: Int64, id: String)? = nil) {
+        c = company
+        s = seq
+        e = epoch
+        m = mask
+        rs = rescope?.seq
+        ri = rescope?.id
+    }
+
+    var rescope: (seq: Int64, id: String)? {
+        guard let rs, let ri else { return nil }
+        return (rs, ri)
+    }
+
+    /// `payload.mac`, both base64url.
+    func encoded(key: SymmetricKey) -> String {
+        let payload = (try? JSONEncoder().encode(self)) ?? Data()
+        let mac = Data(HMAC<SHA256>.authenticationCode(for: payload, using: key))
+        return Secrets.base64URL(payload) + "." + Secrets.base64URL(mac)
+    }
+
+    /// The token, when it was made with `key`; nil when altered or not a token.
+    static func decode(_ text: String, key: SymmetricKey) -> SyncToken? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let payload = Data(base64URL: String(parts[0])),
+            let mac = Data(base64URL: String(parts[1])),
+            HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: payload, using: key)
+        else { return nil }
+        return try? JSONDecoder().decode(SyncToken.self, from: payload)
+    }
+}
+
+extension Data {
+    /// Decodes base64url with or without padding (the inverse of `Secrets.base64URL`).
+    init?(base64URL: String) {
+        var text = base64URL.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
+        self.init(base64Encoded: text)
+    }
+}
