@@ -182,7 +182,7 @@ extension CommandLineTests {
             "--access-token-ttl": "600", "--session-idle-timeout": "86400", "--session-lifetime": "604800",
             "--apple-audiences": "com.example.app", "--apple-jwks-url": "https://appleid.apple.com/auth/keys",
             "--trusted-proxies": "10.0.0.0/8,127.0.0.1", "--metrics-token": "a-long-metrics-token-1234",
-            "--encryption-keys": SecretBox.newKey(), "--code-failures-per-day": "50",
+            "--encryption-keys": SecretBox.newKey(), "--code-failures-per-day": "50", "--sync-retention": "86400",
         ]
     }
 

@@ -97,8 +97,8 @@ struct SyncRepository {
                     SQLBind(record.createdAt.epochMilliseconds), SQLBind(record.updatedAt.epochMilliseconds),
                     SQLBind(record.seq), SQLBind(record.deleted ? 1 : 0)
                 )
-                .onConflict(with: ["company_id", "id"]) {
-                    try $0.set(excludedContentOf: Array(Self.columns.dropFirst()))
+                .onConflict(with: ["company_id", "id"]) { update in
+                    Self.columns.dropFirst().reduce(update) { $0.set(excludedValueOf: $1) }
                 }
                 .run()
         }
