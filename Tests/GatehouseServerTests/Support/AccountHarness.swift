@@ -33,7 +33,8 @@ struct AccountHarness {
         }
         let server = try #require(started)
         let http = Self.http
-        let ready = try await LiveServer.eventually {
+        // A deadline, not a measure: twenty servers migrating at once on two cores can take a while.
+        let ready = try await LiveServer.eventually(timeout: .seconds(60)) {
             try await http.send(.GET, server.baseURL + "/health/ready").status == 200
         }
         #expect(ready)
