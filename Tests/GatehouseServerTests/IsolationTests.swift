@@ -41,6 +41,19 @@ struct IsolationTests {
             let shareB = try await h.client.createShare(
                 b, permission: "read_write", bearer: try #require(ownerB.company?.access))
             let shareBID = try #require(shareB.json["id"] as? String)
+            // Records: one of company B, and one of company A in a department nobody but the owner sees.
+            let recordB = newRecordID()
+            let recordA = newRecordID()
+            #expect(
+                try await h.client.push(
+                    b, client: "b", [upsert(recordB, base: 0, ["secret": "bravo-secret"])],
+                    bearer: try #require(ownerB.company?.access)
+                ).status == 200)
+            #expect(
+                try await h.client.push(
+                    a, client: "a", [upsert(recordA, base: 0, ["secret": "dept-four"], deptMask: 4)],
+                    bearer: ownerToken
+                ).status == 200)
             let deletable = try await h.client.createShare(a, permission: "read_only", bearer: ownerToken)
             let deletableID = try #require(deletable.json["id"] as? String)
 
@@ -81,6 +94,28 @@ struct IsolationTests {
                 Case(
                     method: "POST", path: "\(c)/transfer", body: ["account_id": "no-such-account"],
                     expected: [401, 403, 403, 403, 403, 403, 404]),
+                // Sync: every member of A pulls and pushes (a read-only push answers 200 with each mutation refused).
+                Case(method: "POST", path: "\(c)/sync/pull", body: [:], expected: [401, 403, 403, 200, 200, 200, 200]),
+                Case(
+                    method: "POST", path: "\(c)/sync/push",
+                    body: ["client_id": "matrix", "mutations": [upsert(newRecordID(), base: 0, ["n": 1])]],
+                    expected: [401, 403, 403, 200, 200, 200, 200]),
+                Case(
+                    method: "POST", path: "\(c)/sync/digest", body: ["known": [], "complete": true],
+                    expected: [401, 403, 403, 200, 200, 200, 200]),
+                Case(method: "GET", path: "\(c)/records", body: nil, expected: [401, 403, 403, 200, 200, 200, 200]),
+                Case(
+                    method: "GET", path: "\(c)/records/\(recordA)", body: nil,
+                    expected: [401, 403, 403, 404, 404, 404, 200]),
+                Case(
+                    method: "GET", path: "\(c)/records/\(recordB)", body: nil,
+                    expected: [401, 403, 403, 404, 404, 404, 404]),
+                Case(
+                    method: "GET", path: "/v1/companies/\(b)/records", body: nil,
+                    expected: [401, 403, nil, 403, 403, 403, 403]),
+                Case(
+                    method: "POST", path: "/v1/companies/\(b)/sync/pull", body: [:],
+                    expected: [401, 403, nil, 403, 403, 403, 403]),
                 Case(method: "DELETE", path: c, body: nil, expected: [401, 403, 403, 403, 403, 403, nil]),
                 Case(method: "POST", path: "\(c)/leave", body: [:], expected: [401, 403, 403, nil, nil, nil, 409]),
                 // Endpoints that need only the account session.
@@ -113,7 +148,7 @@ struct IsolationTests {
                     method: "POST", path: "\(c)/transfer", body: ["account_id": ownerB.id],
                     expected: [401, 403, 403, 403, 403, 403, 404]),
             ]
-            let foreign = [b, ownerB.id, shareBID, "Bravo Corp", ownerB.email]
+            let foreign = [b, ownerB.id, shareBID, "Bravo Corp", ownerB.email, recordB, "bravo-secret"]
             var checked = 0
             for testCase in cases {
                 for (index, principal) in Principal.allCases.enumerated() {
@@ -129,6 +164,11 @@ struct IsolationTests {
                                 !reply.body.contains(value),
                                 "\(testCase.method) \(testCase.path) as \(principal) shows a row of company B")
                         }
+                    }
+                    if [.readOnly, .member, .manager].contains(principal) {
+                        #expect(
+                            !reply.body.contains("dept-four") && !reply.body.contains(recordA),
+                            "\(testCase.method) \(testCase.path) as \(principal) shows a record of another department")
                     }
                     if reply.status >= 400 {
                         #expect(

@@ -207,7 +207,7 @@ struct SyncFlowTests {
         }
     }
 
-    @Test("Live: the current seq on subscribing, then a poke for a change committed right after")
+    @Test("Live: the current seq on subscribing, a poke for a change committed right after, closed at sign-out")
     func live() async throws {
         try await AccountHarness.with({ $0.sync.liveCheckInterval = 0.2 }) { h in
             let (cid, a, b) = try await ownerWithTwoDevices(h)
@@ -224,6 +224,10 @@ struct SyncFlowTests {
             #expect(visibleAt > first)
             // Keep-alive comments flow while idle.
             #expect(try await stream.waitFor { $0.name == "comment" })
+            // Signing the session out ends its stream, with the reason.
+            #expect(try await h.client.logout(b.bearer, scope: "local").status == 204)
+            #expect(try await stream.waitFor { $0.name == "closed" && $0.data.contains("session_not_found") })
+            #expect(try await LiveServer.eventually { stream.hasEnded })
         }
     }
 

@@ -32,7 +32,7 @@ struct SyncRulesTests {
         StoredRecord(
             id: "0f5b3c1e-4a59-4f4e-9c39-0a1b2c3d4e5f", type: "item", fields: fields.mapValues(\.0),
             fieldSeqs: fields.mapValues(\.1), deptMask: deptMask, maskSeq: maskSeq, createdBy: "o", createdAt: now,
-            updatedAt: now, seq: fields.values.map(\.1).max() ?? maskSeq, deleted: false)
+            updatedAt: now, createdSeq: 1, seq: fields.values.map(\.1).max() ?? maskSeq, deleted: false)
     }
 
     @Test("Names: 1 to 64 of [A-Za-z0-9_], starting with a letter")
@@ -158,6 +158,10 @@ struct SyncRulesTests {
         #expect(SyncRules.pageEnd([1, 2, 2, 3], limit: 3) == .prefix(3))
         #expect(SyncRules.pageEnd([1, 2, 2, 2], limit: 3) == .prefix(1))
         #expect(SyncRules.pageEnd([4, 4, 4, 4], limit: 3) == .wholeTransaction(4))
+        // A byte budget shortens the page, never below one row.
+        #expect(SyncRules.rowsWithin(100, sizes: [40, 40, 40, 40], limit: 4) == 2)
+        #expect(SyncRules.rowsWithin(100, sizes: [400, 40], limit: 4) == 1)
+        #expect(SyncRules.rowsWithin(100, sizes: [10, 10], limit: 4) == 4)
     }
 
     @Test("What a pull sends of a changed row: changed fields, the whole record once visible, revocations")
@@ -171,6 +175,11 @@ struct SyncRulesTests {
         var moved = record
         moved.maskSeq = 8
         #expect(SyncRules.pullItem(moved, since: 5, visibility: Visibility(mask: 2)) == .revoked(record.id))
+        // Not to a first sync, nor for a record made after the token: the device never had it.
+        #expect(SyncRules.pullItem(moved, since: 0, visibility: Visibility(mask: 2)) == .skip)
+        var young = moved
+        young.createdSeq = 6
+        #expect(SyncRules.pullItem(young, since: 5, visibility: Visibility(mask: 2)) == .skip)
         // Just became visible: sent whole.
         #expect(SyncRules.pullItem(moved, since: 5, visibility: Visibility(mask: 1)) == .change(moved))
         #expect(Visibility.everything.sees(1 << 62) && Visibility(mask: 4).sees(0))

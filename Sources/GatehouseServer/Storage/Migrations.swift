@@ -303,6 +303,7 @@ public enum Migrations {
                 .column("created_by", type: .text)
                 .column("created_at", type: .bigint, .notNull)
                 .column("updated_at", type: .bigint, .notNull)
+                .column("created_seq", type: .bigint, .notNull)
                 .column("seq", type: .bigint, .notNull)
                 .column("deleted", type: .bigint, .notNull)
                 .primaryKey("company_id", "id")

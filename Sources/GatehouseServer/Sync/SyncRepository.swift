@@ -7,8 +7,8 @@ struct SyncRepository {
     let db: any SQLDatabase
 
     private static let columns = [
-        "id", "type", "fields", "field_seqs", "dept_mask", "mask_seq", "created_by", "created_at", "updated_at", "seq",
-        "deleted",
+        "id", "type", "fields", "field_seqs", "dept_mask", "mask_seq", "created_by", "created_at", "updated_at",
+        "created_seq", "seq", "deleted",
     ]
 
     /// `(dept_mask = 0 OR dept_mask & mask <> 0)`: the record is visible under `mask`.
@@ -95,7 +95,7 @@ struct SyncRepository {
                     SQLBind(companyID), SQLBind(record.id), SQLBind(record.type), SQLBind(fields), SQLBind(seqs),
                     SQLBind(record.deptMask), SQLBind(record.maskSeq), SQLBind(record.createdBy),
                     SQLBind(record.createdAt.epochMilliseconds), SQLBind(record.updatedAt.epochMilliseconds),
-                    SQLBind(record.seq), SQLBind(record.deleted ? 1 : 0)
+                    SQLBind(record.createdSeq), SQLBind(record.seq), SQLBind(record.deleted ? 1 : 0)
                 )
                 .onConflict(with: ["company_id", "id"]) { update in
                     Self.columns.dropFirst().reduce(update) { $0.set(excludedValueOf: $1) }
@@ -105,13 +105,13 @@ struct SyncRepository {
     }
 
     /// Rows changed after `since`, in (seq, id) order, that a member seeing `mask` is sent something about: visible
-    /// ones, and ones whose mask changed since (they may have to be revoked).
+    /// ones, and ones that existed at `since` and whose mask changed after (they may have to be revoked).
     func changes(_ companyID: String, since: Int64, mask: Int64, limit: Int) async throws -> [StoredRecord] {
         try await db.raw(
             """
             SELECT \(unsafeRaw: Self.columns.joined(separator: ", ")) FROM records
             WHERE company_id = \(bind: companyID) AND seq > \(bind: since)
-            AND (\(Self.visible(mask)) OR mask_seq > \(bind: since))
+            AND (\(Self.visible(mask)) OR (mask_seq > \(bind: since) AND created_seq <= \(bind: since)))
             ORDER BY seq, id LIMIT \(bind: limit)
             """
         ).all().map(Self.decode)
@@ -123,21 +123,22 @@ struct SyncRepository {
             """
             SELECT \(unsafeRaw: Self.columns.joined(separator: ", ")) FROM records
             WHERE company_id = \(bind: companyID) AND seq = \(bind: seq)
-            AND (\(Self.visible(mask)) OR mask_seq > \(bind: since))
+            AND (\(Self.visible(mask)) OR (mask_seq > \(bind: since) AND created_seq <= \(bind: since)))
             ORDER BY id
             """
         ).all().map(Self.decode)
     }
 
-    /// Live records up to `upTo` whose visibility differs between `old` and `new` mask, after `cursor` in (seq, id)
-    /// order: what a device re-filters after the member's masks changed.
+    /// Live records whose visibility differs between the `old` and `new` mask, after `cursor` in (seq, id) order:
+    /// what a device re-filters after the member's masks changed. Records changed after the device's token are
+    /// included too, so one that became visible is sent whole, not as the fields changed since.
     func rescope(
-        _ companyID: String, upTo: Int64, old: Int64, new: Int64, after cursor: (seq: Int64, id: String), limit: Int
+        _ companyID: String, old: Int64, new: Int64, after cursor: (seq: Int64, id: String), limit: Int
     ) async throws -> [StoredRecord] {
         try await db.raw(
             """
             SELECT \(unsafeRaw: Self.columns.joined(separator: ", ")) FROM records
-            WHERE company_id = \(bind: companyID) AND deleted = 0 AND seq <= \(bind: upTo)
+            WHERE company_id = \(bind: companyID) AND deleted = 0
             AND (seq > \(bind: cursor.seq) OR (seq = \(bind: cursor.seq) AND id > \(bind: cursor.id)))
             AND \(Self.visible(old)) <> \(Self.visible(new))
             ORDER BY seq, id LIMIT \(bind: limit)
@@ -237,7 +238,8 @@ struct SyncRepository {
             createdBy: try row.decode(column: "created_by", as: String?.self),
             createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)),
             updatedAt: Date(epochMilliseconds: try row.decode(column: "updated_at", as: Int64.self)),
+            createdSeq: try row.decode(column: "created_seq", as: Int64.self),
             seq: try row.decode(column: "seq", as: Int64.self),
-            deleted: try row.decode(column: "deleted", as: Int.self) != 0)
+            deleted: try row.decode(column: "deleted", as: Int.self) != 0, storedSize: fields.utf8.count)
     }
 }

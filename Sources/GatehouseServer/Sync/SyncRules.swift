@@ -13,9 +13,13 @@ struct StoredRecord: Sendable, Equatable {
     var createdBy: String?
     var createdAt: Date
     var updatedAt: Date
+    /// The seq of the transaction that created the record (a device whose token is older never had it).
+    var createdSeq: Int64
     /// The seq of the last write: a pull after this seq does not show the record again.
     var seq: Int64
     var deleted: Bool
+    /// The size of the stored fields, in bytes (0 for a record not read from the store).
+    var storedSize = 0
 }
 
 /// Which records a member sees: those whose department mask is 0 or shares a bit with theirs. The owner and super
@@ -173,7 +177,7 @@ enum SyncRules {
         let record = StoredRecord(
             id: mutation.id, type: mutation.type, fields: mutation.fields,
             fieldSeqs: mutation.fields.mapValues { _ in seq }, deptMask: mutation.deptMask ?? 0, maskSeq: seq,
-            createdBy: actor.accountID, createdAt: now, updatedAt: now, seq: seq, deleted: false)
+            createdBy: actor.accountID, createdAt: now, updatedAt: now, createdSeq: seq, seq: seq, deleted: false)
         return (record, .applied)
     }
 
@@ -232,6 +236,16 @@ enum SyncRules {
         case wholeTransaction(Int64)
     }
 
+    /// How many rows a page takes, at most `limit`, so that their fields stay within `budget` bytes (at least one).
+    static func rowsWithin(_ budget: Int, sizes: [Int], limit: Int) -> Int {
+        var total = 0
+        for (index, size) in sizes.prefix(limit).enumerated() {
+            total += size
+            if total > budget { return max(1, index) }
+        }
+        return limit
+    }
+
     static func pageEnd(_ seqs: [Int64], limit: Int) -> PageEnd {
         guard seqs.count > limit else { return .all }
         let next = seqs[limit]
@@ -251,7 +265,10 @@ enum SyncRules {
     static func pullItem(_ record: StoredRecord, since: Int64, visibility: Visibility) -> PullItem {
         let visible = visibility.sees(record.deptMask)
         if record.deleted { return visible ? .change(record) : .skip }
-        guard visible else { return record.maskSeq > since ? .revoked(record.id) : .skip }
+        // Invisible now: revoked only when the device may hold it (it existed at the token, and its mask changed since).
+        guard visible else {
+            return record.maskSeq > since && record.createdSeq <= since && since > 0 ? .revoked(record.id) : .skip
+        }
         guard since > 0, record.maskSeq <= since else { return .change(record) }
         var partial = record
         partial.fields = record.fields.filter { (record.fieldSeqs[$0.key] ?? 0) > since }

@@ -16,6 +16,8 @@ struct SyncService: Sendable {
     let liveCheckInterval: Duration
 
     static let defaultPageSize = 500
+    /// A page stops adding records past this many bytes of fields (but always holds one whole transaction).
+    static let pageBytes = 4 << 20
     static let digestPageSize = 1000
 
     static let invalidToken = APIError(
@@ -69,7 +71,8 @@ struct SyncService: Sendable {
         let page: [StoredRecord]
         let reached: Int64
         let hasMore: Bool
-        switch SyncRules.pageEnd(rows.map(\.seq), limit: limit) {
+        let fitting = SyncRules.rowsWithin(Self.pageBytes, sizes: rows.map(\.storedSize), limit: limit)
+        switch SyncRules.pageEnd(rows.map(\.seq), limit: fitting) {
         case .all:
             (page, reached, hasMore) = (rows, max(counters.seq, rows.last?.seq ?? 0), false)
         case .prefix(let count):
@@ -98,7 +101,7 @@ struct SyncService: Sendable {
         async throws -> Schemas.SyncPullResponse
     {
         let rows = try await sync.rescope(
-            token.c, upTo: token.s, old: token.m, new: view.mask, after: token.rescope ?? (0, ""), limit: limit + 1)
+            token.c, old: token.m, new: view.mask, after: token.rescope ?? (0, ""), limit: limit + 1)
         let page = rows.prefix(limit)
         var changes: [Schemas.RecordChange] = []
         var revoked: [String] = []

@@ -7,7 +7,7 @@ struct GatehouseBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatehouse-bench",
         abstract: "Load generator for Gatehouse's auth endpoints (loopback servers only).",
-        subcommands: [Setup.self, Run.self]
+        subcommands: [Setup.self, Run.self, Sync.self]
     )
 }
 
