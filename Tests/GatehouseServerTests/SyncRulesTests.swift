@@ -205,6 +205,22 @@ struct SyncRulesTests {
         #expect(SyncToken.decode("nonsense", key: key) == nil)
     }
 
+    @Test("Stored fields read back as written: every value type, through JSONSerialization")
+    func storedJSON() throws {
+        let fields: JSONFields = [
+            "yes": .bool(true), "no": .bool(false), "zero": .int(0), "one": .int(1), "big": .int(Int64.max),
+            "negative": .int(-7), "half": .double(0.5), "price": .double(9.99), "name": .string("Crate \u{1F4E6}"),
+            "empty": .string(""), "nothing": .null, "when": .object(["$ts": .string("2026-11-22T10:00:00Z")]),
+            "of": .object(["$ref": .string("0f5b3c1e-4a59-4f4e-9c39-0a1b2c3d4e5f")]),
+        ]
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let text = String(decoding: try encoder.encode(fields), as: UTF8.self)
+        #expect(try StoredJSON.fields(text) == fields)
+        #expect(try StoredJSON.fields(text) == JSONDecoder().decode(JSONFields.self, from: Data(text.utf8)))
+        #expect(throws: (any Error).self) { try StoredJSON.fields("[1]") }
+    }
+
     @Test("Bus messages round-trip through their NOTIFY payload")
     func busPayloads() {
         for message: SyncBus.Message in [

@@ -48,9 +48,9 @@ struct LiveServer {
         try await run.value
     }
 
-    /// Polls `condition` until it holds or `timeout` passes.
+    /// Polls `condition` until it holds or `timeout` passes: a deadline for a loaded machine, never a measure.
     static func eventually(
-        timeout: Duration = .seconds(10), _ condition: () async throws -> Bool
+        timeout: Duration = .seconds(60), _ condition: () async throws -> Bool
     ) async throws -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {

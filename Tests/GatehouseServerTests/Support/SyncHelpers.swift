@@ -153,7 +153,7 @@ final class LiveStream: Sendable {
     }
 
     /// Waits until an event matches, or the deadline passes.
-    func waitFor(timeout: Duration = .seconds(10), _ matches: @escaping (Event) -> Bool) async throws -> Bool {
+    func waitFor(timeout: Duration = .seconds(30), _ matches: @escaping (Event) -> Bool) async throws -> Bool {
         try await LiveServer.eventually(timeout: timeout) { self.received.contains(where: matches) }
     }
 
