@@ -4,7 +4,8 @@
 # It signs up a confirmed account, creates a Business company with a credential and logs in to it, so protected
 # operations run past 401/403: account operations with the account token, company operations with the company
 # session on that company's id. Three operations would end the run's own sessions or company and are left out:
-# logout, deleteCompany and deleteCredential (flow tests cover them).
+# logout, deleteCompany and deleteCredential (flow tests cover them). The live stream (syncLive) runs with the account
+# token: with a company session it would stream for as long as the session lives (SyncFlowTests cover it).
 #
 # Expected statuses of schema-valid requests include Supabase's refusals of well-formed requests (400 for a wrong
 # password, code or grant; 422 weak password; 410 an expired share link): the document cannot know a password.
@@ -50,7 +51,7 @@ expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "410", "42
 [[operations]]
 include-operation-id = ["getCompany", "updateCompany", "getCredential", "changeCredentialPassword", "listShares",
     "createShare", "revokeShare", "listMembers", "updateMember", "removeMember", "memberImage", "leaveCompany",
-    "transferOwnership", "companyAudit"]
+    "transferOwnership", "companyAudit", "syncPull", "syncPush", "syncDigest", "listRecords", "getRecord"]
 headers = { Authorization = "Bearer $company" }
 
 [[operations]]

@@ -52,15 +52,20 @@ struct Sync: AsyncParsableCommand {
             connectionPool: .init(idleTimeout: .seconds(600), concurrentHTTP1ConnectionsPerHostSoftLimit: 20_000))
         configuration.decompression = .disabled
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-        defer { try? http.syncShutdown() }
         let api = SyncAPI(http: http, base: base, company: company, bearer: token)
         let line: String
-        switch mode {
-        case .firstSync: line = try await firstSync(api)
-        case .push: line = try await push(api)
-        case .latency: line = try await latency(api, http: http)
-        case .idle: line = try await idle(http: http, base: try otherURL.map(Self.loopback) ?? base, bearer: token)
+        do {
+            switch mode {
+            case .firstSync: line = try await firstSync(api)
+            case .push: line = try await push(api)
+            case .latency: line = try await latency(api, http: http)
+            case .idle: line = try await idle(http: http, base: try otherURL.map(Self.loopback) ?? base, bearer: token)
+            }
+        } catch {
+            try? await http.shutdown()
+            throw error
         }
+        try await http.shutdown()
         print(line)
     }
 
@@ -175,8 +180,8 @@ struct Sync: AsyncParsableCommand {
             streams += batch
             opened += count
         }
-        print("open \(streams.count)")
-        fflush(stdout)
+        // Unbuffered, so the caller reads the server's memory while every stream is open.
+        FileHandle.standardOutput.write(Data("open \(streams.count)\n".utf8))
         try await Task.sleep(for: .seconds(hold))
         for stream in streams { stream.close() }
         return "idle connections=\(streams.count) held_s=\(hold)"
