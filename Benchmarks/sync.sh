@@ -9,7 +9,7 @@
 set -euo pipefail
 binary=$(realpath "${1:-.build-release/release/gatehouse}")
 bench=$(realpath "${2:-Benchmarks/gatehouse-bench/.build/release/gatehouse-bench}")
-ulimit -n 65536
+ulimit -n "$(ulimit -Hn)"  # 10,000 idle streams need as many descriptors on each side
 work=$(mktemp -d /tmp/gatehouse-sync.XXXXXX)
 chmod 755 "$work"
 pids=()

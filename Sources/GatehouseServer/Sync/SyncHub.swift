@@ -32,10 +32,17 @@ final class SyncHub: Sendable {
     /// Companies with at least one subscriber here.
     var companies: [String] { state.withLock { Array($0.companies.keys) } }
 
-    /// A stream of `companyID`'s events for one session; it ends when `unsubscribe` or a close is called.
-    func subscribe(companyID: String, accountID: String, sessionID: String) -> (UUID, AsyncStream<LiveEvent>) {
+    /// A stream of `companyID`'s events for one session; it ends when `unsubscribe` or a close is called, or when
+    /// its reader goes away, and then calls `onEnd`.
+    func subscribe(
+        companyID: String, accountID: String, sessionID: String, onEnd: @escaping @Sendable () -> Void = {}
+    ) -> (UUID, AsyncStream<LiveEvent>) {
         let (stream, continuation) = AsyncStream.makeStream(of: LiveEvent.self, bufferingPolicy: .bufferingNewest(1))
         let id = UUID()
+        continuation.onTermination = { [weak self] _ in
+            self?.remove(companyID: companyID, id: id)
+            onEnd()
+        }
         state.withLock {
             $0.companies[companyID, default: [:]][id] = Subscriber(
                 accountID: accountID, sessionID: sessionID, continuation: continuation)
@@ -43,15 +50,29 @@ final class SyncHub: Sendable {
         return (id, stream)
     }
 
-    func unsubscribe(companyID: String, id: UUID) {
-        let removed = state.withLock { state -> Subscriber? in
-            let subscriber = state.companies[companyID]?.removeValue(forKey: id)
+    /// Sends one subscriber the company's newest seq (at least `seq`): the first event, and the keep-alive.
+    func poke(companyID: String, id: UUID, atLeast seq: Int64) {
+        let target = state.withLock { state -> (Subscriber, Int64)? in
+            guard let subscriber = state.companies[companyID]?[id] else { return nil }
+            let newest = max(seq, state.latest[companyID] ?? 0)
+            state.latest[companyID] = newest
+            return (subscriber, newest)
+        }
+        if let (subscriber, newest) = target { subscriber.continuation.yield(.seq(newest)) }
+    }
+
+    private func remove(companyID: String, id: UUID) {
+        state.withLock { state in
+            state.companies[companyID]?[id] = nil
             if state.companies[companyID]?.isEmpty == true {
                 state.companies[companyID] = nil
                 state.latest[companyID] = nil
             }
-            return subscriber
         }
+    }
+
+    func unsubscribe(companyID: String, id: UUID) {
+        let removed = state.withLock { $0.companies[companyID]?[id] }
         removed?.continuation.finish()
     }
 

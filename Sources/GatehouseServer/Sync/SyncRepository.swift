@@ -41,8 +41,8 @@ struct SyncRepository {
         )
     }
 
-    /// The member's access epoch and whether their company credential makes them a super user.
-    func access(_ companyID: String, accountID: String) async throws -> (epoch: Int64, superUser: Bool) {
+    /// The member's access epoch and whether their company credential makes them a super user; nil for no member.
+    func access(_ companyID: String, accountID: String) async throws -> (epoch: Int64, superUser: Bool)? {
         let row = try await db.raw(
             """
             SELECT m.access_epoch, c.super_user FROM memberships m
@@ -50,7 +50,7 @@ struct SyncRepository {
             WHERE m.company_id = \(bind: companyID) AND m.account_id = \(bind: accountID)
             """
         ).first()
-        guard let row else { return (0, false) }
+        guard let row else { return nil }
         return (
             try row.decode(column: "access_epoch", as: Int64.self),
             (try row.decodeNil(column: "super_user") ? 0 : try row.decode(column: "super_user", as: Int.self)) != 0
@@ -83,24 +83,26 @@ struct SyncRepository {
         return found
     }
 
-    /// Writes records as they now stand.
+    /// Writes records as they now stand: one multi-row upsert per 200 records, not a statement each.
     func save(_ companyID: String, _ records: some Sequence<StoredRecord>) async throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        for record in records {
-            let fields = String(decoding: try encoder.encode(record.fields), as: UTF8.self)
-            let seqs = String(decoding: try encoder.encode(record.fieldSeqs), as: UTF8.self)
-            try await db.insert(into: "records").columns(["company_id"] + Self.columns)
-                .values(
+        let all = Array(records)
+        for chunk in stride(from: 0, to: all.count, by: 200).map({ all[$0..<min($0 + 200, all.count)] }) {
+            var insert = db.insert(into: "records").columns(["company_id"] + Self.columns)
+            for record in chunk {
+                let fields = String(decoding: try encoder.encode(record.fields), as: UTF8.self)
+                let seqs = String(decoding: try encoder.encode(record.fieldSeqs), as: UTF8.self)
+                insert = insert.values(
                     SQLBind(companyID), SQLBind(record.id), SQLBind(record.type), SQLBind(fields), SQLBind(seqs),
                     SQLBind(record.deptMask), SQLBind(record.maskSeq), SQLBind(record.createdBy),
                     SQLBind(record.createdAt.epochMilliseconds), SQLBind(record.updatedAt.epochMilliseconds),
-                    SQLBind(record.createdSeq), SQLBind(record.seq), SQLBind(record.deleted ? 1 : 0)
-                )
-                .onConflict(with: ["company_id", "id"]) { update in
-                    Self.columns.dropFirst().reduce(update) { $0.set(excludedValueOf: $1) }
-                }
-                .run()
+                    SQLBind(record.createdSeq), SQLBind(record.seq), SQLBind(record.deleted ? 1 : 0))
+            }
+            try await insert.onConflict(with: ["company_id", "id"]) { update in
+                Self.columns.dropFirst().reduce(update) { $0.set(excludedValueOf: $1) }
+            }
+            .run()
         }
     }
 
@@ -180,7 +182,7 @@ struct SyncRepository {
     func saveResults(
         _ companyID: String, accountID: String, clientID: String, _ results: [(mid: String, result: String)], now: Date
     ) async throws {
-        for chunk in stride(from: 0, to: results.count, by: 100).map({ results[$0..<min($0 + 100, results.count)] }) {
+        for chunk in stride(from: 0, to: results.count, by: 500).map({ results[$0..<min($0 + 500, results.count)] }) {
             var insert = db.insert(into: "sync_mutations").columns(
                 "company_id", "account_id", "client_id", "mid", "result", "created_at")
             for item in chunk {

@@ -12,7 +12,7 @@ struct SyncService: Sendable {
     let secrets: ServerSecrets
     let sessions: SessionService
     let bus: SyncBus
-    /// How often a live stream re-checks its session and sends a keep-alive comment.
+    /// How often a live stream re-checks its session and repeats the current seq as a keep-alive.
     let liveCheckInterval: Duration
 
     static let defaultPageSize = 500
@@ -34,7 +34,10 @@ struct SyncService: Sendable {
     }
 
     private func view(_ caller: CompanyCaller) async throws -> View {
-        let access = try await SyncRepository(db: store.database).access(caller.companyID, accountID: caller.accountID)
+        guard
+            let access = try await SyncRepository(db: store.database).access(
+                caller.companyID, accountID: caller.accountID)
+        else { throw Access.notMember }
         return View(actor: SyncActor(membership: caller.membership, superUser: access.superUser), epoch: access.epoch)
     }
 

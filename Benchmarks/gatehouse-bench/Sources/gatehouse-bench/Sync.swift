@@ -10,7 +10,7 @@ struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Measure first sync, push throughput, change-to-device latency and idle live connections.",
         discussion: """
-            first-sync: pushes --records records of about --record-bytes each (batches of 1,000), then times a first \
+            first-sync: pushes --records records of about --record-bytes each (batches of 500, within the 1 MiB body limit), then times a first \
             sync pulled to completion with every page's JSON decoded. push: --batches pushes of 100 new records, \
             one at a time and --concurrency at once. latency: a live stream on --other-url (or --url), and \
             --changes pushes on --url one after the other, each timed from the push until its seq arrives as a poke. \
@@ -79,7 +79,7 @@ struct Sync: AsyncParsableCommand {
         let filler = String(repeating: "x", count: max(0, recordBytes - 120))
         var seeded = 0
         while seeded < records {
-            let count = min(1000, records - seeded)
+            let count = min(500, records - seeded)
             let mutations: [[String: Any]] = (0..<count).map { index in
                 SyncAPI.upsert(
                     [
@@ -217,7 +217,7 @@ struct SyncAPI: Sendable {
         guard response.status == .ok else {
             throw BenchError("\(path) answered \(response.status.code): \(String(buffer: buffer).prefix(200))")
         }
-        let data = Data(buffer: buffer)
+        let data = Data(buffer.readableBytesView)
         return (try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:], data.count)
     }
 }
