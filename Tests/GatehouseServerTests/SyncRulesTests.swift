@@ -177,6 +177,12 @@ struct SyncRulesTests {
         #expect(SyncRules.pullItem(moved, since: 5, visibility: Visibility(mask: 2)) == .revoked(record.id))
         // Not to a first sync, nor for a record made after the token: the device never had it.
         #expect(SyncRules.pullItem(moved, since: 0, visibility: Visibility(mask: 2)) == .skip)
+        // Moved out of sight and then deleted: the tombstone still goes to a device that may hold it.
+        var gone = moved
+        gone.deleted = true
+        gone.fields = [:]
+        #expect(SyncRules.pullItem(gone, since: 5, visibility: Visibility(mask: 2)) == .change(gone))
+        #expect(SyncRules.pullItem(gone, since: 0, visibility: Visibility(mask: 2)) == .skip)
         var young = moved
         young.createdSeq = 6
         #expect(SyncRules.pullItem(young, since: 5, visibility: Visibility(mask: 2)) == .skip)

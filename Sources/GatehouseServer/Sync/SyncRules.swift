@@ -264,11 +264,10 @@ enum SyncRules {
 
     static func pullItem(_ record: StoredRecord, since: Int64, visibility: Visibility) -> PullItem {
         let visible = visibility.sees(record.deptMask)
-        if record.deleted { return visible ? .change(record) : .skip }
-        // Invisible now: revoked only when the device may hold it (it existed at the token, and its mask changed since).
-        guard visible else {
-            return record.maskSeq > since && record.createdSeq <= since && since > 0 ? .revoked(record.id) : .skip
-        }
+        // The device may hold an invisible record when it existed at the token and its mask changed since.
+        let mayHold = since > 0 && record.createdSeq <= since && record.maskSeq > since
+        if record.deleted { return visible || mayHold ? .change(record) : .skip }
+        guard visible else { return mayHold ? .revoked(record.id) : .skip }
         guard since > 0, record.maskSeq <= since else { return .change(record) }
         var partial = record
         partial.fields = record.fields.filter { (record.fieldSeqs[$0.key] ?? 0) > since }
