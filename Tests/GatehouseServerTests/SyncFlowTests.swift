@@ -267,6 +267,12 @@ struct SyncFlowTests {
             let widen = Self.result(
                 try await device.push([upsert(sales, base: device.seq(sales), ["x": 1], deptMask: 3)]))
             #expect(widen["code"] as? String == "dept_mask_forbidden")
+            // A token is the member's own: the owner's wider one is refused to anyone else.
+            var bossCopy = boss
+            try await bossCopy.sync()
+            let borrowed = try await h.client.pull(cid, token: bossCopy.token, bearer: memberBearer)
+            #expect(borrowed.status == 400)
+            #expect(borrowed.json["code"] as? String == "invalid_sync_token")
             // A read-only participant sees what others see and cannot write.
             var reader = Device(h.client, cid: cid, bearer: try #require(viewer.company?.access))
             try await reader.sync()
@@ -285,6 +291,8 @@ struct SyncFlowTests {
                     bearer: ownerBearer
                 ).status == 200)
             #expect(try await stream.waitFor { $0.name == "closed" && $0.data.contains("company_access_revoked") })
+            // Deleted before the device came back: it must still drop it.
+            #expect(Self.result(try await boss.push([delete(sales, base: 0)]))["status"] as? String == "applied")
             try await device.sync()
             #expect(device.revoked.contains(sales))
             #expect(Set(device.records.keys) == [stores, everyone])

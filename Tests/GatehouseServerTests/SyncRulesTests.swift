@@ -131,6 +131,15 @@ struct SyncRulesTests {
         #expect(
             SyncRules.apply(mutation([:], deptMask: -1), to: nil, by: owner, seq: 2, now: now).outcome
                 == .refused(.deptMaskForbidden))
+        // On an existing record only the changing bits count, and opening to everyone or closing takes a full grant.
+        #expect(SyncRules.mayGrant(1, replacing: 1, actor: sales))
+        #expect(!SyncRules.mayGrant(0, replacing: 1, actor: sales))
+        #expect(!SyncRules.mayGrant(1, replacing: 0, actor: sales))
+        #expect(!SyncRules.mayGrant(1, replacing: 3, actor: sales))
+        #expect(SyncRules.mayGrant(4, replacing: 2, actor: manager))
+        #expect(SyncRules.mayGrant(3, replacing: 5, actor: manager))
+        #expect(!SyncRules.mayGrant(1, replacing: 4, actor: manager))
+        #expect(SyncRules.mayGrant(0, replacing: 4, actor: owner))
     }
 
     @Test("Limits: 200 fields and 256 KiB per record")
@@ -177,11 +186,12 @@ struct SyncRulesTests {
         #expect(SyncRules.pullItem(moved, since: 5, visibility: Visibility(mask: 2)) == .revoked(record.id))
         // Not to a first sync, nor for a record made after the token: the device never had it.
         #expect(SyncRules.pullItem(moved, since: 0, visibility: Visibility(mask: 2)) == .skip)
-        // Moved out of sight and then deleted: the tombstone still goes to a device that may hold it.
+        // Moved out of sight and then deleted: a device that may hold it is told to drop it, and learns nothing more.
         var gone = moved
         gone.deleted = true
         gone.fields = [:]
-        #expect(SyncRules.pullItem(gone, since: 5, visibility: Visibility(mask: 2)) == .change(gone))
+        #expect(SyncRules.pullItem(gone, since: 5, visibility: Visibility(mask: 2)) == .revoked(gone.id))
+        #expect(SyncRules.pullItem(gone, since: 5, visibility: Visibility(mask: 1)) == .change(gone))
         #expect(SyncRules.pullItem(gone, since: 0, visibility: Visibility(mask: 2)) == .skip)
         var young = moved
         young.createdSeq = 6
@@ -200,12 +210,12 @@ struct SyncRulesTests {
     @Test("Tokens are signed: altered or foreign ones do not decode")
     func tokens() throws {
         let key = SymmetricKey(size: .bits256)
-        let token = SyncToken(company: "c", seq: 42, epoch: 1, mask: 3)
+        let token = SyncToken(company: "c", account: "a", seq: 42, epoch: 1, mask: 3)
         let text = token.encoded(key: key)
         #expect(SyncToken.decode(text, key: key) == token)
         #expect(SyncToken.decode(text, key: SymmetricKey(size: .bits256)) == nil)
         let parts = text.split(separator: ".")
-        let forged = SyncToken(company: "c", seq: 42, epoch: 1, mask: -1)
+        let forged = SyncToken(company: "c", account: "a", seq: 42, epoch: 1, mask: -1)
         let payload = Secrets.base64URL(try JSONEncoder().encode(forged))
         #expect(SyncToken.decode(payload + "." + parts[1], key: key) == nil)
         #expect(SyncToken.decode("nonsense", key: key) == nil)

@@ -273,7 +273,8 @@ public struct SyncSettings: Sendable, Equatable {
     /// Tombstones and mutation results older than this are compacted away, seconds; a device whose token is older
     /// gets the digest exchange instead of the changes it missed.
     public var retention: TimeInterval = 30 * 24 * 3600
-    /// How often a live stream re-checks its session and membership and sends a keep-alive comment, seconds.
+    /// How often a live stream re-checks its session and membership and repeats the current seq as a keep-alive,
+    /// seconds.
     public var liveCheckInterval: TimeInterval = 15
 
     public init() {}

@@ -11,10 +11,16 @@ extension SyncService {
     func live(_ caller: CompanyCaller) async throws -> HTTPBody {
         let hub = bus.hub
         let cid = caller.companyID
-        let watch = Mutex<Task<Void, Never>?>(nil)
+        // The check task, and whether the stream already ended (it may end before the task is made).
+        let watch = Mutex<(task: Task<Void, Never>?, ended: Bool)>((nil, false))
         let (subscription, events) = hub.subscribe(
             companyID: cid, accountID: caller.accountID, sessionID: caller.identity.sessionID
-        ) { watch.withLock { $0?.cancel() } }
+        ) {
+            watch.withLock {
+                $0.ended = true
+                $0.task?.cancel()
+            }
+        }
         let sync = SyncRepository(db: store.database)
         let current: Int64
         let epoch: Int64
@@ -28,7 +34,8 @@ extension SyncService {
         }
         hub.poke(companyID: cid, id: subscription, atLeast: current)
         watch.withLock {
-            $0 = Task { [self] in
+            guard !$0.ended else { return }
+            $0.task = Task { [self] in
                 while !Task.isCancelled {
                     try? await Task.sleep(for: liveCheckInterval)
                     guard !Task.isCancelled else { return }

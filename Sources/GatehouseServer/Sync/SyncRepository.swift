@@ -131,16 +131,17 @@ struct SyncRepository {
         ).all().map(Self.decode)
     }
 
-    /// Live records whose visibility differs between the `old` and `new` mask, after `cursor` in (seq, id) order:
-    /// what a device re-filters after the member's masks changed. Records changed after the device's token are
-    /// included too, so one that became visible is sent whole, not as the fields changed since.
+    /// Records that existed at the device's token (`created_seq <= createdBy`) whose visibility differs between the
+    /// `old` and `new` mask, deleted ones included, after `cursor` in (seq, id) order: what a device re-filters after
+    /// the member's masks changed. Later changes of those records count too, so one that became visible is sent whole.
     func rescope(
-        _ companyID: String, old: Int64, new: Int64, after cursor: (seq: Int64, id: String), limit: Int
+        _ companyID: String, createdBy: Int64, old: Int64, new: Int64, after cursor: (seq: Int64, id: String),
+        limit: Int
     ) async throws -> [StoredRecord] {
         try await db.raw(
             """
             SELECT \(unsafeRaw: Self.columns.joined(separator: ", ")) FROM records
-            WHERE company_id = \(bind: companyID) AND deleted = 0
+            WHERE company_id = \(bind: companyID) AND created_seq <= \(bind: createdBy)
             AND (seq > \(bind: cursor.seq) OR (seq = \(bind: cursor.seq) AND id > \(bind: cursor.id)))
             AND \(Self.visible(old)) <> \(Self.visible(new))
             ORDER BY seq, id LIMIT \(bind: limit)

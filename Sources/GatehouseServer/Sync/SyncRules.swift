@@ -148,7 +148,7 @@ enum SyncRules {
             guard current.type == mutation.type else { return (nil, .refused(.typeMismatch)) }
         }
         let live = current.flatMap { $0.deleted ? nil : $0 }
-        if let wanted = mutation.deptMask, wanted != (live?.deptMask ?? 0), wanted & ~actor.grantable != 0 {
+        if let wanted = mutation.deptMask, !mayGrant(wanted, replacing: live?.deptMask, actor: actor) {
             return (nil, .refused(.deptMaskForbidden))
         }
         switch mutation.op {
@@ -168,6 +168,18 @@ enum SyncRules {
             }
             return merge(mutation, into: live, seq: seq, now: now, batchWritten: batchWritten)
         }
+    }
+
+    /// Whether `actor` may give a record the department mask `wanted`, replacing `current` (nil for a new record).
+    /// A new record may be for everyone (0) or for departments the actor may grant. On an existing record only the
+    /// bits that change count, and they must all be grantable; opening a record to everyone (0) or closing it to
+    /// departments takes a full grant, since it changes what every department sees.
+    static func mayGrant(_ wanted: Int64, replacing current: Int64?, actor: SyncActor) -> Bool {
+        guard let current else { return wanted & ~actor.grantable == 0 }
+        guard wanted != current else { return true }
+        guard actor.grantable != -1 else { return true }
+        guard wanted != 0, current != 0 else { return false }
+        return (wanted ^ current) & ~actor.grantable == 0
     }
 
     private static func create(_ mutation: RecordMutation, by actor: SyncActor, seq: Int64, now: Date)
@@ -266,7 +278,7 @@ enum SyncRules {
         let visible = visibility.sees(record.deptMask)
         // The device may hold an invisible record when it existed at the token and its mask changed since.
         let mayHold = since > 0 && record.createdSeq <= since && record.maskSeq > since
-        if record.deleted { return visible || mayHold ? .change(record) : .skip }
+        if record.deleted { return visible ? .change(record) : mayHold ? .revoked(record.id) : .skip }
         guard visible else { return mayHold ? .revoked(record.id) : .skip }
         guard since > 0, record.maskSeq <= since else { return .change(record) }
         var partial = record

@@ -45,7 +45,8 @@ struct SyncService: Sendable {
 
     private func token(_ text: String?, for caller: CompanyCaller, key: SymmetricKey) throws -> SyncToken? {
         guard let text else { return nil }
-        guard let token = SyncToken.decode(text, key: key), token.c == caller.companyID else { throw Self.invalidToken }
+        guard let token = SyncToken.decode(text, key: key), token.c == caller.companyID, token.a == caller.accountID
+        else { throw Self.invalidToken }
         return token
     }
 
@@ -61,28 +62,40 @@ struct SyncService: Sendable {
         let sync = SyncRepository(db: store.database)
         // Read before the page: the token never claims a seq whose rows the page did not see.
         let counters = try await sync.counters(caller.companyID)
+        let sent = try token(body.token, for: caller, key: key)
         let token =
-            try token(body.token, for: caller, key: key)
-            ?? SyncToken(company: caller.companyID, seq: 0, epoch: view.epoch, mask: view.mask)
-        guard token.s == 0 || (token.s >= counters.compacted && token.s <= counters.seq) else {
-            throw Self.resyncRequired
+            sent
+            ?? SyncToken(
+                company: caller.companyID, account: caller.accountID, seq: 0, epoch: view.epoch, mask: view.mask)
+        // A device holding data (any token) needs every tombstone since its seq.
+        if sent != nil, token.s < counters.compacted || token.s > counters.seq { throw Self.resyncRequired }
+        let page: Schemas.SyncPullResponse
+        if token.m != view.mask || token.rescope != nil {
+            page = try await rescope(token, view: view, limit: limit, key: key, sync: sync)
+        } else {
+            page = try await changes(after: token, view: view, seq: counters.seq, limit: limit, key: key, sync: sync)
         }
-        if token.m != view.mask {
-            return try await rescope(token, view: view, limit: limit, key: key, sync: sync)
-        }
-        let rows = try await sync.changes(caller.companyID, since: token.s, mask: view.mask, limit: limit + 1)
+        // Compaction may have committed meanwhile: a page read past its horizon could lack tombstones.
+        if sent != nil, try await sync.counters(caller.companyID).compacted > token.s { throw Self.resyncRequired }
+        return page
+    }
+
+    private func changes(
+        after token: SyncToken, view: View, seq current: Int64, limit: Int, key: SymmetricKey, sync: SyncRepository
+    ) async throws -> Schemas.SyncPullResponse {
+        let rows = try await sync.changes(token.c, since: token.s, mask: view.mask, limit: limit + 1)
         let page: [StoredRecord]
         let reached: Int64
         let hasMore: Bool
         let fitting = SyncRules.rowsWithin(Self.pageBytes, sizes: rows.map(\.storedSize), limit: limit)
         switch SyncRules.pageEnd(rows.map(\.seq), limit: fitting) {
         case .all:
-            (page, reached, hasMore) = (rows, max(counters.seq, rows.last?.seq ?? 0), false)
+            (page, reached, hasMore) = (rows, max(current, rows.last?.seq ?? 0), false)
         case .prefix(let count):
             page = Array(rows.prefix(count))
             (reached, hasMore) = (page.last?.seq ?? token.s, true)
         case .wholeTransaction(let seq):
-            page = try await sync.changes(caller.companyID, at: seq, since: token.s, mask: view.mask)
+            page = try await sync.changes(token.c, at: seq, since: token.s, mask: view.mask)
             (reached, hasMore) = (seq, true)
         }
         var changes: [Schemas.RecordChange] = []
@@ -94,31 +107,34 @@ struct SyncService: Sendable {
             case .skip: break
             }
         }
-        let next = SyncToken(company: caller.companyID, seq: reached, epoch: view.epoch, mask: view.mask)
+        let next = SyncToken(company: token.c, account: token.a, seq: reached, epoch: view.epoch, mask: view.mask)
         return .init(changes: changes, revoked: revoked, token: next.encoded(key: key), hasMore: hasMore)
     }
 
-    /// After the member's masks changed: of the records the device's token covers, those it may no longer see are
-    /// revoked and those it now may see are sent whole, in pages; then the pull goes on from the same seq.
+    /// After the member's masks changed: of the records that existed at the device's token, those it may no longer
+    /// see are revoked (deleted ones too, in case the device still holds them) and those it now may see are sent
+    /// whole, in pages; then the pull goes on from the same seq under the new mask. If the mask changes again before
+    /// the re-filtering is done, the device's copy is mixed: it gets `410 resync_required` and the digest exchange.
     private func rescope(_ token: SyncToken, view: View, limit: Int, key: SymmetricKey, sync: SyncRepository)
         async throws -> Schemas.SyncPullResponse
     {
+        if let progress = token.rescope, progress.target != view.mask { throw Self.resyncRequired }
+        let position = token.rescope.map { ($0.seq, $0.id) } ?? (0, "")
         let rows = try await sync.rescope(
-            token.c, old: token.m, new: view.mask, after: token.rescope ?? (0, ""), limit: limit + 1)
-        let page = rows.prefix(limit)
+            token.c, createdBy: token.s, old: token.m, new: view.mask, after: position, limit: limit + 1)
+        let page = rows.prefix(SyncRules.rowsWithin(Self.pageBytes, sizes: rows.map(\.storedSize), limit: limit))
         var changes: [Schemas.RecordChange] = []
         var revoked: [String] = []
         for record in page {
             if view.actor.visibility.sees(record.deptMask) {
-                changes.append(Self.change(record))
+                if !record.deleted { changes.append(Self.change(record)) }
             } else {
                 revoked.append(record.id)
             }
         }
-        var next = SyncToken(company: token.c, seq: token.s, epoch: view.epoch, mask: view.mask)
-        if rows.count > limit, let last = page.last {
-            next = SyncToken(
-                company: token.c, seq: token.s, epoch: token.e, mask: token.m, rescope: (last.seq, last.id))
+        var next = SyncToken(company: token.c, account: token.a, seq: token.s, epoch: view.epoch, mask: view.mask)
+        if rows.count > page.count, let last = page.last {
+            next = token.rescoping(to: view.mask, after: (last.seq, last.id))
         }
         return .init(changes: changes, revoked: revoked, token: next.encoded(key: key), hasMore: true)
     }
@@ -149,9 +165,15 @@ struct SyncService: Sendable {
         let view = try await view(caller)
         let mutations = body.mutations.map(Self.mutation)
         guard view.actor.canWrite else {
-            let current = try await SyncRepository(db: store.database).counters(caller.companyID).seq
+            // Nothing to write; mutations sent before the member became read-only still answer their first result.
+            let sync = SyncRepository(db: store.database)
+            let current = try await sync.counters(caller.companyID).seq
+            let earlier = try await sync.results(
+                caller.companyID, accountID: caller.accountID, clientID: body.clientId, mids: mutations.map(\.mid))
             return .init(
-                results: mutations.map { Self.result($0, .refused(.readOnly), seq: current) }, visibleAt: current)
+                results: mutations.map {
+                    Self.storedResult(earlier[$0.mid]) ?? Self.result($0, .refused(.readOnly), seq: current)
+                }, visibleAt: current)
         }
         let now = clock.now
         let (results, committed) = try await store.transaction { [bus] db in
@@ -168,11 +190,7 @@ struct SyncService: Sendable {
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
             for mutation in mutations {
-                if let first = answered[mutation.mid]
-                    ?? earlier[mutation.mid].flatMap({
-                        try? JSONDecoder().decode(Schemas.MutationResult.self, from: Data($0.utf8))
-                    })
-                {
+                if let first = answered[mutation.mid] ?? Self.storedResult(earlier[mutation.mid]) {
                     results.append(first)
                     answered[mutation.mid] = first
                     continue
@@ -209,6 +227,10 @@ struct SyncService: Sendable {
         }
         if let committed { bus.deliver(.committed(companyID: caller.companyID, seq: committed)) }
         return .init(results: results, visibleAt: committed ?? results.map(\.seq).max() ?? 0)
+    }
+
+    private static func storedResult(_ text: String?) -> Schemas.MutationResult? {
+        text.flatMap { try? JSONDecoder().decode(Schemas.MutationResult.self, from: Data($0.utf8)) }
     }
 
     private static func mutation(_ wire: Schemas.Mutation) -> RecordMutation {
@@ -271,7 +293,8 @@ struct SyncService: Sendable {
         let revoked = known.keys.filter { id in
             (after.map { id > $0 } ?? true) && (through.map { id <= $0 } ?? true) && !onServer.contains(id)
         }.sorted()
-        let next = SyncToken(company: caller.companyID, seq: start, epoch: view.epoch, mask: view.mask)
+        let next = SyncToken(
+            company: caller.companyID, account: caller.accountID, seq: start, epoch: view.epoch, mask: view.mask)
         return .init(changes: changes, revoked: revoked, through: through, token: next.encoded(key: key))
     }
 

@@ -7,28 +7,40 @@ import Foundation
 struct SyncToken: Codable, Sendable, Equatable {
     /// The company.
     var c: String
+    /// The member it was issued to: another member's token is refused.
+    var a: String
     /// The seq the device has every change up to.
     var s: Int64
     /// The member's access epoch when the token was issued.
     var e: Int64
     /// The visibility mask the device's data was filtered with.
     var m: Int64
-    /// While the device's data is re-filtered for a new mask: the (seq, id) reached so far.
+    /// While the device's data is re-filtered for a new mask: that mask, and the (seq, id) reached so far.
+    var rm: Int64?
     var rs: Int64?
     var ri: String?
 
-    init(company: String, seq: Int64, epoch: Int64, mask: Int64, rescope: (seq: Int64, id: String)? = nil) {
+    init(company: String, account: String, seq: Int64, epoch: Int64, mask: Int64) {
         c = company
+        a = account
         s = seq
         e = epoch
         m = mask
-        rs = rescope?.seq
-        ri = rescope?.id
     }
 
-    var rescope: (seq: Int64, id: String)? {
-        guard let rs, let ri else { return nil }
-        return (rs, ri)
+    /// The token part-way through re-filtering toward `target`.
+    func rescoping(to target: Int64, after position: (seq: Int64, id: String)) -> SyncToken {
+        var token = self
+        token.rm = target
+        token.rs = position.seq
+        token.ri = position.id
+        return token
+    }
+
+    /// The re-filtering in progress: its target mask and the position reached.
+    var rescope: (target: Int64, seq: Int64, id: String)? {
+        guard let rm, let rs, let ri else { return nil }
+        return (rm, rs, ri)
     }
 
     /// `payload.mac`, both base64url.
