@@ -164,6 +164,34 @@ struct SyncFlowTests {
         }
     }
 
+    @Test("A device may sync some types only; its token answers that set of types alone")
+    func types() async throws {
+        try await AccountHarness.with { h in
+            let (cid, a, b) = try await ownerWithTwoDevices(h)
+            let order = newRecordID()
+            let item = newRecordID()
+            _ = try await a.push([
+                upsert(order, base: 0, ["total": 12], type: "order"), upsert(item, base: 0, ["name": "Crate"]),
+            ])
+            let first = try await h.client.pull(cid, token: nil, types: ["order"], bearer: b.bearer)
+            #expect((first.json["changes"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [order])
+            let token = try #require(first.json["token"] as? String)
+            _ = try await a.push([
+                upsert(item, base: 1 << 40, ["name": "Big crate"]),
+                upsert(order, base: 1 << 40, ["total": 13], type: "order"),
+            ])
+            let next = try await h.client.pull(cid, token: token, types: ["order"], bearer: b.bearer)
+            let changes = next.json["changes"] as? [[String: Any]] ?? []
+            #expect(changes.compactMap { $0["id"] as? String } == [order])
+            #expect((changes.first?["fields"] as? [String: Any])?["total"] as? Int == 13)
+            let widened = try await h.client.pull(cid, token: token, bearer: b.bearer)
+            #expect(widened.status == 400)
+            #expect(widened.json["code"] as? String == "invalid_sync_token")
+            let bad = try await h.client.pull(cid, token: nil, types: ["no-dashes"], bearer: b.bearer)
+            #expect(bad.json["code"] as? String == "validation_failed")
+        }
+    }
+
     @Test("Pages end on transaction boundaries under concurrent writes; nothing is skipped or shown twice")
     func pagingUnderWrites() async throws {
         try await AccountHarness.with { h in

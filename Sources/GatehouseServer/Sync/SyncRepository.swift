@@ -16,6 +16,12 @@ struct SyncRepository {
         "(dept_mask = 0 OR (dept_mask & \(bind: mask)) <> 0)"
     }
 
+    /// `AND type IN (…)` when the device syncs some types only.
+    private static func ofTypes(_ types: [String]?) -> SQLQueryString {
+        guard let types, !types.isEmpty else { return "" }
+        return " AND type IN (\(SQLBind.group(types)))"
+    }
+
     // MARK: Counters
 
     /// Takes the company's next seq. The row stays locked until the transaction ends, so transactions of one company
@@ -108,24 +114,28 @@ struct SyncRepository {
 
     /// Rows changed after `since`, in (seq, id) order, that a member seeing `mask` is sent something about: visible
     /// ones, and ones that existed at `since` and whose mask changed after (they may have to be revoked).
-    func changes(_ companyID: String, since: Int64, mask: Int64, limit: Int) async throws -> [StoredRecord] {
+    func changes(_ companyID: String, since: Int64, mask: Int64, types: [String]?, limit: Int) async throws
+        -> [StoredRecord]
+    {
         try await db.raw(
             """
             SELECT \(unsafeRaw: Self.columns.joined(separator: ", ")) FROM records
             WHERE company_id = \(bind: companyID) AND seq > \(bind: since)
-            AND (\(Self.visible(mask)) OR (mask_seq > \(bind: since) AND created_seq <= \(bind: since)))
+            AND (\(Self.visible(mask)) OR (mask_seq > \(bind: since) AND created_seq <= \(bind: since)))\(Self.ofTypes(types))
             ORDER BY seq, id LIMIT \(bind: limit)
             """
         ).all().map(Self.decode)
     }
 
     /// Every row of one transaction, for a page that must hold it whole.
-    func changes(_ companyID: String, at seq: Int64, since: Int64, mask: Int64) async throws -> [StoredRecord] {
+    func changes(_ companyID: String, at seq: Int64, since: Int64, mask: Int64, types: [String]?) async throws
+        -> [StoredRecord]
+    {
         try await db.raw(
             """
             SELECT \(unsafeRaw: Self.columns.joined(separator: ", ")) FROM records
             WHERE company_id = \(bind: companyID) AND seq = \(bind: seq)
-            AND (\(Self.visible(mask)) OR (mask_seq > \(bind: since) AND created_seq <= \(bind: since)))
+            AND (\(Self.visible(mask)) OR (mask_seq > \(bind: since) AND created_seq <= \(bind: since)))\(Self.ofTypes(types))
             ORDER BY id
             """
         ).all().map(Self.decode)
@@ -135,15 +145,15 @@ struct SyncRepository {
     /// `old` and `new` mask, deleted ones included, after `cursor` in (seq, id) order: what a device re-filters after
     /// the member's masks changed. Later changes of those records count too, so one that became visible is sent whole.
     func rescope(
-        _ companyID: String, createdBy: Int64, old: Int64, new: Int64, after cursor: (seq: Int64, id: String),
-        limit: Int
+        _ companyID: String, createdBy: Int64, old: Int64, new: Int64, types: [String]?,
+        after cursor: (seq: Int64, id: String), limit: Int
     ) async throws -> [StoredRecord] {
         try await db.raw(
             """
             SELECT \(unsafeRaw: Self.columns.joined(separator: ", ")) FROM records
             WHERE company_id = \(bind: companyID) AND created_seq <= \(bind: createdBy)
             AND (seq > \(bind: cursor.seq) OR (seq = \(bind: cursor.seq) AND id > \(bind: cursor.id)))
-            AND \(Self.visible(old)) <> \(Self.visible(new))
+            AND \(Self.visible(old)) <> \(Self.visible(new))\(Self.ofTypes(types))
             ORDER BY seq, id LIMIT \(bind: limit)
             """
         ).all().map(Self.decode)
@@ -151,11 +161,11 @@ struct SyncRepository {
 
     /// Live records visible under `mask`, by id, after `after` and up to `through` (inclusive), optionally of one type.
     func live(
-        _ companyID: String, mask: Int64, type: String? = nil, after: String?, through: String? = nil, limit: Int
+        _ companyID: String, mask: Int64, types: [String]? = nil, after: String?, through: String? = nil, limit: Int
     ) async throws -> [StoredRecord] {
         var query = db.select().columns(Self.columns).from("records").where("company_id", .equal, companyID)
             .where("deleted", .equal, 0).where(Self.visible(mask))
-        if let type { query = query.where("type", .equal, type) }
+        if let types, !types.isEmpty { query = query.where("type", .in, types) }
         if let after { query = query.where("id", .greaterThan, after) }
         if let through { query = query.where("id", .lessThanOrEqual, through) }
         return try await query.orderBy("id").limit(limit).all().map(Self.decode)

@@ -43,6 +43,15 @@ struct SyncService: Sendable {
 
     private func tokenKey() async throws -> SymmetricKey { try await secrets.key("sync_token") }
 
+    /// The record types a device syncs, sorted without repeats; nil for all.
+    static func types(_ raw: [String]?) throws -> [String]? {
+        guard let raw, !raw.isEmpty else { return nil }
+        guard raw.count <= 50, raw.allSatisfy(SyncRules.isValidName) else {
+            throw APIError.validation("types holds at most 50 record types, each a valid type name")
+        }
+        return Array(Set(raw)).sorted()
+    }
+
     private func token(_ text: String?, for caller: CompanyCaller, key: SymmetricKey) throws -> SyncToken? {
         guard let text else { return nil }
         guard let token = SyncToken.decode(text, key: key), token.c == caller.companyID, token.a == caller.accountID
@@ -62,11 +71,18 @@ struct SyncService: Sendable {
         let sync = SyncRepository(db: store.database)
         // Read before the page: the token never claims a seq whose rows the page did not see.
         let counters = try await sync.counters(caller.companyID)
+        let types = try Self.types(body.types)
         let sent = try token(body.token, for: caller, key: key)
         let token =
             sent
             ?? SyncToken(
-                company: caller.companyID, account: caller.accountID, seq: 0, epoch: view.epoch, mask: view.mask)
+                company: caller.companyID, account: caller.accountID, seq: 0, epoch: view.epoch, mask: view.mask,
+                types: types)
+        // A token covers the types it was issued for; another set needs its own first sync.
+        guard token.t == types else {
+            throw APIError(
+                .badRequest, code: .invalidSyncToken, message: "The sync token was issued for another set of types")
+        }
         // A device holding data (any token) needs every tombstone since its seq.
         if sent != nil, token.s < counters.compacted || token.s > counters.seq { throw Self.resyncRequired }
         let page: Schemas.SyncPullResponse
@@ -83,7 +99,7 @@ struct SyncService: Sendable {
     private func changes(
         after token: SyncToken, view: View, seq current: Int64, limit: Int, key: SymmetricKey, sync: SyncRepository
     ) async throws -> Schemas.SyncPullResponse {
-        let rows = try await sync.changes(token.c, since: token.s, mask: view.mask, limit: limit + 1)
+        let rows = try await sync.changes(token.c, since: token.s, mask: view.mask, types: token.t, limit: limit + 1)
         let page: [StoredRecord]
         let reached: Int64
         let hasMore: Bool
@@ -95,7 +111,7 @@ struct SyncService: Sendable {
             page = Array(rows.prefix(count))
             (reached, hasMore) = (page.last?.seq ?? token.s, true)
         case .wholeTransaction(let seq):
-            page = try await sync.changes(token.c, at: seq, since: token.s, mask: view.mask)
+            page = try await sync.changes(token.c, at: seq, since: token.s, mask: view.mask, types: token.t)
             (reached, hasMore) = (seq, true)
         }
         var changes: [Schemas.RecordChange] = []
@@ -107,7 +123,8 @@ struct SyncService: Sendable {
             case .skip: break
             }
         }
-        let next = SyncToken(company: token.c, account: token.a, seq: reached, epoch: view.epoch, mask: view.mask)
+        let next = SyncToken(
+            company: token.c, account: token.a, seq: reached, epoch: view.epoch, mask: view.mask, types: token.t)
         return .init(changes: changes, revoked: revoked, token: next.encoded(key: key), hasMore: hasMore)
     }
 
@@ -121,7 +138,8 @@ struct SyncService: Sendable {
         if let progress = token.rescope, progress.target != view.mask { throw Self.resyncRequired }
         let position = token.rescope.map { ($0.seq, $0.id) } ?? (0, "")
         let rows = try await sync.rescope(
-            token.c, createdBy: token.s, old: token.m, new: view.mask, after: position, limit: limit + 1)
+            token.c, createdBy: token.s, old: token.m, new: view.mask, types: token.t, after: position,
+            limit: limit + 1)
         let page = rows.prefix(SyncRules.rowsWithin(Self.pageBytes, sizes: rows.map(\.storedSize), limit: limit))
         var changes: [Schemas.RecordChange] = []
         var revoked: [String] = []
@@ -132,7 +150,8 @@ struct SyncService: Sendable {
                 revoked.append(record.id)
             }
         }
-        var next = SyncToken(company: token.c, account: token.a, seq: token.s, epoch: view.epoch, mask: view.mask)
+        var next = SyncToken(
+            company: token.c, account: token.a, seq: token.s, epoch: view.epoch, mask: view.mask, types: token.t)
         if rows.count > page.count, let last = page.last {
             next = token.rescoping(to: view.mask, after: (last.seq, last.id))
         }
@@ -267,10 +286,12 @@ struct SyncService: Sendable {
         }
         let key = try await tokenKey()
         let view = try await view(caller)
+        let types = try Self.types(body.types)
         let sync = SyncRepository(db: store.database)
         // The exchange covers the log up to where it began; the pull afterwards brings what came later.
         let start: Int64
         if let token = try token(body.token, for: caller, key: key) {
+            guard token.t == types else { throw Self.invalidToken }
             start = token.s
         } else {
             start = try await sync.counters(caller.companyID).seq
@@ -285,7 +306,8 @@ struct SyncService: Sendable {
         let after = body.after.flatMap(SyncRules.recordID)
         let upper = body.complete ? nil : known.keys.max()
         let rows = try await sync.live(
-            caller.companyID, mask: view.mask, after: after, through: upper, limit: Self.digestPageSize + 1)
+            caller.companyID, mask: view.mask, types: types, after: after, through: upper,
+            limit: Self.digestPageSize + 1)
         let processed = rows.prefix(Self.digestPageSize)
         let through = rows.count > Self.digestPageSize ? processed.last?.id : upper
         let onServer = Set(processed.map(\.id))
@@ -294,7 +316,8 @@ struct SyncService: Sendable {
             (after.map { id > $0 } ?? true) && (through.map { id <= $0 } ?? true) && !onServer.contains(id)
         }.sorted()
         let next = SyncToken(
-            company: caller.companyID, account: caller.accountID, seq: start, epoch: view.epoch, mask: view.mask)
+            company: caller.companyID, account: caller.accountID, seq: start, epoch: view.epoch, mask: view.mask,
+            types: types)
         return .init(changes: changes, revoked: revoked, through: through, token: next.encoded(key: key))
     }
 
@@ -308,7 +331,7 @@ struct SyncService: Sendable {
         }
         let view = try await view(caller)
         let records = try await SyncRepository(db: store.database).live(
-            caller.companyID, mask: view.mask, type: type, after: after?.lowercased(), limit: limit)
+            caller.companyID, mask: view.mask, types: type.map { [$0] }, after: after?.lowercased(), limit: limit)
         return .init(
             records: records.map(Self.info), nextAfter: records.count == limit ? records.last?.id : nil)
     }

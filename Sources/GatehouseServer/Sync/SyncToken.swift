@@ -15,17 +15,20 @@ struct SyncToken: Codable, Sendable, Equatable {
     var e: Int64
     /// The visibility mask the device's data was filtered with.
     var m: Int64
+    /// The record types the device syncs, sorted; nil for all.
+    var t: [String]?
     /// While the device's data is re-filtered for a new mask: that mask, and the (seq, id) reached so far.
     var rm: Int64?
     var rs: Int64?
     var ri: String?
 
-    init(company: String, account: String, seq: Int64, epoch: Int64, mask: Int64) {
+    init(company: String, account: String, seq: Int64, epoch: Int64, mask: Int64, types: [String]? = nil) {
         c = company
         a = account
         s = seq
         e = epoch
         m = mask
+        t = types
     }
 
     /// The token part-way through re-filtering toward `target`.

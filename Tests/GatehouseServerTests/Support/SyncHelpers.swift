@@ -10,8 +10,11 @@ extension AuthClient {
         try await post("/v1/companies/\(cid)/sync/push", ["client_id": client, "mutations": mutations], bearer: bearer)
     }
 
-    func pull(_ cid: String, token: String?, limit: Int? = nil, bearer: String) async throws -> HTTPReply {
+    func pull(_ cid: String, token: String?, limit: Int? = nil, types: [String]? = nil, bearer: String) async throws
+        -> HTTPReply
+    {
         var body: [String: Any] = [:]
+        if let types { body["types"] = types }
         if let token { body["token"] = token }
         if let limit { body["limit"] = limit }
         return try await post("/v1/companies/\(cid)/sync/pull", body, bearer: bearer)
