@@ -53,14 +53,15 @@ extension SyncService {
     /// Why the stream must end, or nil while the session, membership and access epoch stand.
     private func ended(_ caller: CompanyCaller, epoch: Int64) async -> ErrorCode? {
         do {
-            guard
-                try await sessions.liveSession(caller.identity.sessionID, now: clock.now, db: store.database) != nil
-            else { return .sessionNotFound }
+            // Access first: a removal also ends the session, and the device must hear it lost the company.
             guard
                 let access = try await SyncRepository(db: store.database).access(
                     caller.companyID, accountID: caller.accountID),
                 access.epoch == epoch
             else { return .companyAccessRevoked }
+            guard
+                try await sessions.liveSession(caller.identity.sessionID, now: clock.now, db: store.database) != nil
+            else { return .sessionNotFound }
             return nil
         } catch {
             // A store that cannot answer now is no verdict: the next check asks again.
