@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "gatehouse", targets: ["gatehouse"]),
         .library(name: "GatehouseServer", targets: ["GatehouseServer"]),
         .library(name: "GatehouseAPI", targets: ["GatehouseAPI"]),
+        .library(name: "GatehouseClient", targets: ["GatehouseClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -16,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-openapi-generator", from: "1.14.3"),
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
+        .package(url: "https://github.com/apple/swift-openapi-urlsession", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
@@ -44,6 +46,15 @@ let package = Package(
             ],
             resources: [.copy("openapi.yaml")],
             plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
+        ),
+        // The SDK apps link: the generated client over URLSession, and nothing of the server.
+        .target(
+            name: "GatehouseClient",
+            dependencies: [
+                "GatehouseAPI",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
+            ]
         ),
         .systemLibrary(name: "CCrypt"),
         .target(
@@ -76,6 +87,7 @@ let package = Package(
             dependencies: [
                 "GatehouseServer",
                 "GatehouseAPI",
+                "GatehouseClient",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "JWTKit", package: "jwt-kit"),

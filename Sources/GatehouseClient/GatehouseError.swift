@@ -1,0 +1,55 @@
+import Foundation
+
+/// What can go wrong in a Gatehouse call, typed for the cases an app handles; anything else carries the server's
+/// stable code.
+public enum GatehouseError: Error, Sendable, Equatable {
+    /// A wrong email, username or password (the server gives one answer for all).
+    case invalidCredentials
+    /// Too many requests; try again after this many seconds, when the server said.
+    case rateLimited(retryAfter: TimeInterval?)
+    /// The password breaks the server's policy, for these reasons (`too_short`, `common`, …).
+    case weakPassword(reasons: [String])
+    /// The address has not been confirmed yet.
+    case emailNotConfirmed
+    /// The server could not be reached; the session, if any, is kept.
+    case network(String)
+    /// The session ended on the server (revoked, expired, or its refresh token reused): sign in again.
+    case sessionExpired
+    /// The member was removed from the company or lost access: drop its local data.
+    case companyAccessRevoked
+    /// The session store failed to read or write; the message says why.
+    case sessionStore(String)
+    /// There is no session.
+    case notSignedIn
+    /// Any other refusal: the HTTP status, the server's stable code and its message.
+    case server(status: Int, code: String, message: String)
+}
+
+/// The body of an error answer, in the `{code, message}` shape the SDK asks for.
+struct ErrorBody: Decodable {
+    let code: String?
+    let message: String?
+    let weak_password: WeakPassword?
+
+    struct WeakPassword: Decodable {
+        let reasons: [String]?
+    }
+
+    /// The typed error for an answer with `status`, this body and the `Retry-After` header.
+    static func error(status: Int, body: Data, retryAfter: String?) -> GatehouseError {
+        let decoded = try? JSONDecoder().decode(ErrorBody.self, from: body)
+        let code = decoded?.code ?? "http_\(status)"
+        switch code {
+        case "invalid_credentials": return .invalidCredentials
+        case "over_request_rate_limit", "over_email_send_rate_limit":
+            return .rateLimited(retryAfter: retryAfter.flatMap(TimeInterval.init))
+        case "weak_password": return .weakPassword(reasons: decoded?.weak_password?.reasons ?? [])
+        case "email_not_confirmed": return .emailNotConfirmed
+        case "refresh_token_not_found", "refresh_token_already_used", "session_expired", "session_not_found",
+            "user_banned", "user_not_found":
+            return .sessionExpired
+        case "company_access_revoked": return .companyAccessRevoked
+        default: return .server(status: status, code: code, message: decoded?.message ?? "")
+        }
+    }
+}

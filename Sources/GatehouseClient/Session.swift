@@ -1,0 +1,107 @@
+import Foundation
+
+/// A signed-in session: the tokens and who they belong to.
+public struct Session: Codable, Sendable, Equatable {
+    /// The short-lived bearer token.
+    public let accessToken: String
+    /// The single-use token that gets the next pair.
+    public let refreshToken: String
+    /// When `accessToken` stops being accepted.
+    public let expiresAt: Date
+    /// The account.
+    public let userID: String
+    /// The account's email address, when it has one.
+    public let email: String?
+
+    /// A session as the server issued it.
+    public init(accessToken: String, refreshToken: String, expiresAt: Date, userID: String, email: String?) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.expiresAt = expiresAt
+        self.userID = userID
+        self.email = email
+    }
+
+    /// Whether the access token ends within `margin` seconds of `now`.
+    public func expires(within margin: TimeInterval, of now: Date = Date()) -> Bool {
+        expiresAt.timeIntervalSince(now) <= margin
+    }
+}
+
+/// Where the session is kept between launches. Errors are the app's to see: the SDK never swallows them.
+public protocol SessionStore: Sendable {
+    /// The stored session, or nil when there is none.
+    func load() throws -> Session?
+    /// Stores `session`, replacing any other.
+    func save(_ session: Session) throws
+    /// Forgets the session.
+    func remove() throws
+}
+
+/// A session kept in memory only (tests, and apps that never persist).
+public final class MemorySessionStore: SessionStore, @unchecked Sendable {
+    private let lock = NSLock()
+    private var session: Session?
+
+    /// An empty store, or one holding `session`.
+    public init(_ session: Session? = nil) { self.session = session }
+
+    /// The session held, if any.
+    public func load() throws -> Session? { lock.withLock { session } }
+    /// Holds `session`.
+    public func save(_ session: Session) throws { lock.withLock { self.session = session } }
+    /// Forgets the session.
+    public func remove() throws { lock.withLock { session = nil } }
+}
+
+/// A session kept in a file readable by its owner only (0600): the store for Linux.
+public struct FileSessionStore: SessionStore {
+    /// The file.
+    public let url: URL
+
+    /// A store at `url`; its folder is made when missing.
+    public init(url: URL) { self.url = url }
+
+    /// The session in the file, or nil when there is no file.
+    public func load() throws -> Session? {
+        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        do {
+            return try JSONDecoder().decode(Session.self, from: try Data(contentsOf: url))
+        } catch {
+            throw GatehouseError.sessionStore("cannot read \(url.lastPathComponent): \(error.localizedDescription)")
+        }
+    }
+
+    /// Writes the session to a new 0600 file in a 0700 folder and moves it into place.
+    public func save(_ session: Session) throws {
+        do {
+            let folder = url.deletingLastPathComponent()
+            try FileManager.default.createDirectory(
+                at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            let data = try JSONEncoder().encode(session)
+            let temporary = folder.appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString)")
+            guard
+                FileManager.default.createFile(
+                    atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600])
+            else { throw CocoaError(.fileWriteNoPermission) }
+            if FileManager.default.fileExists(atPath: url.path) {
+                _ = try FileManager.default.replaceItemAt(url, withItemAt: temporary)
+            } else {
+                try FileManager.default.moveItem(at: temporary, to: url)
+            }
+        } catch let error as GatehouseError {
+            throw error
+        } catch {
+            throw GatehouseError.sessionStore("cannot write \(url.lastPathComponent): \(error.localizedDescription)")
+        }
+    }
+
+    /// Deletes the file.
+    public func remove() throws {
+        do {
+            if FileManager.default.fileExists(atPath: url.path) { try FileManager.default.removeItem(at: url) }
+        } catch {
+            throw GatehouseError.sessionStore("cannot remove \(url.lastPathComponent): \(error.localizedDescription)")
+        }
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import GatehouseAPI
+
+/// What happened to the session, for the app's UI.
+public enum AuthEvent: Sendable, Equatable {
+    /// The session found at launch (nil when signed out).
+    case initialSession(Session?)
+    /// A new session from a sign-in.
+    case signedIn(Session)
+    /// The session's tokens were renewed.
+    case refreshed(Session)
+    /// The session ended, and why.
+    case signedOut(SignOutReason)
+}
+
+/// Why a session ended.
+public enum SignOutReason: Sendable, Equatable {
+    /// The app signed out.
+    case requested
+    /// The server ended it: revoked elsewhere, expired, reused refresh token, or the account disabled.
+    case sessionEnded
+}
+
+/// Keeps the one session of a client: persisted through its store, refreshed single-flight before it expires, kept
+/// through network failures, and ended only on the server's verdict.
+actor SessionManager {
+    private let store: any SessionStore
+    private let client: Client
+    private var session: Session?
+    private var refreshing: Task<Session, any Error>?
+    private let continuation: AsyncStream<AuthEvent>.Continuation
+    nonisolated let events: AsyncStream<AuthEvent>
+    /// Refresh when the access token has less than this left, seconds.
+    let margin: TimeInterval
+
+    init(store: any SessionStore, client: Client, margin: TimeInterval) {
+        self.store = store
+        self.client = client
+        self.margin = margin
+        (events, continuation) = AsyncStream.makeStream(of: AuthEvent.self)
+    }
+
+    var current: Session? { session }
+
+    /// Loads the stored session at launch; offline or not, it is kept until the server says otherwise.
+    func restore() throws(GatehouseError) -> Session? {
+        do {
+            session = try store.load()
+        } catch let error as GatehouseError {
+            throw error
+        } catch {
+            throw .sessionStore(String(describing: error))
+        }
+        continuation.yield(.initialSession(session))
+        return session
+    }
+
+    /// Takes a new session from a sign-in; a store failure is thrown after the session is in use.
+    func adopt(_ new: Session) throws(GatehouseError) {
+        session = new
+        continuation.yield(.signedIn(new))
+        try persist(new)
+    }
+
+    /// A session whose access token is good for at least `margin` more seconds, refreshing when needed.
+    func valid() async throws(GatehouseError) -> Session {
+        guard let session else { throw .notSignedIn }
+        guard session.expires(within: margin) else { return session }
+        return try await refresh()
+    }
+
+    /// Renews the tokens. Concurrent callers share one request. A network failure keeps the session; the server's
+    /// verdict (revoked, expired, reused) ends it.
+    func refresh() async throws(GatehouseError) -> Session {
+        if let refreshing { return try await Self.value(of: refreshing) }
+        guard let current = session else { throw .notSignedIn }
+        let task = Task { try await self.exchange(current) }
+        refreshing = task
+        defer { refreshing = nil }
+        return try await Self.value(of: task)
+    }
+
+    private static func value(of task: Task<Session, any Error>) async throws(GatehouseError) -> Session {
+        do {
+            return try await task.value
+        } catch let error as GatehouseError {
+            throw error
+        } catch {
+            throw .network(String(describing: error))
+        }
+    }
+
+    private func exchange(_ current: Session) async throws -> Session {
+        let client = self.client
+        do {
+            let answer = try await call {
+                try await client.token(
+                    query: .init(grantType: .refreshToken),
+                    body: .json(.RefreshGrant(.init(refreshToken: current.refreshToken)))
+                ).ok.body.json
+            }
+            let renewed = Session(answer)
+            session = renewed
+            continuation.yield(.refreshed(renewed))
+            try persist(renewed)
+            return renewed
+        } catch .sessionExpired {
+            try end(.sessionEnded)
+            throw GatehouseError.sessionExpired
+        }
+    }
+
+    /// Ends the session locally, and says why.
+    func end(_ reason: SignOutReason) throws(GatehouseError) {
+        session = nil
+        continuation.yield(.signedOut(reason))
+        do {
+            try store.remove()
+        } catch let error as GatehouseError {
+            throw error
+        } catch {
+            throw .sessionStore(String(describing: error))
+        }
+    }
+
+    private func persist(_ session: Session) throws(GatehouseError) {
+        do {
+            try store.save(session)
+        } catch let error as GatehouseError {
+            throw error
+        } catch {
+            throw .sessionStore(String(describing: error))
+        }
+    }
+}
+
+extension Session {
+    init(_ wire: Components.Schemas.Session) {
+        self.init(
+            accessToken: wire.accessToken, refreshToken: wire.refreshToken,
+            expiresAt: Date(timeIntervalSince1970: TimeInterval(wire.expiresAt)), userID: wire.user.id,
+            email: wire.user.email.isEmpty ? nil : wire.user.email)
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import HTTPTypes
+import OpenAPIRuntime
+import Synchronization
+import Testing
+
+@testable import GatehouseClient
+
+/// The SDK against a live server: sessions through the failures supabase-swift's users report most.
+@Suite("GatehouseClient sessions")
+struct ClientSDKTests {
+    /// Counts the refresh requests a client sends.
+    final class RefreshCounter: ClientMiddleware, Sendable {
+        let count = Atomic<Int>(0)
+
+        func intercept(
+            _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+            next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+        ) async throws -> (HTTPResponse, HTTPBody?) {
+            if request.path?.contains("grant_type=refresh_token") == true { count.add(1, ordering: .relaxed) }
+            return try await next(request, body, baseURL)
+        }
+    }
+
+    /// A store whose writes fail, as a full disk or a locked keychain does.
+    struct FailingStore: SessionStore {
+        struct Full: Error {}
+        func load() throws -> Session? { nil }
+        func save(_ session: Session) throws { throw Full() }
+        func remove() throws {}
+    }
+
+    private static func client(
+        _ base: String, store: any SessionStore, middlewares: [any ClientMiddleware] = []
+    ) throws -> GatehouseClient {
+        GatehouseClient(
+            url: try #require(URL(string: base)), sessionStore: store, refreshMargin: 60, middlewares: middlewares)
+    }
+
+    private static func storeFile() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-sdk-\(UUID().uuidString)/session.json")
+    }
+
+    /// Signs up through the SDK and confirms with the mailed code.
+    private static func signedUp(_ h: AccountHarness, _ client: GatehouseClient) async throws -> (String, Session) {
+        let email = AccountHarness.newEmail("sdk")
+        try await client.auth.signUp(email: email, password: "correct horse battery")
+        let code = try #require(try await h.mail(to: email, subject: "Confirm your email").code)
+        return (email, try await client.auth.verify(email: email, code: code, type: .signup))
+    }
+
+    @Test("Sign-up by code: the session is kept in a 0600 file and restored at the next launch")
+    func signUpAndRestore() async throws {
+        try await AccountHarness.with { h in
+            let file = Self.storeFile()
+            let client = try Self.client(h.server.baseURL, store: FileSessionStore(url: file))
+            let (_, session) = try await Self.signedUp(h, client)
+            let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
+            #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+            let relaunched = try Self.client(h.server.baseURL, store: FileSessionStore(url: file))
+            #expect(try await relaunched.auth.restoreSession() == session)
+            var events = relaunched.auth.events.makeAsyncIterator()
+            #expect(await events.next() == .initialSession(session))
+            #expect(try await relaunched.auth.session().userID == session.userID)
+        }
+    }
+
+    @Test("Two refreshes race: one refresh request, the same new session for both, no sign-out")
+    func refreshRace() async throws {
+        try await AccountHarness.with { h in
+            let counter = RefreshCounter()
+            let client = try Self.client(h.server.baseURL, store: MemorySessionStore(), middlewares: [counter])
+            let (_, first) = try await Self.signedUp(h, client)
+            async let one = client.auth.refreshSession()
+            async let two = client.auth.refreshSession()
+            let (a, b) = try await (one, two)
+            #expect(a == b)
+            #expect(a.refreshToken != first.refreshToken)
+            #expect(counter.count.load(ordering: .relaxed) == 1)
+            #expect(try await client.auth.refreshSession().userID == first.userID)
+        }
+    }
+
+    @Test("Offline at launch, ten failed refreshes, then the server is back: the session recovers")
+    func offlineThenBack() async throws {
+        let h = try await AccountHarness.start()
+        var restarted: LiveServer?
+        do {
+            let store = MemorySessionStore()
+            let (_, session) = try await Self.signedUp(h, try Self.client(h.server.baseURL, store: store))
+            let configuration = h.server.services.configuration
+            try await h.stop()
+            // The app launches with the server unreachable: the session stays, every refresh fails as network.
+            let client = try Self.client(h.server.baseURL, store: store)
+            #expect(try await client.auth.restoreSession() == session)
+            for _ in 0..<10 {
+                await #expect(throws: GatehouseError.self) { try await client.auth.refreshSession() }
+            }
+            #expect(await client.auth.currentSession == session)
+            #expect(try store.load() == session)
+            // The server comes back on the same address and store.
+            restarted = try await LiveServer.start(configuration, clock: h.clock)
+            let renewed = try await client.auth.refreshSession()
+            #expect(renewed.userID == session.userID)
+            #expect(renewed.refreshToken != session.refreshToken)
+            #expect(try store.load() == renewed)
+        } catch {
+            try? await restarted?.stop()
+            throw error
+        }
+        try await restarted?.stop()
+    }
+
+    @Test("A global sign-out on another device: this client's next refresh ends its session, with the reason")
+    func signedOutElsewhere() async throws {
+        try await AccountHarness.with { h in
+            let store = MemorySessionStore()
+            let client = try Self.client(h.server.baseURL, store: store)
+            let (email, _) = try await Self.signedUp(h, client)
+            let other = try SignedIn(try await h.client.password(email, "correct horse battery"))
+            #expect(try await h.client.logout(other.access, scope: "global").status == 204)
+            await #expect(throws: GatehouseError.sessionExpired) { try await client.auth.refreshSession() }
+            #expect(await client.auth.currentSession == nil)
+            #expect(try store.load() == nil)
+            var events = client.auth.events.makeAsyncIterator()
+            var seen: [AuthEvent] = []
+            while let event = await events.next() {
+                seen.append(event)
+                if case .signedOut = event { break }
+            }
+            #expect(seen.last == .signedOut(.sessionEnded))
+        }
+    }
+
+    @Test("Typed errors, and a session store that fails to write reaches the app")
+    func errors() async throws {
+        try await AccountHarness.with { h in
+            let client = try Self.client(h.server.baseURL, store: MemorySessionStore())
+            let (email, _) = try await Self.signedUp(h, client)
+            await #expect(throws: GatehouseError.invalidCredentials) {
+                try await client.auth.signIn(email: email, password: "not the password")
+            }
+            do throws(GatehouseError) {
+                try await client.auth.signUp(email: AccountHarness.newEmail("weak"), password: "password")
+                Issue.record("a weak password was accepted")
+            } catch {
+                guard case .weakPassword(let reasons) = error else {
+                    Issue.record("expected weak_password, got \(error)")
+                    return
+                }
+                #expect(!reasons.isEmpty)
+            }
+            let failing = try Self.client(h.server.baseURL, store: FailingStore())
+            do throws(GatehouseError) {
+                try await failing.auth.signIn(email: email, password: "correct horse battery")
+                Issue.record("the store's failure was swallowed")
+            } catch {
+                guard case .sessionStore(let message) = error else {
+                    Issue.record("expected a store error, got \(error)")
+                    return
+                }
+                #expect(!message.isEmpty)
+            }
+            #expect(await failing.auth.currentSession?.email == email)
+        }
+    }
+}
