@@ -13,8 +13,12 @@ public final class GatehouseClient: Sendable {
         self.init(url: url, sessionStore: sessionStore, refreshMargin: 60, middlewares: [])
     }
 
-    /// `middlewares` run after the SDK's own (tests count requests with one).
-    init(url: URL, sessionStore: any SessionStore, refreshMargin: TimeInterval, middlewares: [any ClientMiddleware]) {
+    /// `middlewares` run after the SDK's own (tests count requests with one); tests also shorten the margin and the
+    /// retry backoff.
+    init(
+        url: URL, sessionStore: any SessionStore, refreshMargin: TimeInterval, middlewares: [any ClientMiddleware],
+        retryBase: Duration = .seconds(1)
+    ) {
         let client = Client(
             serverURL: url,
             configuration: .init(dateTranscoder: .iso8601WithFractionalSeconds),

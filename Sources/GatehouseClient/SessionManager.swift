@@ -32,12 +32,50 @@ actor SessionManager {
     nonisolated let events: AsyncStream<AuthEvent>
     /// Refresh when the access token has less than this left, seconds.
     let margin: TimeInterval
+    /// The first wait after a refresh that could not reach the server; it doubles up to `retryMax`.
+    let retryBase: Duration
+    let retryMax: Duration
+    /// The background refresher, while there is a session.
+    private var keeper: Task<Void, Never>?
 
-    init(store: any SessionStore, client: Client, margin: TimeInterval) {
+    init(
+        store: any SessionStore, client: Client, margin: TimeInterval, retryBase: Duration = .seconds(1),
+        retryMax: Duration = .seconds(60)
+    ) {
         self.store = store
         self.client = client
         self.margin = margin
+        self.retryBase = retryBase
+        self.retryMax = retryMax
         (events, continuation) = AsyncStream.makeStream(of: AuthEvent.self)
+    }
+
+    /// Refreshes in the background `margin` seconds before each expiry, and while the network fails retries with
+    /// backoff for as long as it takes. It stops when the session ends.
+    private func keep() {
+        guard keeper == nil, session != nil else { return }
+        keeper = Task { await self.refreshBeforeExpiry() }
+    }
+
+    private func refreshBeforeExpiry() async {
+        var delay = retryBase
+        while !Task.isCancelled, let session {
+            let due = session.expiresAt.timeIntervalSinceNow - margin
+            if due > 0 {
+                try? await Task.sleep(for: .milliseconds(Int64(due * 1000)))
+                continue
+            }
+            do throws(GatehouseError) {
+                _ = try await refresh()
+                delay = retryBase
+            } catch .sessionExpired, .notSignedIn {
+                return  // the session ended (and `end` let this task go)
+            } catch {
+                // Unreachable, a store that failed, a server error: none ends the session; try again later.
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, retryMax)
+            }
+        }
     }
 
     var current: Session? { session }
@@ -52,6 +90,7 @@ actor SessionManager {
             throw .sessionStore(String(describing: error))
         }
         continuation.yield(.initialSession(session))
+        keep()
         return session
     }
 
@@ -59,6 +98,7 @@ actor SessionManager {
     func adopt(_ new: Session) throws(GatehouseError) {
         session = new
         continuation.yield(.signedIn(new))
+        keep()
         try persist(new)
     }
 
@@ -113,6 +153,8 @@ actor SessionManager {
     /// Ends the session locally, and says why.
     func end(_ reason: SignOutReason) throws(GatehouseError) {
         session = nil
+        keeper?.cancel()
+        keeper = nil
         continuation.yield(.signedOut(reason))
         do {
             try store.remove()

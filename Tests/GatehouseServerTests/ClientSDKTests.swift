@@ -111,6 +111,34 @@ struct ClientSDKTests {
         try await restarted?.stop()
     }
 
+    @Test("The background refresher: offline near expiry it retries with backoff, and renews once the server is back")
+    func backgroundRefresh() async throws {
+        let h = try await AccountHarness.start { $0.auth.accessTokenLifetime = 6 }
+        var restarted: LiveServer?
+        do {
+            let counter = RefreshCounter()
+            let client = GatehouseClient(
+                url: try #require(URL(string: h.server.baseURL)), sessionStore: MemorySessionStore(),
+                refreshMargin: 4, middlewares: [counter], retryBase: .milliseconds(50))
+            let (_, session) = try await Self.signedUp(h, client)
+            let configuration = h.server.services.configuration
+            try await h.stop()
+            // Two seconds before the access token's end the refresher starts, and keeps trying while unreachable.
+            #expect(try await LiveServer.eventually { counter.count.load(ordering: .relaxed) >= 3 })
+            #expect(await client.auth.currentSession == session)
+            restarted = try await LiveServer.start(configuration)
+            #expect(
+                try await LiveServer.eventually {
+                    await client.auth.currentSession.map { $0.refreshToken != session.refreshToken } ?? false
+                })
+            #expect(await client.auth.currentSession?.userID == session.userID)
+        } catch {
+            try? await restarted?.stop()
+            throw error
+        }
+        try await restarted?.stop()
+    }
+
     @Test("A global sign-out on another device: this client's next refresh ends its session, with the reason")
     func signedOutElsewhere() async throws {
         try await AccountHarness.with { h in
