@@ -17,7 +17,7 @@ public final class GatehouseClient: Sendable {
     /// retry backoff.
     init(
         url: URL, sessionStore: any SessionStore, refreshMargin: TimeInterval, middlewares: [any ClientMiddleware],
-        retryBase: Duration = .seconds(1)
+        retryBase: Duration = .seconds(1), retryMax: Duration = .seconds(60)
     ) {
         let client = Client(
             serverURL: url,

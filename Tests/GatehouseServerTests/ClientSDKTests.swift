@@ -119,19 +119,34 @@ struct ClientSDKTests {
             let counter = RefreshCounter()
             let client = GatehouseClient(
                 url: try #require(URL(string: h.server.baseURL)), sessionStore: MemorySessionStore(),
-                refreshMargin: 4, middlewares: [counter], retryBase: .milliseconds(50))
-            let (_, session) = try await Self.signedUp(h, client)
+                refreshMargin: 4, middlewares: [counter], retryBase: .milliseconds(50), retryMax: .milliseconds(400))
+            let (_, signedUp) = try await Self.signedUp(h, client)
             let configuration = h.server.services.configuration
             try await h.stop()
-            // Two seconds before the access token's end the refresher starts, and keeps trying while unreachable.
-            #expect(try await LiveServer.eventually { counter.count.load(ordering: .relaxed) >= 3 })
+            // Near the access token's end the refresher starts, and keeps trying while the server is unreachable.
+            // (URLSession on Linux takes about five seconds to give up on a pooled connection to a stopped server,
+            // hence the long deadlines: they bound the wait, they do not measure it.)
+            let stopped = counter.count.load(ordering: .relaxed)
+            #expect(
+                try await LiveServer.eventually(timeout: .seconds(180)) {
+                    counter.count.load(ordering: .relaxed) >= stopped + 3
+                })
+            let session = try #require(await client.auth.currentSession)
+            #expect(session.userID == signedUp.userID)
+            #expect(
+                try await LiveServer.eventually(timeout: .seconds(180)) {
+                    counter.count.load(ordering: .relaxed) >= stopped + 6
+                })
             #expect(await client.auth.currentSession == session)
             restarted = try await LiveServer.start(configuration)
             #expect(
-                try await LiveServer.eventually {
+                try await LiveServer.eventually(timeout: .seconds(180)) {
                     await client.auth.currentSession.map { $0.refreshToken != session.refreshToken } ?? false
                 })
             #expect(await client.auth.currentSession?.userID == session.userID)
+            // Signing out stops the refresher (a server shutting down waits for no more of its requests).
+            try await client.auth.signOut()
+            #expect(await client.auth.currentSession == nil)
         } catch {
             try? await restarted?.stop()
             throw error
