@@ -25,7 +25,9 @@ public final class GatehouseClient: Sendable {
             transport: URLSessionTransport(),
             middlewares: [GatehouseMiddleware()] + middlewares)
         auth = Auth(
-            client: client, sessions: SessionManager(store: sessionStore, client: client, margin: refreshMargin))
+            client: client,
+            sessions: SessionManager(
+                store: sessionStore, client: client, margin: refreshMargin, retryBase: retryBase, retryMax: retryMax))
     }
 }
 
