@@ -185,18 +185,9 @@ struct TokenService: Sendable {
             guard account.disabledAt == nil else {
                 throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
             }
-            if account.emailConfirmedAt == nil {
-                // Apple confirmed the address, not a sign-up's code: whatever a sign-up had chosen is dropped.
-                account.passwordHash = nil
-                account.userMetadata = [:]
-                account.emailConfirmedAt = now
-                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings).voidSignups(
-                    email: account.email)
-            }
-            account.lastSignInAt = now
-            account.updatedAt = now
-            try await accounts.update(account)
-            try await accounts.touchIdentity(provider: "apple", accountID: account.id, at: now)
+            // Apple confirmed the address, not a sign-up's code: whatever a sign-up had chosen is dropped.
+            try await env.confirmAndSignIn(
+                &account, pending: PendingSignup(passwordHash: nil, metadata: [:]), provider: "apple", now: now, db: db)
             try await AuditLog(db: db, clock: env.clock).record(
                 client.event(.signedIn, accountID: account.id, detail: ["method": "apple"]))
             return (

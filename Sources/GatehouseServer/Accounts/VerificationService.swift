@@ -137,24 +137,16 @@ struct VerificationService: Sendable {
                 account.email = newEmail
                 try await accounts.updateEmailIdentity(accountID: account.id, email: newEmail)
             }
-            if account.emailConfirmedAt == nil {
-                let pending = consumed.pending ?? PendingSignup(passwordHash: nil, metadata: [:])
-                if account.passwordHash != nil || !account.userMetadata.isEmpty || pending.passwordHash != nil {
-                    try await audit.record(
-                        client.event(
-                            .pendingSignupResolved, accountID: account.id,
-                            detail: ["password": pending.passwordHash == nil ? "none" : "set_by_this_code"]))
-                }
-                account.passwordHash = pending.passwordHash
-                account.userMetadata = pending.metadata
-                account.emailConfirmedAt = now
-                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings).voidSignups(
-                    email: account.email)
+            let pending = consumed.pending ?? PendingSignup(passwordHash: nil, metadata: [:])
+            if account.emailConfirmedAt == nil,
+                account.passwordHash != nil || !account.userMetadata.isEmpty || pending.passwordHash != nil
+            {
+                try await audit.record(
+                    client.event(
+                        .pendingSignupResolved, accountID: account.id,
+                        detail: ["password": pending.passwordHash == nil ? "none" : "set_by_this_code"]))
             }
-            account.lastSignInAt = now
-            account.updatedAt = now
-            try await accounts.update(account)
-            try await accounts.touchIdentity(provider: "email", accountID: account.id, at: now)
+            try await env.confirmAndSignIn(&account, pending: pending, provider: "email", now: now, db: db)
             let issued = try await env.sessions.start(
                 accountID: account.id, method: amrMethod, ip: client.ip, userAgent: client.userAgent, db: db)
             try await started(issued.sessionID, db)
