@@ -132,18 +132,28 @@ struct AccountsEnvironment: Sendable {
         eligible: @escaping @Sendable (AccountRecord) -> Bool,
         template: @escaping @Sendable (IssuedCode) -> Mailer.Template
     ) async throws {
-        let settings = self.settings
-        let clock = self.clock
-        let mailer = self.mailer
-        try await transactionQueuingMail { db in
+        try await transactionQueuingMail { [self] db in
             guard let account = try await AccountRepository(db: db).find(email: email), account.disabledAt == nil,
                 eligible(account)
             else { return }
             try await AuditLog(db: db, clock: clock).record(client.event(auditAction, accountID: account.id))
-            let code = try await OneTimeCodes(db: db, clock: clock, settings: settings)
-                .issue(email: email, purpose: purpose, accountID: account.id, codeChallenge: codeChallenge)
-            try await mailer.enqueue(template(code), to: email, db: db)
+            try await issueAndMail(
+                to: email, purpose: purpose, accountID: account.id, codeChallenge: codeChallenge, db: db,
+                template: template)
         }
+    }
+
+    /// Issues a code for `purpose` and queues its mail, in the caller's transaction.
+    func issueAndMail(
+        to email: String, purpose: CodePurpose, accountID: String, newEmail: String? = nil,
+        pending: PendingSignup? = nil, codeChallenge: String? = nil, db: any SQLDatabase,
+        template: (IssuedCode) -> Mailer.Template
+    ) async throws {
+        let code = try await OneTimeCodes(db: db, clock: clock, settings: settings)
+            .issue(
+                email: email, purpose: purpose, accountID: accountID, newEmail: newEmail, pending: pending,
+                codeChallenge: codeChallenge)
+        try await mailer.enqueue(template(code), to: email, db: db)
     }
 
     /// A link into `GET /auth/v1/verify`, carrying the link token and where to land afterwards.

@@ -90,13 +90,13 @@ struct ProfileService: Sendable {
             try await env.mailer.enqueue(.emailChangeRequested(newEmail: newEmail), to: updated.email, db: db)
             // A taken address gets no code (it could never be confirmed), and the answer does not say so.
             guard !taken else { return updated }
-            let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
-                .issue(email: newEmail, purpose: .emailChange, accountID: updated.id, newEmail: newEmail)
-            try await env.mailer.enqueue(
+            try await env.issueAndMail(
+                to: newEmail, purpose: .emailChange, accountID: updated.id, newEmail: newEmail, db: db
+            ) { code in
                 .emailChange(
                     code: code.code, link: env.verifyLink(token: code.linkToken, type: "email_change", redirectTo: nil),
-                    newEmail: newEmail),
-                to: newEmail, db: db)
+                    newEmail: newEmail)
+            }
             return updated
         }
         return try await env.user(account, db: env.store.database)
@@ -153,9 +153,9 @@ struct ProfileService: Sendable {
         _ = try await env.claimCooldown("reauthentication", email: account.email)
         let env = self.env
         try await env.transactionQueuingMail { db in
-            let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
-                .issue(email: account.email, purpose: .reauthentication, accountID: account.id)
-            try await env.mailer.enqueue(.reauthentication(code: code.code), to: account.email, db: db)
+            try await env.issueAndMail(to: account.email, purpose: .reauthentication, accountID: account.id, db: db) {
+                .reauthentication(code: $0.code)
+            }
             try await AuditLog(db: db, clock: env.clock).record(
                 client.event(.reauthenticationRequested, accountID: account.id))
         }

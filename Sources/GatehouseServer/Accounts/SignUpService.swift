@@ -43,14 +43,13 @@ struct SignUpService: Sendable {
                     email: email, passwordHash: nil, metadata: [:], confirmedAt: nil, now: now)
             }
             guard let account else { return nil }
-            let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
-                .issue(
-                    email: email, purpose: .signup, accountID: account.id, pending: pending, codeChallenge: challenge)
-            try await env.mailer.enqueue(
+            try await env.issueAndMail(
+                to: email, purpose: .signup, accountID: account.id, pending: pending, codeChallenge: challenge, db: db
+            ) { code in
                 .signupConfirmation(
                     code: code.code,
-                    link: env.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirectTo)),
-                to: email, db: db)
+                    link: env.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirectTo))
+            }
             try await AuditLog(db: db, clock: env.clock).record(client.event(.signup, accountID: account.id))
             return account.id
         }
@@ -80,15 +79,14 @@ struct SignUpService: Sendable {
             // Profile data given here applies only if this code is what confirms a new account.
             let pending =
                 account.emailConfirmedAt == nil ? PendingSignup(passwordHash: nil, metadata: body.data ?? [:]) : nil
-            let code = try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
-                .issue(
-                    email: email, purpose: .magiclink, accountID: account.id, pending: pending, codeChallenge: challenge
-                )
-            try await env.mailer.enqueue(
+            try await env.issueAndMail(
+                to: email, purpose: .magiclink, accountID: account.id, pending: pending, codeChallenge: challenge,
+                db: db
+            ) { code in
                 .magicLink(
                     code: code.code,
-                    link: env.verifyLink(token: code.linkToken, type: "magiclink", redirectTo: redirectTo)),
-                to: email, db: db)
+                    link: env.verifyLink(token: code.linkToken, type: "magiclink", redirectTo: redirectTo))
+            }
             try await AuditLog(db: db, clock: env.clock).record(client.event(.otpSent, accountID: account.id))
         }
     }
