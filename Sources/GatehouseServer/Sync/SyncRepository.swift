@@ -78,9 +78,9 @@ struct SyncRepository {
     /// The stored records of `ids` (deleted ones included).
     func records(_ companyID: String, ids: [String]) async throws -> [String: StoredRecord] {
         var found: [String: StoredRecord] = [:]
-        for chunk in stride(from: 0, to: ids.count, by: 500).map({ Array(ids[$0..<min($0 + 500, ids.count)]) }) {
+        for chunk in ids.chunks(of: 500) {
             let rows = try await db.select().columns(Self.columns).from("records")
-                .where("company_id", .equal, companyID).where("id", .in, chunk).all()
+                .where("company_id", .equal, companyID).where("id", .in, Array(chunk)).all()
             for row in rows {
                 let record = try Self.decode(row)
                 found[record.id] = record
@@ -94,7 +94,7 @@ struct SyncRepository {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         let all = Array(records)
-        for chunk in stride(from: 0, to: all.count, by: 200).map({ all[$0..<min($0 + 200, all.count)] }) {
+        for chunk in all.chunks(of: 200) {
             var insert = db.insert(into: "records").columns(["company_id"] + Self.columns)
             for record in chunk {
                 let fields = String(decoding: try encoder.encode(record.fields), as: UTF8.self)
@@ -178,10 +178,10 @@ struct SyncRepository {
         String]
     {
         var found: [String: String] = [:]
-        for chunk in stride(from: 0, to: mids.count, by: 500).map({ Array(mids[$0..<min($0 + 500, mids.count)]) }) {
+        for chunk in mids.chunks(of: 500) {
             let rows = try await db.select().columns("mid", "result").from("sync_mutations")
                 .where("company_id", .equal, companyID).where("account_id", .equal, accountID)
-                .where("client_id", .equal, clientID).where("mid", .in, chunk).all()
+                .where("client_id", .equal, clientID).where("mid", .in, Array(chunk)).all()
             for row in rows {
                 found[try row.decode(column: "mid", as: String.self)] = try row.decode(
                     column: "result", as: String.self)
@@ -193,7 +193,7 @@ struct SyncRepository {
     func saveResults(
         _ companyID: String, accountID: String, clientID: String, _ results: [(mid: String, result: String)], now: Date
     ) async throws {
-        for chunk in stride(from: 0, to: results.count, by: 500).map({ results[$0..<min($0 + 500, results.count)] }) {
+        for chunk in results.chunks(of: 500) {
             var insert = db.insert(into: "sync_mutations").columns(
                 "company_id", "account_id", "client_id", "mid", "result", "created_at")
             for item in chunk {
@@ -288,5 +288,12 @@ enum StoredJSON {
         case let array as [Any]: return .array(try array.map(value))
         default: throw Corrupt()
         }
+    }
+}
+
+extension Array {
+    /// The array in consecutive slices of at most `size` elements (statements stay within the stores' bind limits).
+    fileprivate func chunks(of size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
     }
 }
