@@ -179,16 +179,14 @@ struct LifecycleTests {
         let server = try await LiveServer.start(configuration)
         let client = HTTPClient()
         #expect(try await client.send(.GET, server.baseURL + "/health/ready").status == 503)
-        let admin = try Store(location: .postgres(url: base, searchPath: nil), logger: TestStore.quietLogger)
-        try await admin.database.raw("CREATE DATABASE \(ident: name)").run()
+        try await TestStore.asAdmin("CREATE DATABASE \(ident: name)")
         let ready = try await LiveServer.eventually {
             try await client.send(.GET, server.baseURL + "/health/ready").status == 200
         }
         #expect(ready)
         try await client.shutdown()
         try await server.stop()
-        try await admin.database.raw("DROP DATABASE \(ident: name)").run()
-        await admin.close()
+        try await TestStore.asAdmin("DROP DATABASE \(ident: name)")
     }
 
     @Test("graceful shutdown lets an in-flight request finish, then closes the store")

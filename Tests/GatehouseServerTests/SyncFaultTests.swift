@@ -12,15 +12,7 @@ struct SyncFaultTests {
     private static func databaseURL() async throws -> String? {
         guard let url = TestStore.postgresURL, var components = URLComponents(string: url) else { return nil }
         let name = "f_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
-        let admin = try Store(
-            location: .postgres(url: url, searchPath: nil), connectionsPerLoop: 1, logger: TestStore.quietLogger)
-        do {
-            try await admin.database.raw("CREATE DATABASE \(ident: String(name))").run()
-            await admin.close()
-        } catch {
-            await admin.close()
-            throw error
-        }
+        try await TestStore.asAdmin("CREATE DATABASE \(ident: String(name))")
         components.path = "/" + name
         return components.string
     }

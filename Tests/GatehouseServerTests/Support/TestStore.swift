@@ -29,16 +29,23 @@ enum TestStore {
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-tests/\(name)")
             return .sqlite(path: folder.appendingPathComponent("gatehouse.sqlite").path)
         }
+        try await asAdmin("CREATE SCHEMA \(ident: String(name))")
+        return .postgres(url: postgresURL, searchPath: String(name))
+    }
+
+    /// Runs one statement on the test cluster's default database (to make a schema or a database), on a pool of its
+    /// own that is closed afterwards, also when the statement fails.
+    static func asAdmin(_ statement: SQLQueryString) async throws {
+        guard let postgresURL else { return }
         let admin = try Store(
             location: .postgres(url: postgresURL, searchPath: nil), connectionsPerLoop: 1, logger: quietLogger)
         do {
-            try await admin.database.raw("CREATE SCHEMA \(ident: String(name))").run()
+            try await admin.database.raw(statement).run()
             await admin.close()
         } catch {
             await admin.close()
             throw error
         }
-        return .postgres(url: postgresURL, searchPath: String(name))
     }
 
     /// A configuration whose store is fresh, listening on any free loopback port.
