@@ -3,8 +3,8 @@ import GatehouseAPI
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOConcurrencyHelpers
 import OpenAPIRuntime
-import Synchronization
 
 /// Turns every failure into `{code, message}`: expected ones keep their code, anything else is logged once as a 500.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
@@ -195,16 +195,16 @@ enum DecodingErrors {
 /// The router's routes, recorded once every route is added, so an unknown method on a known path can be told from
 /// an unknown path.
 final class RouteTable: Sendable {
-    private let routes = Mutex<[(method: String, segments: [Substring])]>([])
+    private let routes = NIOLockedValueBox<[(method: String, segments: [Substring])]>([])
 
     func record(_ described: [(method: String, path: String)]) {
-        routes.withLock { $0 = described.map { ($0.method, $0.path.split(separator: "/")) } }
+        routes.withLockedValue { $0 = described.map { ($0.method, $0.path.split(separator: "/")) } }
     }
 
     /// The methods served on `path`, sorted; empty when no route has this path.
     func methods(for path: String) -> [String] {
         let segments = path.split(separator: "/")
-        return routes.withLock { routes in
+        return routes.withLockedValue { routes in
             routes.filter { route in
                 route.segments.count == segments.count
                     && zip(route.segments, segments).allSatisfy { pattern, given in

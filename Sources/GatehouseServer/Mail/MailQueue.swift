@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import SQLKit
 import ServiceLifecycle
-import Synchronization
 
 /// Mail waits in the store, encrypted, and a worker sends it off the request path (DESIGN §10): an answer takes the
 /// same time whether or not a mail was due, and a mail server outage delays mail without losing any. Every instance

@@ -1,9 +1,9 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
 import NIOTLS
-import Synchronization
 
 /// Where and how to reach the SMTP server (the "smarthost") that delivers Gatehouse's mail.
 public struct SMTPConfiguration: Sendable, Equatable {
@@ -84,8 +84,8 @@ public struct SMTPTransport: MailTransport {
     private let internationalSupport = SharedCache()
 
     final class SharedCache: Sendable {
-        private let state = Mutex<(value: Bool, at: Date)?>(nil)
-        func withLock<T>(_ body: (inout (value: Bool, at: Date)?) -> T) -> T { state.withLock { body(&$0) } }
+        private let state = NIOLockedValueBox<(value: Bool, at: Date)?>(nil)
+        func withLock<T>(_ body: (inout (value: Bool, at: Date)?) -> T) -> T { state.withLockedValue { body(&$0) } }
     }
 
     /// Makes a transport that connects on `eventLoopGroup` (the process-wide NIO group unless told otherwise).
@@ -436,12 +436,12 @@ final class SMTPClientHandler: ChannelDuplexHandler {
 
     /// The first failure, readable off the event loop once the channel is gone.
     final class Outcome: Sendable {
-        private let first = Mutex<(any Error)?>(nil)
+        private let first = NIOLockedValueBox<(any Error)?>(nil)
 
-        var failure: (any Error)? { first.withLock { $0 } }
+        var failure: (any Error)? { first.withLockedValue { $0 } }
 
         func record(_ error: any Error) {
-            first.withLock { if $0 == nil { $0 = error } }
+            first.withLockedValue { if $0 == nil { $0 = error } }
         }
     }
 

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// A token bucket: `burst` requests at once, refilled at `limit` per `window`.
 public struct RateLimit: Sendable, Equatable {
@@ -36,7 +36,7 @@ struct TokenBucket: Equatable {
 
 /// Per-key token buckets held in memory by this instance (per IP, per address).
 public final class RateLimiter: Sendable {
-    private let buckets = Mutex<[String: TokenBucket]>([:])
+    private let buckets = NIOLockedValueBox<[String: TokenBucket]>([:])
     private let clock: any GatehouseClock
 
     public init(clock: any GatehouseClock) {
@@ -46,7 +46,7 @@ public final class RateLimiter: Sendable {
     /// Nil when the request may go ahead; otherwise the seconds to put in `Retry-After`.
     public func check(_ key: String, _ rule: RateLimit) -> Int? {
         let now = clock.now
-        return buckets.withLock { buckets in
+        return buckets.withLockedValue { buckets in
             if buckets.count > 50_000 {
                 // Forget buckets that have refilled completely: they hold no information.
                 buckets = buckets.filter { now.timeIntervalSince($0.value.updatedAt) < 3600 }

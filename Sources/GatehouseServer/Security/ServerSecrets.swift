@@ -1,14 +1,14 @@
 import Crypto
 import Foundation
+import NIOConcurrencyHelpers
 import SQLKit
-import Synchronization
 
 /// Named random keys the server makes once per store (the refresh-token derivation key, the decoy key), kept in
 /// `server_secrets` sealed by the key-encryption key, and cached in memory once read.
 public final class ServerSecrets: Sendable {
     let store: Store
     let box: SecretBox
-    private let cache = Mutex<[String: SymmetricKey]>([:])
+    private let cache = NIOLockedValueBox<[String: SymmetricKey]>([:])
 
     init(store: Store, box: SecretBox) {
         self.store = store
@@ -18,7 +18,7 @@ public final class ServerSecrets: Sendable {
     /// The key called `name`, made on first use. Instances racing to make it agree on the first one stored. A value
     /// stored in the clear by an older release is sealed in place.
     func key(_ name: String) async throws -> SymmetricKey {
-        if let key = cache.withLock({ $0[name] }) { return key }
+        if let key = cache.withLockedValue({ $0[name] }) { return key }
         let context = "server_secret:\(name)"
         let candidate = try box.seal(Secrets.token(), context: context)
         try await store.database.insert(into: "server_secrets").columns("name", "value")
@@ -36,7 +36,7 @@ public final class ServerSecrets: Sendable {
                 .where("name", .equal, name).where("value", .equal, stored).run()
         }
         let key = SymmetricKey(data: Data(clear.utf8))
-        cache.withLock { $0[name] = key }
+        cache.withLockedValue { $0[name] = key }
         return key
     }
 

@@ -3,7 +3,6 @@ import Foundation
 import GatehouseAPI
 import JWTKit
 import SQLKit
-import Synchronization
 
 /// Who is calling, established from a verified access token whose session is still live.
 public struct Identity: Sendable, Equatable {

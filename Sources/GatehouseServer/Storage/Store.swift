@@ -1,13 +1,13 @@
 import Foundation
 import Logging
 import Metrics
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PostgresKit
 import SQLKit
 import SQLiteKit
 import ServiceLifecycle
-import Synchronization
 
 /// Which database holds Gatehouse's data.
 public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
@@ -53,9 +53,9 @@ public final class Store: Service, Sendable {
     /// SQLite's own threads: more than its connections, so the connection holding the write lock always has a
     /// thread to finish on while others wait in SQLite's busy handler (which retries without yielding).
     private let threadPool: NIOThreadPool?
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
     private let writeLock = AsyncLock()
-    private let inUse = Atomic<Int>(0)
+    private let inUse = NIOLockedValueBox(0)
     private let inUseGauge: Gauge
     private let maxGauge: Gauge
     private let readyGauge: Gauge
@@ -157,8 +157,16 @@ public final class Store: Service, Sendable {
     /// Runs `body` on one pooled connection, counted in the pool gauges.
     func withConnection<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
     {
-        inUseGauge.record(inUse.add(1, ordering: .relaxed).newValue)
-        defer { inUseGauge.record(inUse.subtract(1, ordering: .relaxed).newValue) }
+        inUseGauge.record(
+            inUse.withLockedValue {
+                $0 += 1; return $0
+            })
+        defer {
+            inUseGauge.record(
+                inUse.withLockedValue {
+                    $0 -= 1; return $0
+                })
+        }
         return try await database.withSession(body)
     }
 
@@ -180,13 +188,13 @@ public final class Store: Service, Sendable {
     }
 
     /// The schema version applied by this process, or nil before migrations have run.
-    public var schemaVersion: Int? { state.withLock { $0.schemaVersion } }
+    public var schemaVersion: Int? { state.withLockedValue { $0.schemaVersion } }
 
     /// Applies pending migrations; a no-op when the schema is current.
     @discardableResult
     public func migrate(_ migrations: [Migration] = Migrations.all) async throws -> MigrationReport {
         let report = try await Migrator(store: self, migrations: migrations).run()
-        state.withLock { $0.schemaVersion = report.version }
+        state.withLockedValue { $0.schemaVersion = report.version }
         readyGauge.record(1)
         return report
     }
@@ -232,7 +240,7 @@ public final class Store: Service, Sendable {
 
     /// Closes every connection; later queries fail.
     public func close() async {
-        let alreadyClosed = state.withLock { state in
+        let alreadyClosed = state.withLockedValue { state in
             defer { state.closed = true }
             return state.closed
         }
@@ -246,7 +254,7 @@ public final class Store: Service, Sendable {
     }
 
     /// Whether `close()` has run.
-    public var isClosed: Bool { state.withLock { $0.closed } }
+    public var isClosed: Bool { state.withLockedValue { $0.closed } }
 }
 
 /// An SQLKit database over the SQLite pool: each query borrows a connection, a session keeps one.

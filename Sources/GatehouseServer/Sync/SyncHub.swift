@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// What a live stream is told.
 enum LiveEvent: Sendable, Equatable {
@@ -24,13 +24,13 @@ final class SyncHub: Sendable {
         var latest: [String: Int64] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = NIOLockedValueBox(State())
 
     /// How many streams are open on this instance.
-    var subscriberCount: Int { state.withLock { $0.companies.values.reduce(0) { $0 + $1.count } } }
+    var subscriberCount: Int { state.withLockedValue { $0.companies.values.reduce(0) { $0 + $1.count } } }
 
     /// Companies with at least one subscriber here.
-    var companies: [String] { state.withLock { Array($0.companies.keys) } }
+    var companies: [String] { state.withLockedValue { Array($0.companies.keys) } }
 
     /// A stream of `companyID`'s events for one session; it ends when `unsubscribe` or a close is called, or when
     /// its reader goes away, and then calls `onEnd`.
@@ -43,7 +43,7 @@ final class SyncHub: Sendable {
             self?.remove(companyID: companyID, id: id)
             onEnd()
         }
-        state.withLock {
+        state.withLockedValue {
             $0.companies[companyID, default: [:]][id] = Subscriber(
                 accountID: accountID, sessionID: sessionID, continuation: continuation)
         }
@@ -52,7 +52,7 @@ final class SyncHub: Sendable {
 
     /// Sends one subscriber the company's newest seq (at least `seq`): the first event, and the keep-alive.
     func poke(companyID: String, id: UUID, atLeast seq: Int64) {
-        let target = state.withLock { state -> (Subscriber, Int64)? in
+        let target = state.withLockedValue { state -> (Subscriber, Int64)? in
             guard let subscriber = state.companies[companyID]?[id] else { return nil }
             let newest = max(seq, state.latest[companyID] ?? 0)
             state.latest[companyID] = newest
@@ -62,7 +62,7 @@ final class SyncHub: Sendable {
     }
 
     private func remove(companyID: String, id: UUID) {
-        state.withLock { state in
+        state.withLockedValue { state in
             state.companies[companyID]?[id] = nil
             if state.companies[companyID]?.isEmpty == true {
                 state.companies[companyID] = nil
@@ -72,13 +72,13 @@ final class SyncHub: Sendable {
     }
 
     func unsubscribe(companyID: String, id: UUID) {
-        let removed = state.withLock { $0.companies[companyID]?[id] }
+        let removed = state.withLockedValue { $0.companies[companyID]?[id] }
         removed?.continuation.finish()
     }
 
     /// A transaction of `companyID` committed at `seq` (here or, through the bus, on another instance).
     func committed(companyID: String, seq: Int64) {
-        let (targets, newest) = state.withLock { state -> ([Subscriber], Int64) in
+        let (targets, newest) = state.withLockedValue { state -> ([Subscriber], Int64) in
             guard let subscribers = state.companies[companyID] else { return ([], seq) }
             let newest = max(seq, state.latest[companyID] ?? 0)
             state.latest[companyID] = newest
@@ -99,7 +99,7 @@ final class SyncHub: Sendable {
 
     /// Closes one stream, saying why.
     func close(companyID: String, id: UUID, code: ErrorCode) {
-        let closing = state.withLock { state -> Subscriber? in
+        let closing = state.withLockedValue { state -> Subscriber? in
             let subscriber = state.companies[companyID]?.removeValue(forKey: id)
             if state.companies[companyID]?.isEmpty == true { state.companies[companyID] = nil }
             return subscriber
@@ -109,7 +109,7 @@ final class SyncHub: Sendable {
     }
 
     private func close(companyID: String, code: ErrorCode, where matches: (Subscriber) -> Bool) {
-        let closing = state.withLock { state -> [Subscriber] in
+        let closing = state.withLockedValue { state -> [Subscriber] in
             guard let subscribers = state.companies[companyID] else { return [] }
             let closing = subscribers.filter { matches($0.value) }
             for id in closing.keys { state.companies[companyID]?[id] = nil }
