@@ -1,7 +1,8 @@
 import Foundation
 import GatehouseAPI
+import NIOConcurrencyHelpers
 import OpenAPIRuntime
-import Synchronization
+import ServiceLifecycle
 
 extension SyncService {
     /// A server-sent event stream of pokes for one device: the company's current seq first (read after subscribing,
@@ -12,11 +13,11 @@ extension SyncService {
         let hub = bus.hub
         let cid = caller.companyID
         // The check task, and whether the stream already ended (it may end before the task is made).
-        let watch = Mutex<(task: Task<Void, Never>?, ended: Bool)>((nil, false))
+        let watch = NIOLockedValueBox<(task: Task<Void, Never>?, ended: Bool)>((nil, false))
         let (subscription, events) = hub.subscribe(
             companyID: cid, accountID: caller.accountID, sessionID: caller.identity.sessionID
         ) {
-            watch.withLock {
+            watch.withLockedValue {
                 $0.ended = true
                 $0.task?.cancel()
             }
@@ -33,7 +34,7 @@ extension SyncService {
             throw error
         }
         hub.poke(companyID: cid, id: subscription, atLeast: current)
-        watch.withLock {
+        watch.withLockedValue {
             guard !$0.ended else { return }
             $0.task = Task { [self] in
                 while !Task.isCancelled {
@@ -47,7 +48,9 @@ extension SyncService {
                 }
             }
         }
-        return HTTPBody(events.map(Self.event), length: .unknown, iterationBehavior: .single)
+        // A server shutting down ends its streams (devices reconnect to another instance) instead of waiting on them.
+        return HTTPBody(
+            events.cancelOnGracefulShutdown().map(Self.event), length: .unknown, iterationBehavior: .single)
     }
 
     /// Why the stream must end, or nil while the session, membership and access epoch stand.
