@@ -3,7 +3,7 @@ import PackageDescription
 
 let package = Package(
     name: "Gatehouse",
-    platforms: [.macOS(.v15), .iOS(.v18)],
+    platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .executable(name: "gatehouse", targets: ["gatehouse"]),
         .library(name: "GatehouseServer", targets: ["GatehouseServer"]),
@@ -18,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-openapi-generator", from: "1.14.3"),
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
         .package(url: "https://github.com/apple/swift-openapi-urlsession", from: "1.4.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
@@ -54,6 +55,8 @@ let package = Package(
                 "GatehouseAPI",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .systemLibrary(name: "CCrypt"),
@@ -63,6 +66,7 @@ let package = Package(
                 "GatehouseAPI",
                 "CCrypt",
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

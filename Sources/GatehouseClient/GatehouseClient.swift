@@ -3,12 +3,23 @@ import GatehouseAPI
 import OpenAPIRuntime
 import OpenAPIURLSession
 
-/// One Gatehouse server, as an app talks to it: accounts and their session. Make one per server and keep it.
+/// One Gatehouse server, as an app talks to it: the account and its session, its companies and the company logged
+/// in to, and each company's synced records. Make one per server and keep it.
 public final class GatehouseClient: Sendable {
     /// Sign-up, sign-in, the session and signing out.
     public let auth: Auth
+    /// The account's companies, the company login, and the logged-in company's members, shares and credential.
+    public let companies: Companies
+    /// The server.
+    public let url: URL
+    let client: Client
+    let live: LiveEvents
+    /// The first wait after a failure to reach the server (it doubles up to `retryMax`), for refreshes and syncs.
+    let retryBase: Duration
+    let retryMax: Duration
 
-    /// A client for the server at `url`, keeping its session in `sessionStore`.
+    /// A client for the server at `url`, keeping its sessions in `sessionStore` (the company session in its
+    /// `companion(named: "company")`).
     public convenience init(url: URL, sessionStore: any SessionStore) {
         self.init(url: url, sessionStore: sessionStore, refreshMargin: 60, middlewares: [])
     }
@@ -19,107 +30,29 @@ public final class GatehouseClient: Sendable {
         url: URL, sessionStore: any SessionStore, refreshMargin: TimeInterval, middlewares: [any ClientMiddleware],
         retryBase: Duration = .seconds(1), retryMax: Duration = .seconds(60)
     ) {
-        let client = Client(
+        self.url = url
+        self.retryBase = retryBase
+        self.retryMax = retryMax
+        client = Client(
             serverURL: url,
             configuration: .init(dateTranscoder: .iso8601WithFractionalSeconds),
             transport: URLSessionTransport(),
             middlewares: [GatehouseMiddleware()] + middlewares)
-        auth = Auth(
-            client: client,
-            sessions: SessionManager(
-                store: sessionStore, client: client, margin: refreshMargin, retryBase: retryBase, retryMax: retryMax))
-    }
-}
-
-/// Accounts: sign-up by code, password sign-in, the session and its events, and signing out.
-public struct Auth: Sendable {
-    let client: Client
-    let sessions: SessionManager
-
-    /// What happens to the session: the one found at launch, sign-ins, refreshes, and sign-outs with their reason.
-    public var events: AsyncStream<AuthEvent> { sessions.events }
-
-    /// Loads the session kept from an earlier launch. Offline, it is kept; the server decides when it ends.
-    @discardableResult
-    public func restoreSession() async throws(GatehouseError) -> Session? { try await sessions.restore() }
-
-    /// The session in use, if any, as it stands (it may need a refresh).
-    public var currentSession: Session? { get async { await sessions.current } }
-
-    /// A session good for at least another minute, refreshed first when needed.
-    public func session() async throws(GatehouseError) -> Session { try await sessions.valid() }
-
-    /// Renews the session's tokens now; concurrent calls share one request.
-    @discardableResult
-    public func refreshSession() async throws(GatehouseError) -> Session { try await sessions.refresh() }
-
-    /// Starts a sign-up: the server mails a code (see `verify(email:code:)`). Answers alike for taken addresses.
-    public func signUp(email: String, password: String? = nil) async throws(GatehouseError) {
-        let client = self.client
-        _ = try await call {
-            try await client.signUp(body: .json(.init(email: email, password: password))).ok
-        }
+        let hub = AuthEventHub()
+        let account = SessionManager(
+            .account, store: sessionStore, client: client, hub: hub, margin: refreshMargin, retryBase: retryBase,
+            retryMax: retryMax)
+        let company = SessionManager(
+            .company, store: sessionStore.companion(named: "company"), client: client, hub: hub, margin: refreshMargin,
+            retryBase: retryBase, retryMax: retryMax)
+        auth = Auth(client: client, sessions: account, companySessions: company, hub: hub, pkce: PKCEState())
+        companies = Companies(client: client, sessions: account, companySessions: company, hub: hub)
+        live = LiveEvents(url: url)
     }
 
-    /// Mails a sign-in code (creating the account when `createUser`).
-    public func sendCode(email: String, createUser: Bool = true) async throws(GatehouseError) {
-        let client = self.client
-        _ = try await call {
-            try await client.sendOTP(body: .json(.init(email: email, createUser: createUser))).ok
-        }
-    }
-
-    /// What a mailed code is for.
-    public enum CodeType: String, Sendable {
-        case signup, magiclink, recovery, email
-    }
-
-    /// Verifies a mailed code and signs in.
-    @discardableResult
-    public func verify(email: String, code: String, type: CodeType = .email) async throws(GatehouseError) -> Session {
-        let client = self.client
-        let wire = try await call {
-            try await client.verify(
-                body: .json(.init(_type: .init(rawValue: type.rawValue) ?? .email, email: email, token: code))
-            ).ok.body.json
-        }
-        let signedIn = Session(wire)
-        try await sessions.adopt(signedIn)
-        return signedIn
-    }
-
-    /// Signs in with email and password.
-    @discardableResult
-    public func signIn(email: String, password: String) async throws(GatehouseError) -> Session {
-        let client = self.client
-        let wire = try await call {
-            try await client.token(
-                query: .init(grantType: .password), body: .json(.PasswordGrant(.init(email: email, password: password)))
-            ).ok.body.json
-        }
-        let signedIn = Session(wire)
-        try await sessions.adopt(signedIn)
-        return signedIn
-    }
-
-    /// Which sessions a sign-out ends.
-    public enum SignOutScope: String, Sendable {
-        /// This session.
-        case local
-        /// Every session of the account.
-        case global
-        /// Every other session.
-        case others
-    }
-
-    /// Signs out. The local session ends even when the server cannot be reached.
-    public func signOut(scope: SignOutScope = .local) async throws(GatehouseError) {
-        let client = self.client
-        if let current = await sessions.current {
-            _ = try? await call(bearer: current.accessToken) {
-                try await client.logout(query: .init(scope: .init(rawValue: scope.rawValue))).noContent
-            }
-        }
-        if scope != .others { try await sessions.end(.requested) }
+    /// The local store of `companyID`'s records: its own database in `directory`, synced in the background while
+    /// this client is logged in to the company. Open one per company and keep it while the company is in use.
+    public func companyStore(companyID: String, directory: URL) async throws(GatehouseError) -> CompanyStore {
+        try await CompanyStore(companyID: companyID, directory: directory, client: self)
     }
 }

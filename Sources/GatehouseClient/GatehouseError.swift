@@ -7,6 +7,8 @@ public enum GatehouseError: Error, Sendable, Equatable {
     case invalidCredentials
     /// Too many requests; try again after this many seconds, when the server said.
     case rateLimited(retryAfter: TimeInterval?)
+    /// Too many wrong passwords for this account (or this company's credential): try again after this moment.
+    case lockedOut(until: Date)
     /// The password breaks the server's policy, for these reasons (`too_short`, `common`, …).
     case weakPassword(reasons: [String])
     /// The address has not been confirmed yet.
@@ -19,10 +21,20 @@ public enum GatehouseError: Error, Sendable, Equatable {
     case companyAccessRevoked
     /// The session store failed to read or write; the message says why.
     case sessionStore(String)
-    /// There is no session.
+    /// A company store's database failed to read or write; the message says why.
+    case localStore(String)
+    /// There is no session (for a company's calls: no session logged in to that company).
     case notSignedIn
     /// Any other refusal: the HTTP status, the server's stable code and its message.
     case server(status: Int, code: String, message: String)
+}
+
+extension GatehouseError {
+    /// The server's stable code of a `server` error; nil for the typed cases.
+    public var code: String? {
+        if case .server(_, let code, _) = self { return code }
+        return nil
+    }
 }
 
 /// The body of an error answer, in the `{code, message}` shape the SDK asks for.

@@ -12,14 +12,20 @@ public struct Session: Codable, Sendable, Equatable {
     public let userID: String
     /// The account's email address, when it has one.
     public let email: String?
+    /// The company this session is logged in to; nil for the account session.
+    public let companyID: String?
 
     /// A session as the server issued it.
-    public init(accessToken: String, refreshToken: String, expiresAt: Date, userID: String, email: String?) {
+    public init(
+        accessToken: String, refreshToken: String, expiresAt: Date, userID: String, email: String?,
+        companyID: String? = nil
+    ) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.expiresAt = expiresAt
         self.userID = userID
         self.email = email
+        self.companyID = companyID
     }
 
     /// Whether the access token ends within `margin` seconds of `now`.
@@ -36,15 +42,29 @@ public protocol SessionStore: Sendable {
     func save(_ session: Session) throws
     /// Forgets the session.
     func remove() throws
+    /// A second store beside this one, for the session named `name` (the company session is `"company"`). Asked
+    /// for the same name twice, it answers a store over the same place.
+    func companion(named name: String) -> any SessionStore
 }
 
 /// A session kept in memory only (tests, and apps that never persist).
 public final class MemorySessionStore: SessionStore, @unchecked Sendable {
     private let lock = NSLock()
     private var session: Session?
+    private var companions: [String: MemorySessionStore] = [:]
 
     /// An empty store, or one holding `session`.
     public init(_ session: Session? = nil) { self.session = session }
+
+    /// Another memory store, the same one each time for `name`.
+    public func companion(named name: String) -> any SessionStore {
+        lock.withLock {
+            if let known = companions[name] { return known }
+            let made = MemorySessionStore()
+            companions[name] = made
+            return made
+        }
+    }
 
     /// The session held, if any.
     public func load() throws -> Session? { lock.withLock { session } }
@@ -61,6 +81,13 @@ public struct FileSessionStore: SessionStore {
 
     /// A store at `url`; its folder is made when missing.
     public init(url: URL) { self.url = url }
+
+    /// A file beside this one: `session.json` has the companion `session-company.json`.
+    public func companion(named name: String) -> any SessionStore {
+        let base = url.deletingPathExtension().lastPathComponent
+        let ext = url.pathExtension.isEmpty ? "" : ".\(url.pathExtension)"
+        return FileSessionStore(url: url.deletingLastPathComponent().appendingPathComponent("\(base)-\(name)\(ext)"))
+    }
 
     /// The session in the file, or nil when there is no file.
     public func load() throws -> Session? {

@@ -1,35 +1,20 @@
 import Foundation
 import GatehouseAPI
 
-/// What happened to the session, for the app's UI.
-public enum AuthEvent: Sendable, Equatable {
-    /// The session found at launch (nil when signed out).
-    case initialSession(Session?)
-    /// A new session from a sign-in.
-    case signedIn(Session)
-    /// The session's tokens were renewed.
-    case refreshed(Session)
-    /// The session ended, and why.
-    case signedOut(SignOutReason)
-}
-
-/// Why a session ended.
-public enum SignOutReason: Sendable, Equatable {
-    /// The app signed out.
-    case requested
-    /// The server ended it: revoked elsewhere, expired, reused refresh token, or the account disabled.
-    case sessionEnded
-}
-
-/// Keeps the one session of a client: persisted through its store, refreshed single-flight before it expires, kept
-/// through network failures, and ended only on the server's verdict.
+/// Keeps one session of a client (the account's, or the company's it is logged in to): persisted through its store,
+/// refreshed single-flight before it expires, kept through network failures, and ended only on the server's verdict.
 actor SessionManager {
+    /// Which session this is, which decides the events it sends.
+    enum Kind {
+        case account, company
+    }
+
+    private let kind: Kind
     private let store: any SessionStore
     private let client: Client
     private var session: Session?
     private var refreshing: Task<Session, any Error>?
-    private let continuation: AsyncStream<AuthEvent>.Continuation
-    nonisolated let events: AsyncStream<AuthEvent>
+    private let hub: AuthEventHub
     /// Refresh when the access token has less than this left, seconds.
     let margin: TimeInterval
     /// The first wait after a refresh that could not reach the server; it doubles up to `retryMax`.
@@ -39,15 +24,27 @@ actor SessionManager {
     private var keeper: Task<Void, Never>?
 
     init(
-        store: any SessionStore, client: Client, margin: TimeInterval, retryBase: Duration = .seconds(1),
-        retryMax: Duration = .seconds(60)
+        _ kind: Kind, store: any SessionStore, client: Client, hub: AuthEventHub, margin: TimeInterval,
+        retryBase: Duration = .seconds(1), retryMax: Duration = .seconds(60)
     ) {
+        self.kind = kind
         self.store = store
         self.client = client
+        self.hub = hub
         self.margin = margin
         self.retryBase = retryBase
         self.retryMax = retryMax
-        (events, continuation) = AsyncStream.makeStream(of: AuthEvent.self)
+    }
+
+    /// Tells the app: the account session's events as they are; for the company session, which company is current.
+    private func announce(_ event: AuthEvent) {
+        switch (kind, event) {
+        case (.account, _): hub.send(event)
+        case (.company, .signedIn(let session)): hub.send(.companyChanged(companyID: session.companyID))
+        case (.company, .signedOut), (.company, .initialSession(nil)): hub.send(.companyChanged(companyID: nil))
+        case (.company, .initialSession(let session?)): hub.send(.companyChanged(companyID: session.companyID))
+        case (.company, _): break
+        }
     }
 
     /// Refreshes in the background `margin` seconds before each expiry, and while the network fails retries with
@@ -89,7 +86,7 @@ actor SessionManager {
         } catch {
             throw .sessionStore(String(describing: error))
         }
-        continuation.yield(.initialSession(session))
+        announce(.initialSession(session))
         keep()
         return session
     }
@@ -97,7 +94,7 @@ actor SessionManager {
     /// Takes a new session from a sign-in; a store failure is thrown after the session is in use.
     func adopt(_ new: Session) throws(GatehouseError) {
         session = new
-        continuation.yield(.signedIn(new))
+        announce(.signedIn(new))
         keep()
         try persist(new)
     }
@@ -139,9 +136,9 @@ actor SessionManager {
                     body: .json(.RefreshGrant(.init(refreshToken: current.refreshToken)))
                 ).ok.body.json
             }
-            let renewed = Session(answer)
+            let renewed = Session(answer, companyID: current.companyID)
             session = renewed
-            continuation.yield(.refreshed(renewed))
+            announce(.refreshed(renewed))
             try persist(renewed)
             return renewed
         } catch .sessionExpired {
@@ -150,12 +147,31 @@ actor SessionManager {
         }
     }
 
+    /// Runs one call with a valid access token of this session. An access token the server finds expired (the
+    /// device's clock behind the server's) is refreshed and the call made once more. When the server answers that
+    /// the session has ended, it ends here too (and the caller sees `sessionExpired`).
+    nonisolated func authorized<T: Sendable>(
+        _ body: @Sendable (Client) async throws -> T
+    ) async throws(GatehouseError) -> T {
+        do {
+            do {
+                return try await call(bearer: try await valid().accessToken) { try await body(client) }
+            } catch .server(_, "bad_jwt", _) {
+                return try await call(bearer: try await refresh().accessToken) { try await body(client) }
+            }
+        } catch .sessionExpired {
+            try? await end(.sessionEnded)
+            throw .sessionExpired
+        }
+    }
+
     /// Ends the session locally, and says why.
     func end(_ reason: SignOutReason) throws(GatehouseError) {
+        guard session != nil || kind == .account else { return }
         session = nil
         keeper?.cancel()
         keeper = nil
-        continuation.yield(.signedOut(reason))
+        announce(.signedOut(reason))
         do {
             try store.remove()
         } catch let error as GatehouseError {
@@ -177,10 +193,10 @@ actor SessionManager {
 }
 
 extension Session {
-    init(_ wire: Components.Schemas.Session) {
+    init(_ wire: Components.Schemas.Session, companyID: String? = nil) {
         self.init(
             accessToken: wire.accessToken, refreshToken: wire.refreshToken,
             expiresAt: Date(timeIntervalSince1970: TimeInterval(wire.expiresAt)), userID: wire.user.id,
-            email: wire.user.email.isEmpty ? nil : wire.user.email)
+            email: wire.user.email.isEmpty ? nil : wire.user.email, companyID: companyID)
     }
 }

@@ -28,6 +28,7 @@ struct ClientSDKTests {
         func load() throws -> Session? { nil }
         func save(_ session: Session) throws { throw Full() }
         func remove() throws {}
+        func companion(named name: String) -> any SessionStore { self }
     }
 
     private static func client(
@@ -158,10 +159,10 @@ struct ClientSDKTests {
             let (email, _) = try await Self.signedUp(h, client)
             let other = try SignedIn(try await h.client.password(email, "correct horse battery"))
             #expect(try await h.client.logout(other.access, scope: "global").status == 204)
+            var events = client.auth.events.makeAsyncIterator()
             await #expect(throws: GatehouseError.sessionExpired) { try await client.auth.refreshSession() }
             #expect(await client.auth.currentSession == nil)
             #expect(try store.load() == nil)
-            var events = client.auth.events.makeAsyncIterator()
             var seen: [AuthEvent] = []
             while let event = await events.next() {
                 seen.append(event)

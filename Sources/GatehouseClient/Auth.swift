@@ -1,0 +1,289 @@
+import Crypto
+import Foundation
+import GatehouseAPI
+import OpenAPIRuntime
+
+/// Accounts: sign-up, the ways to sign in, the session and its events, the account's own settings, and signing out.
+public struct Auth: Sendable {
+    let client: Client
+    let sessions: SessionManager
+    let companySessions: SessionManager
+    let hub: AuthEventHub
+    let pkce: PKCEState
+
+    /// What happens to the sessions: the one found at launch, sign-ins, refreshes, company changes, and sign-outs
+    /// with their reason. Each call makes a new stream; it starts with the session as it stands once restored.
+    public var events: AsyncStream<AuthEvent> { hub.stream() }
+
+    /// Loads the sessions kept from an earlier launch (the account's, and the company's it was logged in to).
+    /// Offline, they are kept; the server decides when they end.
+    @discardableResult
+    public func restoreSession() async throws(GatehouseError) -> Session? {
+        let account = try await sessions.restore()
+        if account != nil { _ = try await companySessions.restore() }
+        return account
+    }
+
+    /// The account session in use, if any, as it stands (it may need a refresh).
+    public var currentSession: Session? { get async { await sessions.current } }
+
+    /// An account session good for at least another minute, refreshed first when needed.
+    public func session() async throws(GatehouseError) -> Session { try await sessions.valid() }
+
+    /// Renews the account session's tokens now; concurrent calls share one request.
+    @discardableResult
+    public func refreshSession() async throws(GatehouseError) -> Session { try await sessions.refresh() }
+
+    // MARK: Signing up and in
+
+    /// Starts a sign-up: the server mails a code (see `verify(email:code:type:)`) and a link (see `handleOpenURL`).
+    /// The password and profile take effect once the code is verified. Answers alike for taken addresses.
+    public func signUp(
+        email: String, password: String? = nil, profile: [String: String] = [:], redirectTo: URL? = nil
+    ) async throws(GatehouseError) {
+        let client = self.client
+        let challenge = redirectTo == nil ? nil : await pkce.start()
+        _ = try await call {
+            try await client.signUp(
+                query: .init(redirectTo: redirectTo?.absoluteString),
+                body: .json(
+                    .init(
+                        email: email, password: password, data: profile.mapValues { .string($0) },
+                        codeChallenge: challenge, codeChallengeMethod: challenge == nil ? nil : "s256"))
+            ).ok
+        }
+    }
+
+    /// Mails a sign-in code, and a magic link when `redirectTo` is given (creating the account when `createUser`).
+    /// The link runs the PKCE flow: it opens the app at `redirectTo` with a code only this client can exchange.
+    public func sendCode(email: String, createUser: Bool = true, redirectTo: URL? = nil) async throws(GatehouseError) {
+        let client = self.client
+        let challenge = redirectTo == nil ? nil : await pkce.start()
+        _ = try await call {
+            try await client.sendOTP(
+                query: .init(redirectTo: redirectTo?.absoluteString),
+                body: .json(
+                    .init(
+                        email: email, createUser: createUser, codeChallenge: challenge,
+                        codeChallengeMethod: challenge == nil ? nil : "s256"))
+            ).ok
+        }
+    }
+
+    /// Mails a new sign-up code to an address not yet confirmed (the server waits 60 s between mails).
+    public func resendSignUpCode(email: String) async throws(GatehouseError) {
+        let client = self.client
+        _ = try await call { try await client.resend(body: .json(.init(email: email, _type: .signup))).ok }
+    }
+
+    /// Mails a password reset code (and a link, PKCE, when `redirectTo` is given). Verify it with type `.recovery`,
+    /// then set the new password with `updateUser(password:)`.
+    public func sendPasswordReset(email: String, redirectTo: URL? = nil) async throws(GatehouseError) {
+        let client = self.client
+        let challenge = redirectTo == nil ? nil : await pkce.start()
+        _ = try await call {
+            try await client.recover(
+                query: .init(redirectTo: redirectTo?.absoluteString),
+                body: .json(
+                    .init(email: email, codeChallenge: challenge, codeChallengeMethod: challenge == nil ? nil : "s256"))
+            ).ok
+        }
+    }
+
+    /// What a mailed code is for.
+    public enum CodeType: String, Sendable {
+        /// The code of a sign-up.
+        case signup
+        /// A magic-link sign-in.
+        case magiclink
+        /// A password reset.
+        case recovery
+        /// A sign-in code (`sendCode`).
+        case email
+        /// The confirmation of a new address.
+        case emailChange = "email_change"
+    }
+
+    /// Verifies a mailed code and signs in.
+    @discardableResult
+    public func verify(email: String, code: String, type: CodeType = .email) async throws(GatehouseError) -> Session {
+        let client = self.client
+        return try await signIn {
+            try await client.verify(
+                body: .json(.init(_type: .init(rawValue: type.rawValue) ?? .email, email: email, token: code))
+            ).ok.body.json
+        }
+    }
+
+    /// Signs in from a mailed link the app was opened with: the PKCE code in `url` is exchanged with the verifier
+    /// this client made when it asked for the mail. A link that carries an error answers it as a `server` error.
+    @discardableResult
+    public func handleOpenURL(_ url: URL) async throws(GatehouseError) -> Session {
+        let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+        let fragment = URLComponents(string: "?" + (url.fragment ?? ""))?.queryItems ?? []
+        if let code = (items + fragment).first(where: { $0.name == "error_code" })?.value {
+            let message = (items + fragment).first { $0.name == "error_description" }?.value ?? ""
+            throw .server(status: 403, code: code, message: message)
+        }
+        guard let code = items.first(where: { $0.name == "code" })?.value else {
+            throw .server(status: 400, code: "validation_failed", message: "The URL carries no sign-in code")
+        }
+        guard let verifier = await pkce.verifier else {
+            throw .server(status: 400, code: "flow_state_not_found", message: "This client did not ask for that link")
+        }
+        let client = self.client
+        let session = try await signIn {
+            try await client.token(
+                query: .init(grantType: .pkce), body: .json(.PKCEGrant(.init(authCode: code, codeVerifier: verifier)))
+            ).ok.body.json
+        }
+        await pkce.finish()
+        return session
+    }
+
+    /// Signs in with email and password. A run of wrong passwords makes the server back off: `lockedOut(until:)`.
+    @discardableResult
+    public func signIn(email: String, password: String) async throws(GatehouseError) -> Session {
+        let client = self.client
+        do {
+            return try await signIn {
+                try await client.token(
+                    query: .init(grantType: .password),
+                    body: .json(.PasswordGrant(.init(email: email, password: password)))
+                ).ok.body.json
+            }
+        } catch {
+            throw error.asLockout()
+        }
+    }
+
+    /// Signs in with an Apple identity token. `nonce` is the raw value whose SHA-256 the app gave Apple (see
+    /// `AppleNonce`).
+    @discardableResult
+    public func signInWithApple(idToken: String, nonce: String?) async throws(GatehouseError) -> Session {
+        let client = self.client
+        return try await signIn {
+            try await client.token(
+                query: .init(grantType: .idToken),
+                body: .json(.IDTokenGrant(.init(provider: .apple, idToken: idToken, nonce: nonce)))
+            ).ok.body.json
+        }
+    }
+
+    private func signIn(
+        _ body: @Sendable () async throws -> Components.Schemas.Session
+    ) async throws(GatehouseError) -> Session {
+        let signedIn = Session(try await call(body))
+        try await companySessions.end(.sessionEnded)
+        try await sessions.adopt(signedIn)
+        return signedIn
+    }
+
+    // MARK: The account
+
+    /// The signed-in account as the server knows it.
+    public func user() async throws(GatehouseError) -> User {
+        User(try await sessions.authorized { try await $0.getUser().ok.body.json })
+    }
+
+    /// Mails a code that authorizes a password or email change; pass it as `nonce` to `updateUser`.
+    public func reauthenticate() async throws(GatehouseError) {
+        _ = try await sessions.authorized { try await $0.reauthenticate().ok }
+    }
+
+    /// Changes the account: profile values (an empty string removes a key), the password, or the email address (the
+    /// new one is confirmed by a mailed code). A password or email change needs `currentPassword` or a `nonce` from
+    /// `reauthenticate()` (or a recovery sign-in in the last ten minutes).
+    @discardableResult
+    public func updateUser(
+        email: String? = nil, password: String? = nil, currentPassword: String? = nil, nonce: String? = nil,
+        profile: [String: String]? = nil
+    ) async throws(GatehouseError) -> User {
+        let data = profile?.mapValues { $0.isEmpty ? JSONValue.null : .string($0) }
+        let body = Components.Schemas.UpdateUserRequest(
+            email: email, password: password, currentPassword: currentPassword, nonce: nonce, data: data)
+        return User(try await sessions.authorized { try await $0.updateUser(body: .json(body)).ok.body.json })
+    }
+
+    /// The account's sessions on every device, newest first as the server lists them.
+    public func deviceSessions() async throws(GatehouseError) -> [DeviceSession] {
+        try await sessions.authorized { try await $0.listSessions().ok.body.json }.sessions.map(DeviceSession.init)
+    }
+
+    /// Ends one of the account's sessions (another device's, usually).
+    public func revokeSession(id: String) async throws(GatehouseError) {
+        _ = try await sessions.authorized { try await $0.revokeSession(path: .init(id: id)).noContent }
+    }
+
+    // MARK: Signing out
+
+    /// Which sessions a sign-out ends.
+    public enum SignOutScope: String, Sendable {
+        /// This session.
+        case local
+        /// Every session of the account.
+        case global
+        /// Every other session.
+        case others
+    }
+
+    /// Signs out (and out of the company). The local sessions end even when the server cannot be reached.
+    public func signOut(scope: SignOutScope = .local) async throws(GatehouseError) {
+        let client = self.client
+        if let current = await sessions.current {
+            _ = try? await call(bearer: current.accessToken) {
+                try await client.logout(query: .init(scope: .init(rawValue: scope.rawValue))).noContent
+            }
+        }
+        guard scope != .others else { return }
+        try await companySessions.end(.requested)
+        try await sessions.end(.requested)
+    }
+}
+
+/// The verifier of the PKCE flow in progress: made when a link is asked for, spent when the app opens it.
+actor PKCEState {
+    private(set) var verifier: String?
+
+    /// A new verifier; answers its S256 challenge.
+    func start() -> String {
+        let made = randomToken(bytes: 48)
+        verifier = made
+        return base64URL(Data(SHA256.hash(data: Data(made.utf8))))
+    }
+
+    func finish() { verifier = nil }
+}
+
+/// The nonce of a Sign in with Apple request: give Apple `hashed`, and Gatehouse `raw`.
+public struct AppleNonce: Sendable {
+    /// The value to send with the identity token.
+    public let raw: String
+    /// Its SHA-256 in hex: the `nonce` of the Apple request.
+    public let hashed: String
+
+    /// A new random nonce.
+    public init() {
+        raw = randomToken(bytes: 32)
+        hashed = SHA256.hash(data: Data(raw.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// `bytes` random bytes, base64url.
+func randomToken(bytes: Int) -> String {
+    var generator = SystemRandomNumberGenerator()
+    return base64URL(Data((0..<bytes).map { _ in UInt8.random(in: .min ... .max, using: &generator) }))
+}
+
+func base64URL(_ data: Data) -> String {
+    data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        .replacingOccurrences(of: "=", with: "")
+}
+
+extension GatehouseError {
+    /// A 429 on a password check is the server backing off that account: the app shows when it may try again.
+    func asLockout(now: Date = Date()) -> GatehouseError {
+        guard case .rateLimited(let retryAfter) = self else { return self }
+        return .lockedOut(until: now.addingTimeInterval(retryAfter ?? 60))
+    }
+}

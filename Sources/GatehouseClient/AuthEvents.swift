@@ -1,0 +1,67 @@
+import Foundation
+
+/// What happened to the sessions, for the app's UI.
+public enum AuthEvent: Sendable, Equatable {
+    /// The account session found at launch (nil when signed out); also the first event of every new `events`
+    /// stream once the client has restored, carrying the session as it stands then.
+    case initialSession(Session?)
+    /// A new account session from a sign-in.
+    case signedIn(Session)
+    /// The account session's tokens were renewed.
+    case refreshed(Session)
+    /// The account session ended, and why.
+    case signedOut(SignOutReason)
+    /// The company logged in to changed: a company login or switch, or nil when the company session ended.
+    case companyChanged(companyID: String?)
+    /// The account is no longer a member of this company (removed, or it left): its local data was wiped.
+    case companyAccessRevoked(companyID: String)
+}
+
+/// Why a session ended.
+public enum SignOutReason: Sendable, Equatable {
+    /// The app signed out.
+    case requested
+    /// The server ended it: revoked elsewhere, expired, reused refresh token, or the account disabled.
+    case sessionEnded
+}
+
+/// Hands each event to every open `events` stream. A new stream starts with the account session as it stands, once
+/// the client has restored or signed in.
+final class AuthEventHub: Sendable {
+    private let broadcast = Broadcast<AuthEvent>()
+    /// The account session as the events told it; nil inside until the first restore or sign-in.
+    private let known = Locked<Session??>(nil)
+
+    /// A new stream of events.
+    func stream() -> AsyncStream<AuthEvent> {
+        broadcast.stream { known.withLock { $0.map { AuthEvent.initialSession($0) } } }
+    }
+
+    /// Sends `event` to every stream.
+    func send(_ event: AuthEvent) {
+        broadcast.send(event) {
+            known.withLock { known in
+                switch event {
+                case .initialSession(let session): known = .some(session)
+                case .signedIn(let session), .refreshed(let session): known = .some(session)
+                case .signedOut: known = .some(nil)
+                case .companyChanged, .companyAccessRevoked: break
+                }
+            }
+        }
+    }
+}
+
+/// A value behind a lock, for the few places an actor would be too much.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import OpenAPIRuntime
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A poke from a company's live stream.
+enum LivePoke: Sendable, Equatable {
+    /// The company's log reached this seq.
+    case seq(Int64)
+    /// The server closed the stream: the session ended or the member's access changed.
+    case closed(code: String)
+}
+
+/// The live stream of a company (`GET /v1/companies/{cid}/sync/live`), read as it arrives. The generated client's
+/// URLSession transport buffers whole bodies on Linux, so this reads the stream through a data delegate and decodes
+/// it with OpenAPIRuntime's server-sent-events decoder.
+struct LiveEvents: Sendable {
+    let url: URL
+
+    /// The pokes of `companyID` for the bearer `token`, until the server or the caller ends the stream.
+    func pokes(companyID: String, token: String) -> AsyncThrowingStream<LivePoke, any Error> {
+        var request = URLRequest(url: url.appendingPathComponent("v1/companies/\(companyID)/sync/live"))
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
+        request.setValue("2024-01-01", forHTTPHeaderField: GatehouseMiddleware.apiVersion.rawName)
+        request.timeoutInterval = 3600
+        let (bytes, feed) = AsyncThrowingStream.makeStream(of: ArraySlice<UInt8>.self)
+        let delegate = StreamDelegate(feed: feed)
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        let session = URLSession(configuration: .ephemeral, delegate: delegate, delegateQueue: queue)
+        let task = session.dataTask(with: request)
+        task.resume()
+        let body = HTTPBody(bytes, length: .unknown, iterationBehavior: .single)
+        return AsyncThrowingStream { continuation in
+            let reader = Task {
+                do {
+                    for try await event in body.asDecodedServerSentEvents() {
+                        guard let data = event.data?.data(using: .utf8) else { continue }
+                        switch event.event {
+                        case "seq":
+                            if let seq = try? JSONDecoder().decode(SeqData.self, from: data).seq {
+                                continuation.yield(.seq(seq))
+                            }
+                        case "closed":
+                            let code = (try? JSONDecoder().decode(ClosedData.self, from: data).code) ?? "closed"
+                            continuation.yield(.closed(code: code))
+                        default: break
+                        }
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in
+                reader.cancel()
+                task.cancel()
+                session.invalidateAndCancel()
+            }
+        }
+    }
+
+    private struct SeqData: Decodable { let seq: Int64 }
+    private struct ClosedData: Decodable { let code: String }
+}
+
+/// Feeds a response's bytes to a stream as they arrive; an error answer ends it with the typed error.
+private final class StreamDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    // Touched only on the session's serial delegate queue.
+    private let feed: AsyncThrowingStream<ArraySlice<UInt8>, any Error>.Continuation
+    private var failure: (status: Int, body: Data, retryAfter: String?)?
+
+    init(feed: AsyncThrowingStream<ArraySlice<UInt8>, any Error>.Continuation) { self.feed = feed }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        if let http = response as? HTTPURLResponse, http.statusCode >= 400 {
+            failure = (http.statusCode, Data(), http.value(forHTTPHeaderField: "Retry-After"))
+        }
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        if failure != nil {
+            failure?.body.append(data)
+        } else {
+            feed.yield(ArraySlice(data))
+        }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        if let failure {
+            feed.finish(
+                throwing: ErrorBody.error(status: failure.status, body: failure.body, retryAfter: failure.retryAfter))
+        } else if let error {
+            feed.finish(throwing: GatehouseError.network(error.localizedDescription))
+        } else {
+            feed.finish()
+        }
+        session.finishTasksAndInvalidate()
+    }
+}

@@ -1,0 +1,198 @@
+import Foundation
+
+/// The seeds' login path as a pure state machine: launch → restore the session → the company list → the selected
+/// company → its login (or making the credential the first time) → home; with signing out, switching, a lockout and
+/// its countdown, a removal from the company, and the session ending while in use.
+///
+/// It does no I/O: each `handle` takes what happened and answers what to do next, which `LoginFlowModel` (or an
+/// app's own driver) carries out against the server and reports back.
+public struct LoginFlow: Sendable, Equatable {
+    /// What the app shows.
+    public enum Screen: Sendable, Equatable {
+        /// Restoring the session kept from the last launch.
+        case launching
+        /// The account sign-in (with why the last session ended, when it did not end on request).
+        case signIn(notice: Notice?)
+        /// Loading the account's companies.
+        case loadingCompanies
+        /// No company yet: create one or join with a share link.
+        case welcome
+        /// The company list.
+        case companies([CompanySummary])
+        /// The selected company's login, its username known when the credential exists.
+        case companyLogin(CompanySummary, error: GatehouseError?)
+        /// The first visit to a company: make the credential.
+        case createCredential(CompanySummary, error: GatehouseError?)
+        /// Too many wrong passwords: the login opens again at `until`.
+        case lockedOut(CompanySummary, until: Date)
+        /// Inside the company.
+        case home(CompanySummary)
+    }
+
+    /// Why the app is back at an earlier screen.
+    public enum Notice: Sendable, Equatable {
+        /// The session ended on the server (signed out elsewhere, expired, revoked).
+        case sessionExpired
+        /// The account was removed from this company, whose local data is gone.
+        case removedFromCompany(name: String)
+        /// The server could not be reached; what is shown may be old.
+        case offline
+    }
+
+    /// What happened, told to the flow.
+    public enum Event: Sendable, Equatable {
+        /// The session restore finished: signed in or not.
+        case restored(signedIn: Bool)
+        /// The account signed in.
+        case signedIn
+        /// The company list arrived.
+        case companiesLoaded([CompanySummary])
+        /// Loading the list failed.
+        case companiesFailed(GatehouseError)
+        /// The user picked a company.
+        case selected(companyID: String)
+        /// The company login (or credential, then login) succeeded.
+        case loggedIn(companyID: String)
+        /// The company login or the credential was refused.
+        case loginFailed(GatehouseError)
+        /// The clock moved (for the lockout countdown).
+        case tick(Date)
+        /// The user asked for the company list (switching).
+        case switchCompany
+        /// The account session ended.
+        case signedOut(SignOutReason)
+        /// The account lost access to a company.
+        case accessRevoked(companyID: String)
+        /// The company session ended (timeout) while the account is still a member.
+        case companySessionEnded
+    }
+
+    /// What the driver should do next.
+    public enum Effect: Sendable, Equatable {
+        /// Restore the kept session.
+        case restoreSession
+        /// Load the company list.
+        case loadCompanies
+        /// Log in to this company without a credential (it does not require one).
+        case loginWithoutCredential(companyID: String)
+    }
+
+    /// The screen.
+    public private(set) var screen: Screen = .launching
+    /// The company the user last chose, kept across launches by the app (the seeds' `selectedCompanyID`).
+    public private(set) var selectedCompanyID: String?
+    /// Shown over the current screen until the next event.
+    public private(set) var notice: Notice?
+    /// The company list as last loaded.
+    public private(set) var companies: [CompanySummary] = []
+
+    /// A flow at launch, remembering the company chosen last time.
+    public init(selectedCompanyID: String? = nil) { self.selectedCompanyID = selectedCompanyID }
+
+    /// What the driver does first.
+    public var start: Effect { .restoreSession }
+
+    /// Seconds left of a lockout at `now`, rounded up; nil when not locked out.
+    public func lockoutRemaining(at now: Date) -> Int? {
+        guard case .lockedOut(_, let until) = screen else { return nil }
+        return max(0, Int(until.timeIntervalSince(now).rounded(.up)))
+    }
+
+    /// Takes an event; answers what the driver should do next, if anything.
+    public mutating func handle(_ event: Event) -> Effect? {
+        let carried = notice
+        notice = nil
+        switch event {
+        case .restored(let signedIn):
+            guard signedIn else {
+                screen = .signIn(notice: nil)
+                return nil
+            }
+            screen = .loadingCompanies
+            return .loadCompanies
+        case .signedIn:
+            screen = .loadingCompanies
+            return .loadCompanies
+        case .companiesLoaded(let list):
+            companies = list
+            notice = carried == .offline ? nil : carried
+            if let chosen = selectedCompanyID, let company = list.first(where: { $0.id == chosen }) {
+                return enter(company)
+            }
+            selectedCompanyID = nil
+            screen = list.isEmpty ? .welcome : .companies(list)
+            return nil
+        case .companiesFailed(let error):
+            if error == .sessionExpired { return handle(.signedOut(.sessionEnded)) }
+            notice = .offline
+            screen = companies.isEmpty ? .welcome : .companies(companies)
+            return nil
+        case .selected(let id):
+            guard let company = companies.first(where: { $0.id == id }) else { return nil }
+            selectedCompanyID = id
+            return enter(company)
+        case .loggedIn(let id):
+            guard let index = companies.firstIndex(where: { $0.id == id }) else { return .loadCompanies }
+            if companies[index].requiresCredential { companies[index] = companies[index].withCredential }
+            screen = .home(companies[index])
+            return nil
+        case .loginFailed(let error):
+            guard let company = current else { return nil }
+            switch error {
+            case .lockedOut(let until): screen = .lockedOut(company, until: until)
+            case .sessionExpired: return handle(.signedOut(.sessionEnded))
+            case .companyAccessRevoked: return handle(.accessRevoked(companyID: company.id))
+            default:
+                screen =
+                    company.hasCredential
+                    ? .companyLogin(company, error: error) : .createCredential(company, error: error)
+            }
+            return nil
+        case .tick(let now):
+            if case .lockedOut(let company, let until) = screen, now >= until {
+                screen = .companyLogin(company, error: nil)
+            }
+            notice = carried
+            return nil
+        case .switchCompany:
+            screen = .companies(companies)
+            return nil
+        case .signedOut(let reason):
+            companies = []
+            screen = .signIn(notice: reason == .sessionEnded ? .sessionExpired : nil)
+            return nil
+        case .accessRevoked(let id):
+            let name = companies.first { $0.id == id }?.name ?? ""
+            companies.removeAll { $0.id == id }
+            if selectedCompanyID == id { selectedCompanyID = nil }
+            if current?.id == id || screen == .loadingCompanies {
+                screen = companies.isEmpty ? .welcome : .companies(companies)
+            }
+            notice = .removedFromCompany(name: name)
+            return .loadCompanies
+        case .companySessionEnded:
+            guard case .home(let company) = screen else { return nil }
+            screen = .companyLogin(company, error: .sessionExpired)
+            return nil
+        }
+    }
+
+    /// The company on screen, if any.
+    private var current: CompanySummary? {
+        switch screen {
+        case .companyLogin(let company, _), .createCredential(let company, _), .lockedOut(let company, _),
+            .home(let company):
+            return company
+        default: return nil
+        }
+    }
+
+    private mutating func enter(_ company: CompanySummary) -> Effect? {
+        if !company.requiresCredential {
+            screen = .companyLogin(company, error: nil)
+            return .loginWithoutCredential(companyID: company.id)
+        }
+        screen = company.hasCredential ? .companyLogin(company, error: nil) : .createCredential(company, error: nil)
+        return nil
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import GatehouseServer
+import HTTPTypes
+import OpenAPIRuntime
+import Testing
+
+@testable import GatehouseClient
+
+/// The network of one device, as the tests switch it: off (every request fails before it leaves), or dropping the
+/// answer to the next push after the server has applied it (the app killed mid-push).
+final class DeviceNetwork: ClientMiddleware, Sendable {
+    struct Unreachable: Error {}
+    private let state = Locked((offline: false, dropPushAnswers: 0))
+
+    var offline: Bool {
+        get { state.withLock { $0.offline } }
+        set { state.withLock { $0.offline = newValue } }
+    }
+
+    /// Drops the answers of the next `count` pushes.
+    func dropPushAnswers(_ count: Int) { state.withLock { $0.dropPushAnswers = count } }
+
+    func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
+        if offline { throw Unreachable() }
+        let answer = try await next(request, body, baseURL)
+        let drop = state.withLock { state in
+            guard operationID == "syncPush", state.dropPushAnswers > 0 else { return false }
+            state.dropPushAnswers -= 1
+            return true
+        }
+        if drop { throw Unreachable() }
+        return answer
+    }
+}
+
+/// One app on one device: its client, the network it talks through, and the folder its company stores live in.
+struct AppDevice {
+    let client: GatehouseClient
+    let network: DeviceNetwork
+    let sessions: any SessionStore
+    let folder: URL
+
+    init(_ base: String, sessions: any SessionStore = MemorySessionStore(), folder: URL? = nil) throws {
+        network = DeviceNetwork()
+        self.sessions = sessions
+        self.folder =
+            folder
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-app-\(UUID().uuidString)")
+        client = GatehouseClient(
+            url: try #require(URL(string: base)), sessionStore: sessions, refreshMargin: 60, middlewares: [network],
+            retryBase: .milliseconds(50), retryMax: .milliseconds(400))
+    }
+
+    /// The same device launched again: a new client over the same session store and folder.
+    func relaunched(_ base: String) throws -> AppDevice { try AppDevice(base, sessions: sessions, folder: folder) }
+
+    /// Signs up by mailed code, as the seeds do.
+    @discardableResult
+    func signUp(_ h: AccountHarness, _ name: String) async throws -> String {
+        let email = AccountHarness.newEmail(name)
+        try await client.auth.signUp(email: email, password: "correct horse battery", profile: ["first_name": name])
+        let code = try #require(try await h.mail(to: email, subject: "Confirm your email").code)
+        try await client.auth.verify(email: email, code: code, type: .signup)
+        return email
+    }
+
+    func store(_ cid: String) async throws -> CompanyStore {
+        try await client.companyStore(companyID: cid, directory: folder)
+    }
+
+    var userID: String {
+        get async throws { try #require(await client.auth.currentSession?.userID) }
+    }
+
+    /// The company session's bearer, for checking the server's side directly.
+    var companyBearer: String {
+        get async throws { try #require(await client.auth.companySessions.current?.accessToken) }
+    }
+}
+
+/// Everything a stream sent, collected as it arrives.
+final class Recorder<Event: Sendable>: Sendable {
+    private let seen = Locked<[Event]>([])
+    private let reader: Task<Void, Never>
+
+    init(_ stream: AsyncStream<Event>) {
+        let seen = self.seen
+        reader = Task { for await event in stream { seen.withLock { $0.append(event) } } }
+    }
+
+    deinit { reader.cancel() }
+
+    var events: [Event] { seen.withLock { $0 } }
+
+    /// Polls until an event matches (60 s deadline).
+    func waitFor(_ matches: @escaping @Sendable (Event) -> Bool) async throws -> Bool {
+        try await LiveServer.eventually { self.events.contains(where: matches) }
+    }
+}
+
+/// An owner and a guest in one Business company, both logged in to it through the SDK.
+func sharedCompany(_ h: AccountHarness) async throws -> (owner: AppDevice, guest: AppDevice, cid: String) {
+    let owner = try AppDevice(h.server.baseURL)
+    try await owner.signUp(h, "owner")
+    let company = try await owner.client.companies.create(name: "Acme Ltd")
+    #expect(try await Operator(store: h.server.services.store).setTier(company.id, .business))
+    _ = try await owner.client.companies.createCredential(
+        in: company.id, username: "olive", password: "blue tractor 42")
+    try await owner.client.companies.login(to: company.id, username: "olive", password: "blue tractor 42")
+    let link = try #require(try await owner.client.companies.createShare(permission: .readWrite).url)
+    let guest = try AppDevice(h.server.baseURL)
+    try await guest.signUp(h, "guest")
+    _ = try await guest.client.companies.acceptShare(link)
+    _ = try await guest.client.companies.createCredential(in: company.id, username: "gus", password: "green tractor 17")
+    try await guest.client.companies.login(to: company.id, username: "gus", password: "green tractor 17")
+    return (owner, guest, company.id)
+}
