@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "GatehouseServer", targets: ["GatehouseServer"]),
         .library(name: "GatehouseAPI", targets: ["GatehouseAPI"]),
         .library(name: "GatehouseClient", targets: ["GatehouseClient"]),
+        .executable(name: "gatehouse-example", targets: ["GatehouseExample"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -58,6 +59,12 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
+        ),
+        // The SDK's example app: the seeds' path through GatehouseClient's public API only.
+        .executableTarget(
+            name: "GatehouseExample",
+            dependencies: ["GatehouseClient"],
+            path: "Examples/GatehouseExample"
         ),
         .systemLibrary(name: "CCrypt"),
         .target(
