@@ -11,6 +11,9 @@ public enum AuthEvent: Sendable, Equatable {
     case refreshed(Session)
     /// The account session ended, and why.
     case signedOut(SignOutReason)
+    /// The session ends at `endsAt` whatever the refreshes (its lifetime), five minutes from now by default: the
+    /// account's when `companyID` is nil, else that company's. Offer to sign in again before it does.
+    case expiringSoon(companyID: String?, endsAt: Date)
     /// The company logged in to changed: a company login or switch, or nil when the company session ended.
     case companyChanged(companyID: String?)
     /// The account is no longer a member of this company (removed, or it left): its local data was wiped.
@@ -45,7 +48,7 @@ final class AuthEventHub: Sendable {
                 case .initialSession(let session): known = .some(session)
                 case .signedIn(let session), .refreshed(let session): known = .some(session)
                 case .signedOut: known = .some(nil)
-                case .companyChanged, .companyAccessRevoked: break
+                case .companyChanged, .companyAccessRevoked, .expiringSoon: break
                 }
             }
         }

@@ -28,7 +28,7 @@ public final class GatehouseClient: Sendable {
     /// retry backoff.
     init(
         url: URL, sessionStore: any SessionStore, refreshMargin: TimeInterval, middlewares: [any ClientMiddleware],
-        retryBase: Duration = .seconds(1), retryMax: Duration = .seconds(60)
+        retryBase: Duration = .seconds(1), retryMax: Duration = .seconds(60), expiryWarning: TimeInterval = 300
     ) {
         self.url = url
         self.retryBase = retryBase
@@ -41,10 +41,10 @@ public final class GatehouseClient: Sendable {
         let hub = AuthEventHub()
         let account = SessionManager(
             .account, store: sessionStore, client: client, hub: hub, margin: refreshMargin, retryBase: retryBase,
-            retryMax: retryMax)
+            retryMax: retryMax, expiryWarning: expiryWarning)
         let company = SessionManager(
             .company, store: sessionStore.companion(named: "company"), client: client, hub: hub, margin: refreshMargin,
-            retryBase: retryBase, retryMax: retryMax)
+            retryBase: retryBase, retryMax: retryMax, expiryWarning: expiryWarning)
         auth = Auth(client: client, sessions: account, companySessions: company, hub: hub, pkce: PKCEState())
         companies = Companies(client: client, sessions: account, companySessions: company, hub: hub)
         live = LiveEvents(url: url)

@@ -21,6 +21,9 @@ public enum GatehouseError: Error, Sendable, Equatable {
     case companyAccessRevoked
     /// The session store failed to read or write; the message says why.
     case sessionStore(String)
+    /// The session is kept but cannot be read until the device is unlocked (a prewarmed launch before the first
+    /// unlock): wait for the unlock and restore again. It is never a sign-out.
+    case sessionLocked
     /// A company store's database failed to read or write; the message says why.
     case localStore(String)
     /// There is no session (for a company's calls: no session logged in to that company).

@@ -14,11 +14,13 @@ public struct Session: Codable, Sendable, Equatable {
     public let email: String?
     /// The company this session is logged in to; nil for the account session.
     public let companyID: String?
+    /// When the session itself ends, however often it refreshes (nil when the server did not say).
+    public let endsAt: Date?
 
     /// A session as the server issued it.
     public init(
         accessToken: String, refreshToken: String, expiresAt: Date, userID: String, email: String?,
-        companyID: String? = nil
+        companyID: String? = nil, endsAt: Date? = nil
     ) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
@@ -26,6 +28,7 @@ public struct Session: Codable, Sendable, Equatable {
         self.userID = userID
         self.email = email
         self.companyID = companyID
+        self.endsAt = endsAt
     }
 
     /// Whether the access token ends within `margin` seconds of `now`.

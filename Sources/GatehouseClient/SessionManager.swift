@@ -22,12 +22,17 @@ actor SessionManager {
     let retryMax: Duration
     /// The background refresher, while there is a session.
     private var keeper: Task<Void, Never>?
+    /// Warn this many seconds before the session's end (seed 004 §29: five minutes).
+    let expiryWarning: TimeInterval
+    /// The session end already warned of.
+    private var warned: Date?
 
     init(
         _ kind: Kind, store: any SessionStore, client: Client, hub: AuthEventHub, margin: TimeInterval,
-        retryBase: Duration = .seconds(1), retryMax: Duration = .seconds(60)
+        retryBase: Duration = .seconds(1), retryMax: Duration = .seconds(60), expiryWarning: TimeInterval = 300
     ) {
         self.kind = kind
+        self.expiryWarning = expiryWarning
         self.store = store
         self.client = client
         self.hub = hub
@@ -43,6 +48,7 @@ actor SessionManager {
         case (.company, .signedIn(let session)): hub.send(.companyChanged(companyID: session.companyID))
         case (.company, .signedOut), (.company, .initialSession(nil)): hub.send(.companyChanged(companyID: nil))
         case (.company, .initialSession(let session?)): hub.send(.companyChanged(companyID: session.companyID))
+        case (.company, .expiringSoon): hub.send(event)
         case (.company, _): break
         }
     }
@@ -57,9 +63,10 @@ actor SessionManager {
     private func refreshBeforeExpiry() async {
         var delay = retryBase
         while !Task.isCancelled, let session {
+            let warnIn = warnIfEnding(session)
             let due = session.expiresAt.timeIntervalSinceNow - margin
             if due > 0 {
-                try? await Task.sleep(for: .milliseconds(Int64(due * 1000)))
+                try? await Task.sleep(for: .milliseconds(Int64(max(min(due, warnIn), 0.01) * 1000)))
                 continue
             }
             do throws(GatehouseError) {
@@ -73,6 +80,16 @@ actor SessionManager {
                 delay = min(delay * 2, retryMax)
             }
         }
+    }
+
+    /// Tells the app once when the session's end is `expiryWarning` away; answers the seconds until that moment.
+    private func warnIfEnding(_ session: Session) -> TimeInterval {
+        guard let endsAt = session.endsAt, warned != endsAt else { return .infinity }
+        let warnIn = endsAt.timeIntervalSinceNow - expiryWarning
+        guard warnIn <= 0 else { return warnIn }
+        warned = endsAt
+        announce(.expiringSoon(companyID: session.companyID, endsAt: endsAt))
+        return .infinity
     }
 
     var current: Session? { session }
@@ -197,6 +214,7 @@ extension Session {
         self.init(
             accessToken: wire.accessToken, refreshToken: wire.refreshToken,
             expiresAt: Date(timeIntervalSince1970: TimeInterval(wire.expiresAt)), userID: wire.user.id,
-            email: wire.user.email.isEmpty ? nil : wire.user.email, companyID: companyID)
+            email: wire.user.email.isEmpty ? nil : wire.user.email, companyID: companyID,
+            endsAt: wire.sessionExpiresAt.map { Date(timeIntervalSince1970: TimeInterval($0)) })
     }
 }

@@ -172,6 +172,34 @@ struct ClientSDKTests {
         }
     }
 
+    @Test("Each session carries its end, and the SDK warns before it (seed 004 §29)")
+    func expiringSoon() async throws {
+        let h = try await AccountHarness.start { $0.auth.sessionLifetime = 600 }
+        do {
+            let client = GatehouseClient(
+                url: try #require(URL(string: h.server.baseURL)), sessionStore: MemorySessionStore(),
+                refreshMargin: 60, middlewares: [], expiryWarning: 900)
+            let events = client.auth.events
+            let (_, session) = try await Self.signedUp(h, client)
+            let endsAt = try #require(session.endsAt)
+            #expect(abs(endsAt.timeIntervalSince(h.clock.now) - 600) < 2)
+            var seen: AuthEvent?
+            for await event in events {
+                if case .expiringSoon = event {
+                    seen = event
+                    break
+                }
+            }
+            #expect(seen == .expiringSoon(companyID: nil, endsAt: endsAt))
+            // A refresh keeps the same end: the lifetime counts from sign-in.
+            #expect(try await client.auth.refreshSession().endsAt == endsAt)
+        } catch {
+            try? await h.stop()
+            throw error
+        }
+        try await h.stop()
+    }
+
     @Test("Typed errors, and a session store that fails to write reaches the app")
     func errors() async throws {
         try await AccountHarness.with { h in

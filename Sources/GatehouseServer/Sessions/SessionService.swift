@@ -35,6 +35,8 @@ struct IssuedSession {
     let amr: [AuthenticationMethod]
     var companyID: String? = nil
     var username: String? = nil
+    /// When the session itself ends (epoch milliseconds), however often it refreshes.
+    var endsAt: Int64? = nil
 }
 
 /// Sessions: starting them, rotating refresh tokens, checking access tokens, ending them.
@@ -98,7 +100,7 @@ final class SessionService: Sendable {
         try await sessions.insertRefreshToken(refreshToken, sessionID: sessionID, now: now)
         return IssuedSession(
             accountID: accountID, sessionID: sessionID, refreshToken: refreshToken, amr: amr,
-            companyID: company?.companyID, username: company?.username)
+            companyID: company?.companyID, username: company?.username, endsAt: expiresAt)
     }
 
     /// Signs an access token for `issued` and wraps it with the user into Supabase's session object. A company
@@ -118,7 +120,7 @@ final class SessionService: Sendable {
         let token = try await keys.sign(claims)
         return Schemas.Session(
             accessToken: token, tokenType: .bearer, expiresIn: lifetime, expiresAt: claims.exp,
-            refreshToken: issued.refreshToken, user: user)
+            refreshToken: issued.refreshToken, user: user, sessionExpiresAt: issued.endsAt.map { $0 / 1000 })
     }
 
     // MARK: Refreshing
@@ -162,7 +164,8 @@ final class SessionService: Sendable {
                     try await sessions.touch(state.sessionID, parentID: session.parentID, now: now)
                     let issued = IssuedSession(
                         accountID: session.accountID, sessionID: state.sessionID, refreshToken: next,
-                        amr: session.amr, companyID: session.companyID, username: session.username)
+                        amr: session.amr, companyID: session.companyID, username: session.username,
+                        endsAt: session.endsAt)
                     // The audit event goes in the same transaction: one turn at the write lock per refresh.
                     try await AuditLog(db: db, clock: self.clock).record(event(issued))
                     return .success(issued)
@@ -172,7 +175,8 @@ final class SessionService: Sendable {
                     if successor.rotatedAt == nil {
                         let issued = IssuedSession(
                             accountID: session.accountID, sessionID: state.sessionID, refreshToken: next,
-                            amr: session.amr, companyID: session.companyID, username: session.username)
+                            amr: session.amr, companyID: session.companyID, username: session.username,
+                            endsAt: session.endsAt)
                         try await AuditLog(db: db, clock: self.clock).record(event(issued))
                         return .success(issued)
                     }
@@ -201,6 +205,8 @@ final class SessionService: Sendable {
         let companyID: String?
         let username: String?
         let parentID: String?
+        /// When it ends at the latest (epoch milliseconds): its lifetime, or its account session's when earlier.
+        let endsAt: Int64
     }
 
     /// The session when it is neither revoked, idle too long, past its lifetime, nor its account disabled; a company
@@ -225,7 +231,7 @@ final class SessionService: Sendable {
         }
         return LiveSession(
             accountID: row.accountID, amr: row.amr, companyID: row.companyID, username: row.username,
-            parentID: row.parentID)
+            parentID: row.parentID, endsAt: min(row.expiresAt, row.parent?.expiresAt ?? .max))
     }
 
     /// Why an access token was refused.
