@@ -84,6 +84,7 @@ public actor CompanyStore {
                         dept_mask INTEGER);
                     CREATE INDEX pending_id ON pending (id);
                     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                    CREATE TABLE acked (id TEXT PRIMARY KEY, seq INTEGER NOT NULL);
                     """)
         }
         return migrator
@@ -103,9 +104,9 @@ public actor CompanyStore {
             try db.execute(
                 sql: """
                     INSERT INTO pending (mid, id, type, op, base, fields, dept_mask)
-                    VALUES (?, ?, ?, 'upsert', COALESCE((SELECT seq FROM record WHERE id = ?), 0), ?, ?)
+                    VALUES (?, ?, ?, 'upsert', \(Self.base), ?, ?)
                     """,
-                arguments: [Self.newMID(), id, type, id, encoded, deptMask])
+                arguments: [Self.newMID(), id, type, id, id, encoded, deptMask])
         }
         broadcast.send(.changed([id]))
         wakes.yield()
@@ -123,13 +124,19 @@ public actor CompanyStore {
             try db.execute(
                 sql: """
                     INSERT INTO pending (mid, id, type, op, base, fields)
-                    VALUES (?, ?, ?, 'delete', COALESCE((SELECT seq FROM record WHERE id = ?), 0), '{}')
+                    VALUES (?, ?, ?, 'delete', \(Self.base), '{}')
                     """,
-                arguments: [Self.newMID(), id, type, id])
+                arguments: [Self.newMID(), id, type, id, id])
         }
         broadcast.send(.changed([id]))
         wakes.yield()
     }
+
+    /// The base of a new change to the record `?` (bound twice): the seq of the server's copy this device holds, or
+    /// of this device's own last change the server confirmed when that is newer (its pull may not have run yet).
+    private static let base = """
+        MAX(COALESCE((SELECT seq FROM record WHERE id = ?), 0), COALESCE((SELECT seq FROM acked WHERE id = ?), 0))
+        """
 
     /// The record with `id`, nil when there is none (or it is deleted).
     public func record(_ id: String) throws(GatehouseError) -> Record? {
@@ -243,10 +250,20 @@ public actor CompanyStore {
                 var events: [StoreEvent] = []
                 for result in answer.results {
                     try db.execute(sql: "DELETE FROM pending WHERE mid = ?", arguments: [result.mid])
-                    // Changes saved after this one was sent build on it, not on what the device saw before.
-                    try db.execute(
-                        sql: "UPDATE pending SET base = ? WHERE id = ? AND base < ?",
-                        arguments: [result.seq, result.id, result.seq])
+                    // Changes saved after this one build on it, not on what the device saw before: its own write
+                    // is no conflict. (Another device's write to other fields between the two stays unseen until
+                    // the pull; a later change here to those fields would win over it.)
+                    if result.status != .refused {
+                        try db.execute(
+                            sql: "UPDATE pending SET base = ? WHERE id = ? AND base < ?",
+                            arguments: [result.seq, result.id, result.seq])
+                        try db.execute(
+                            sql: """
+                                INSERT INTO acked (id, seq) VALUES (?, ?)
+                                ON CONFLICT (id) DO UPDATE SET seq = MAX(acked.seq, excluded.seq)
+                                """,
+                            arguments: [result.id, result.seq])
+                    }
                     switch result.status {
                     case .applied: break
                     case .merged:

@@ -112,6 +112,8 @@ actor SessionManager {
     func adopt(_ new: Session) throws(GatehouseError) {
         session = new
         announce(.signedIn(new))
+        keeper?.cancel()  // it may be sleeping toward the previous session's times
+        keeper = nil
         keep()
         try persist(new)
     }
