@@ -172,6 +172,54 @@ struct ClientSDKTests {
         }
     }
 
+    @Test("The account API: magic link by PKCE from the opened URL, recovery, re-authentication, profile, devices")
+    func accountAPI() async throws {
+        try await AccountHarness.with(PKCETests.configure) { h in
+            let client = try Self.client(h.server.baseURL, store: MemorySessionStore())
+            let (email, _) = try await Self.signedUp(h, client)
+            try await client.auth.signOut()
+
+            // A magic link: the app asks with its redirect, the link opens the app with ?code=, the app hands it in.
+            let callback = try #require(URL(string: PKCETests.callback))
+            h.clock.advance(by: 61)  // one mail a minute per address
+            try await client.auth.sendCode(email: email, createUser: false, redirectTo: callback)
+            let code = try await PKCETests.authCode(h, to: email, subject: "Your sign-in code")
+            let opened = try #require(URL(string: "\(PKCETests.callback)?code=\(code)"))
+            let linked = try await client.auth.handleOpenURL(opened)
+            #expect(linked.email == email)
+            await #expect(throws: GatehouseError.self) { try await client.auth.handleOpenURL(opened) }
+            let expired = try #require(URL(string: "\(PKCETests.callback)#error=access_denied&error_code=otp_expired"))
+            await #expect(throws: GatehouseError.server(status: 403, code: "otp_expired", message: "")) {
+                try await client.auth.handleOpenURL(expired)
+            }
+
+            // Profile, then a password change authorized by a mailed re-authentication code.
+            let user = try await client.auth.updateUser(profile: ["first_name": "Ada", "last_name": "Lovelace"])
+            #expect(user.profile["first_name"] == "Ada" && user.email == email)
+            h.clock.advance(by: 61)  // one mail a minute per address
+            try await client.auth.reauthenticate()
+            let nonce = try #require(try await h.mail(to: email, subject: "Confirm it is you").code)
+            try await client.auth.updateUser(password: "analytical engine 1843", nonce: nonce)
+            #expect(try await h.client.password(email, "analytical engine 1843").status == 200)
+
+            // Devices: the password sign-in above is another session; revoking it leaves this one.
+            let devices = try await client.auth.deviceSessions()
+            #expect(devices.count == 2 && devices.filter(\.isCurrent).count == 1)
+            let other = try #require(devices.first { !$0.isCurrent })
+            try await client.auth.revokeSession(id: other.id)
+            #expect(try await client.auth.deviceSessions().map(\.id) == devices.filter(\.isCurrent).map(\.id))
+
+            // Recovery: a reset code signs in; resend answers alike for a confirmed address.
+            h.clock.advance(by: 61)  // one mail a minute per address
+            try await client.auth.sendPasswordReset(email: email)
+            let reset = try #require(try await h.mail(to: email, subject: "Reset your password").code)
+            #expect(try await client.auth.verify(email: email, code: reset, type: .recovery).email == email)
+            h.clock.advance(by: 61)  // one mail a minute per address
+            try await client.auth.resendSignUpCode(email: email)
+            #expect(try await client.auth.user().profile["last_name"] == "Lovelace")
+        }
+    }
+
     @Test("Each session carries its end, and the SDK warns before it (seed 004 §29)")
     func expiringSoon() async throws {
         let h = try await AccountHarness.start { $0.auth.sessionLifetime = 600 }
