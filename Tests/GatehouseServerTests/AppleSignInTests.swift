@@ -42,11 +42,14 @@ struct FakeAppleKeys {
 
     var jwksURL: String { server.baseURL + "/auth/keys" }
 
-    func token(sub: String, email: String?, audience: String = "com.example.app", nonce: String? = nil) async throws
-        -> String
-    {
+    /// A token for `sub`; its nonce claim is the SHA-256 of `nonce`, or `hashedNonce` as the app handed it to Apple.
+    func token(
+        sub: String, email: String?, audience: String = "com.example.app", nonce: String? = nil,
+        hashedNonce: String? = nil
+    ) async throws -> String {
         let now = Int(Date().timeIntervalSince1970)
-        let hashed = nonce.map { SHA256.hash(data: Data($0.utf8)).map { String(format: "%02x", $0) }.joined() }
+        let hashed =
+            hashedNonce ?? nonce.map { SHA256.hash(data: Data($0.utf8)).map { String(format: "%02x", $0) }.joined() }
         return try await keys.sign(
             AppleTestClaims(
                 aud: audience, sub: sub, exp: now + 600, iat: now, nonce: hashed, email: email,

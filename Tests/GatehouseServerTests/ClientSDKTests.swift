@@ -220,6 +220,40 @@ struct ClientSDKTests {
         }
     }
 
+    @Test("Sign in with Apple: the app gives Apple the nonce helper's hash, and the SDK the raw nonce")
+    func signInWithApple() async throws {
+        let apple = try await FakeAppleKeys.start()
+        do {
+            try await Self.appleSignIn(apple)
+        } catch {
+            try? await apple.server.stop()
+            throw error
+        }
+        try await apple.server.stop()
+    }
+
+    private static func appleSignIn(_ apple: FakeAppleKeys) async throws {
+        try await AccountHarness.with({
+            $0.auth.appleAudiences = ["com.example.app"]
+            $0.auth.appleJWKSURL = apple.jwksURL
+        }) { h in
+            let client = try Self.client(h.server.baseURL, store: MemorySessionStore())
+            let email = AccountHarness.newEmail("apple")
+            let nonce = AppleNonce()
+            #expect(nonce.raw != AppleNonce().raw && nonce.hashed.count == 64)
+            let token = try await apple.token(
+                sub: "001.\(UUID().uuidString.prefix(8))", email: email, hashedNonce: nonce.hashed)
+            let session = try await client.auth.signInWithApple(idToken: token, nonce: nonce.raw)
+            #expect(session.email == email)
+            #expect(try await client.auth.user().emailConfirmedAt != nil)
+            let replay = try await apple.token(
+                sub: "002.\(UUID().uuidString.prefix(8))", email: email, hashedNonce: nonce.hashed)
+            await #expect(throws: GatehouseError.self) {
+                try await client.auth.signInWithApple(idToken: replay, nonce: "another nonce")
+            }
+        }
+    }
+
     @Test("Each session carries its end, and the SDK warns before it (seed 004 §29)")
     func expiringSoon() async throws {
         let h = try await AccountHarness.start { $0.auth.sessionLifetime = 600 }
