@@ -226,9 +226,16 @@ public actor CompanyStore {
         broadcast.send(.synced)
     }
 
+    /// Sends the pending changes in order, in batches of up to 500. A batch over the server's body limit is halved
+    /// until it fits; a single change too large for any batch is dropped with `refused(payload_too_large)`, so it
+    /// never blocks the ones after it.
     private func push() async throws {
+        var limit = 500
         while true {
-            let batch = try read { db in try Row.fetchAll(db, sql: "SELECT * FROM pending ORDER BY ord LIMIT 500") }
+            let size = limit
+            let batch = try read { db in
+                try Row.fetchAll(db, sql: "SELECT * FROM pending ORDER BY ord LIMIT ?", arguments: [size])
+            }
             guard !batch.isEmpty else { return }
             var sent: [String: [String: FieldValue]] = [:]
             var mutations: [Components.Schemas.Mutation] = []
@@ -243,8 +250,14 @@ public actor CompanyStore {
                         deptMask: row["dept_mask"]))
             }
             let body = Components.Schemas.SyncPushRequest(clientId: clientID, mutations: mutations)
-            let answer = try await inCompany { client, cid in
-                try await client.syncPush(path: .init(cid: cid), body: .json(body)).ok.body.json
+            guard let answer = try await send(body) else {
+                if batch.count > 1 {
+                    limit = batch.count / 2
+                } else if let mid: String = batch.first?["mid"], let id: String = batch.first?["id"] {
+                    try write { db in try db.execute(sql: "DELETE FROM pending WHERE mid = ?", arguments: [mid]) }
+                    broadcast.send(.refused(recordID: id, code: "payload_too_large"))
+                }
+                continue
             }
             let events = try write { db in
                 var events: [StoreEvent] = []
@@ -280,6 +293,18 @@ public actor CompanyStore {
                 return events
             }
             for event in events { broadcast.send(event) }
+        }
+    }
+
+    /// One push; nil when the batch is larger than the server's body limit.
+    private func send(_ body: Components.Schemas.SyncPushRequest) async throws -> Components.Schemas.SyncPushResponse? {
+        do {
+            return try await inCompany { client, cid in
+                try await client.syncPush(path: .init(cid: cid), body: .json(body)).ok.body.json
+            }
+        } catch let error {
+            if error.code == "payload_too_large" { return nil }
+            throw error
         }
     }
 

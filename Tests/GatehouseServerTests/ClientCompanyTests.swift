@@ -155,6 +155,27 @@ struct ClientCompanyTests {
         }
     }
 
+    @Test("Changes larger together than the server's body limit go up in smaller batches; none is lost")
+    func batchesOverTheBodyLimit() async throws {
+        try await AccountHarness.with { h in
+            let (owner, guest, cid) = try await sharedCompany(h)
+            let ownerStore = try await owner.store(cid)
+            let guestStore = try await guest.store(cid)
+            owner.network.offline = true
+            let note = String(repeating: "x", count: 60_000)
+            for index in 0..<40 {
+                try await ownerStore.save(type: "Note", fields: ["n": .int(Int64(index)), "text": .string(note)])
+            }
+            owner.network.offline = false
+            try await ownerStore.sync()  // 40 × 60 KB: over the 1 MiB limit until halved
+            #expect(try await ownerStore.pendingCount() == 0)
+            try await guestStore.sync()
+            #expect(try await guestStore.records(ofType: "Note").count == 40)
+            await ownerStore.close()
+            await guestStore.close()
+        }
+    }
+
     @Test("The app is killed mid-push and relaunched: the retried push loses nothing and applies nothing twice")
     func killedMidPush() async throws {
         try await AccountHarness.with { h in
