@@ -211,13 +211,18 @@ public actor CompanyStore {
 
     /// Stops syncing and closes the database; the unsent changes stay for the next launch.
     public func close() {
+        stop()
+        broadcast.finish()
+    }
+
+    /// Ends the background tasks and closes the database.
+    private func stop() {
         for task in tasks { task.cancel() }
         tasks = []
         wakes.finish()
         liveWakes.finish()
         try? database?.close()
         database = nil
-        broadcast.finish()
     }
 
     private func pushAndPull() async throws {
@@ -478,12 +483,7 @@ public actor CompanyStore {
 
     /// Deletes every local record and unsent change of the company, and the database file.
     private func wipe() {
-        for task in tasks { task.cancel() }
-        tasks = []
-        wakes.finish()
-        liveWakes.finish()
-        try? database?.close()
-        database = nil
+        stop()
         for suffix in ["", "-wal", "-shm"] {
             try? FileManager.default.removeItem(atPath: file.path + suffix)
         }
