@@ -42,14 +42,14 @@ public struct Auth: Sendable {
         email: String, password: String? = nil, profile: [String: String] = [:], redirectTo: URL? = nil
     ) async throws(GatehouseError) {
         let client = self.client
-        let challenge = redirectTo == nil ? nil : await pkce.start()
+        let pkce = await self.pkce.challenge(for: redirectTo)
         _ = try await call {
             try await client.signUp(
                 query: .init(redirectTo: redirectTo?.absoluteString),
                 body: .json(
                     .init(
                         email: email, password: password, data: profile.mapValues { .string($0) },
-                        codeChallenge: challenge, codeChallengeMethod: challenge == nil ? nil : "s256"))
+                        codeChallenge: pkce.challenge, codeChallengeMethod: pkce.method))
             ).ok
         }
     }
@@ -58,14 +58,14 @@ public struct Auth: Sendable {
     /// The link runs the PKCE flow: it opens the app at `redirectTo` with a code only this client can exchange.
     public func sendCode(email: String, createUser: Bool = true, redirectTo: URL? = nil) async throws(GatehouseError) {
         let client = self.client
-        let challenge = redirectTo == nil ? nil : await pkce.start()
+        let pkce = await self.pkce.challenge(for: redirectTo)
         _ = try await call {
             try await client.sendOTP(
                 query: .init(redirectTo: redirectTo?.absoluteString),
                 body: .json(
                     .init(
-                        email: email, createUser: createUser, codeChallenge: challenge,
-                        codeChallengeMethod: challenge == nil ? nil : "s256"))
+                        email: email, createUser: createUser, codeChallenge: pkce.challenge,
+                        codeChallengeMethod: pkce.method))
             ).ok
         }
     }
@@ -80,12 +80,12 @@ public struct Auth: Sendable {
     /// then set the new password with `updateUser(password:)`.
     public func sendPasswordReset(email: String, redirectTo: URL? = nil) async throws(GatehouseError) {
         let client = self.client
-        let challenge = redirectTo == nil ? nil : await pkce.start()
+        let pkce = await self.pkce.challenge(for: redirectTo)
         _ = try await call {
             try await client.recover(
                 query: .init(redirectTo: redirectTo?.absoluteString),
                 body: .json(
-                    .init(email: email, codeChallenge: challenge, codeChallengeMethod: challenge == nil ? nil : "s256"))
+                    .init(email: email, codeChallenge: pkce.challenge, codeChallengeMethod: pkce.method))
             ).ok
         }
     }
@@ -245,11 +245,13 @@ public struct Auth: Sendable {
 actor PKCEState {
     private(set) var verifier: String?
 
-    /// A new verifier; answers its S256 challenge.
-    func start() -> String {
+    /// The challenge and method of a mail request: a new verifier's S256 challenge when the mail links back to the
+    /// app at `redirect`, none without a redirect.
+    func challenge(for redirect: URL?) -> (challenge: String?, method: String?) {
+        guard redirect != nil else { return (nil, nil) }
         let made = randomToken(bytes: 48)
         verifier = made
-        return base64URL(Data(SHA256.hash(data: Data(made.utf8))))
+        return (base64URL(Data(SHA256.hash(data: Data(made.utf8)))), "s256")
     }
 
     func finish() { verifier = nil }
