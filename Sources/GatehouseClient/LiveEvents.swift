@@ -24,7 +24,8 @@ struct LiveEvents: Sendable {
         var request = URLRequest(url: url.appendingPathComponent("v1/companies/\(companyID)/sync/live"))
         request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
         request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
-        request.setValue("2024-01-01", forHTTPHeaderField: GatehouseMiddleware.apiVersion.rawName)
+        request.setValue(
+            GatehouseMiddleware.apiVersionValue, forHTTPHeaderField: GatehouseMiddleware.apiVersion.rawName)
         request.timeoutInterval = 3600
         let (bytes, feed) = AsyncThrowingStream.makeStream(of: ArraySlice<UInt8>.self)
         let delegate = StreamDelegate(feed: feed)

@@ -12,13 +12,15 @@ enum Bearer {
 /// `GatehouseError` before the generated client parses the answer.
 struct GatehouseMiddleware: ClientMiddleware {
     static let apiVersion = HTTPField.Name("X-Supabase-Api-Version")!
+    /// The error format the SDK reads (`{code, message}` under /auth/v1 too).
+    static let apiVersionValue = "2024-01-01"
 
     func intercept(
         _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
         next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
     ) async throws -> (HTTPResponse, HTTPBody?) {
         var request = request
-        request.headerFields[Self.apiVersion] = "2024-01-01"
+        request.headerFields[Self.apiVersion] = Self.apiVersionValue
         if let bearer = Bearer.current { request.headerFields[.authorization] = "Bearer \(bearer)" }
         let (response, responseBody) = try await next(request, body, baseURL)
         guard response.status.code >= 400 else { return (response, responseBody) }
