@@ -26,7 +26,8 @@ struct IdentityRecord: Sendable {
     var lastSignInAt: Date?
 }
 
-/// SQL for accounts and their identities.
+/// SQL for accounts and their identities. Every write notes its account as changed (`TransactionChanges`), so the
+/// cached user goes when the transaction commits.
 struct AccountRepository {
     let db: any SQLDatabase
 
@@ -51,6 +52,7 @@ struct AccountRepository {
     }
 
     func insert(_ account: AccountRecord) async throws {
+        TransactionChanges.accountChanged(account.id)
         try await db.insert(into: "accounts").columns(Self.columns)
             .values(
                 SQLBind(account.id), SQLBind(account.email), SQLBind(account.emailConfirmedAt?.epochMilliseconds),
@@ -79,6 +81,7 @@ struct AccountRepository {
     }
 
     func update(_ account: AccountRecord) async throws {
+        TransactionChanges.accountChanged(account.id)
         try await db.update("accounts")
             .set("email", to: account.email)
             .set("email_confirmed_at", to: account.emailConfirmedAt?.epochMilliseconds)
@@ -94,6 +97,7 @@ struct AccountRepository {
     /// Sets the last sign-in time and, when given, a fresh hash of the same password (only over `replacing`, the hash
     /// that was checked, so a password changed meanwhile is never overwritten).
     func recordSignIn(_ id: String, at time: Date, rehashed: String?, replacing old: String?) async throws {
+        TransactionChanges.accountChanged(id)
         try await db.update("accounts").set("last_sign_in_at", to: time.epochMilliseconds)
             .where("id", .equal, id).run()
         if let rehashed {
@@ -103,6 +107,7 @@ struct AccountRepository {
     }
 
     func delete(id: String) async throws {
+        TransactionChanges.accountChanged(id)
         try await db.delete(from: "accounts").where("id", .equal, id).run()
     }
 
@@ -123,6 +128,7 @@ struct AccountRepository {
     }
 
     func insert(_ identity: IdentityRecord) async throws {
+        TransactionChanges.accountChanged(identity.accountID)
         try await db.insert(into: "identities")
             .columns("id", "account_id", "provider", "provider_id", "email", "created_at", "last_sign_in_at")
             .values(
@@ -135,11 +141,13 @@ struct AccountRepository {
     }
 
     func touchIdentity(provider: String, accountID: String, at time: Date) async throws {
+        TransactionChanges.accountChanged(accountID)
         try await db.update("identities").set("last_sign_in_at", to: time.epochMilliseconds)
             .where("provider", .equal, provider).where("account_id", .equal, accountID).run()
     }
 
     func updateEmailIdentity(accountID: String, email: String) async throws {
+        TransactionChanges.accountChanged(accountID)
         try await db.update("identities").set("email", to: email)
             .where("provider", .equal, "email").where("account_id", .equal, accountID).run()
     }

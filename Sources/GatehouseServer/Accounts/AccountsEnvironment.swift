@@ -241,6 +241,17 @@ struct AccountsEnvironment: Sendable {
     func user(_ account: AccountRecord, db: any SQLDatabase) async throws -> Schemas.User {
         account.wire(identities: try await AccountRepository(db: db).identities(accountID: account.id))
     }
+
+    /// The account as its owner sees it, from the cache while it holds it; nil when there is no such account.
+    func user(id: String) async throws -> Schemas.User? {
+        let cache = sessions.cache
+        if let user = cache.user(id) { return user }
+        let ticket = cache.ticket()
+        guard let account = try await AccountRepository(db: store.database).find(id: id) else { return nil }
+        let user = try await user(account, db: store.database)
+        cache.keep(user: user, accountID: id, ticket: ticket)
+        return user
+    }
 }
 
 /// Where a request came from, for limits and the audit trail.

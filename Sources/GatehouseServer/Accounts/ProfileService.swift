@@ -10,7 +10,8 @@ struct ProfileService: Sendable {
 
     /// The caller's account (account sessions only).
     func user(_ caller: Caller) async throws -> Schemas.User {
-        try await env.user(try await account(caller), db: env.store.database)
+        guard let user = try await env.user(id: caller.accountID) else { throw Self.userNotFound }
+        return user
     }
 
     static let userNotFound = APIError(.notFound, code: .userNotFound, message: "User not found")

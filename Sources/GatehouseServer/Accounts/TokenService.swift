@@ -121,7 +121,7 @@ struct TokenService: Sendable {
             throw APIError(
                 .badRequest, code: .refreshTokenAlreadyUsed, message: "Invalid Refresh Token: Already Used")
         }
-        guard let account = try await AccountRepository(db: env.store.database).find(id: issued.accountID) else {
+        guard let user = try await env.user(id: issued.accountID) else {
             throw APIError(
                 .badRequest, code: .refreshTokenNotFound, message: "Invalid Refresh Token: Refresh Token Not Found")
         }
@@ -129,13 +129,12 @@ struct TokenService: Sendable {
         var membership: Membership?
         if let companyID = issued.companyID {
             membership = try await CompanyRepository(db: env.store.database).membership(
-                companyID, accountID: account.id)
+                companyID, accountID: issued.accountID)
             guard membership != nil else {
                 throw APIError(.badRequest, code: .sessionExpired, message: "Invalid Refresh Token: Session Expired")
             }
         }
-        return try await env.sessions.response(
-            for: issued, user: try await env.user(account, db: env.store.database), membership: membership)
+        return try await env.sessions.response(for: issued, user: user, membership: membership)
     }
 
     func idToken(_ body: Schemas.IDTokenGrant, client: ClientInfo) async throws -> Schemas.Session {

@@ -17,7 +17,7 @@ struct NewSession {
 }
 
 /// A session row with its account's state and, for a company session, its parent's.
-struct SessionRow {
+struct SessionRow: Sendable {
     let accountID: String
     let refreshedAt: Int64
     let expiresAt: Int64
@@ -101,20 +101,45 @@ struct SessionRepository {
 
     /// The session, its account's state and its parent's times.
     func find(_ sessionID: String) async throws -> SessionRow? {
+        try await db.raw(
+            """
+            SELECT \(unsafeRaw: Self.sessionColumns)
+            FROM sessions s
+            JOIN accounts a ON a.id = s.account_id
+            LEFT JOIN sessions p ON p.id = s.parent_id
+            WHERE s.id = \(bind: sessionID)
+            """
+        ).first().map(Self.decodeSession)
+    }
+
+    /// A refresh token's row and its session's, in one statement: the first read of every refresh.
+    func findByRefreshToken(_ token: String) async throws -> (token: RefreshTokenRow, session: SessionRow)? {
         guard
             let row = try await db.raw(
                 """
-                SELECT s.account_id, s.refreshed_at, s.expires_at, s.revoked_at, s.amr, s.company_id, s.username,
-                       s.idle_timeout, s.parent_id, a.disabled_at,
-                       p.id AS p_id, p.refreshed_at AS p_refreshed_at, p.expires_at AS p_expires_at,
-                       p.revoked_at AS p_revoked_at
-                FROM sessions s
+                SELECT rt.session_id AS rt_session_id, rt.rotated_at AS rt_rotated_at, \(unsafeRaw: Self.sessionColumns)
+                FROM refresh_tokens rt
+                JOIN sessions s ON s.id = rt.session_id
                 JOIN accounts a ON a.id = s.account_id
                 LEFT JOIN sessions p ON p.id = s.parent_id
-                WHERE s.id = \(bind: sessionID)
+                WHERE rt.token_hash = \(bind: Secrets.digest(token))
                 """
             ).first()
         else { return nil }
+        let token = RefreshTokenRow(
+            sessionID: try row.decode(column: "rt_session_id", as: String.self),
+            rotatedAt: try row.decode(column: "rt_rotated_at", as: Int64?.self).map(Date.init(epochMilliseconds:)))
+        return (token, try Self.decodeSession(row))
+    }
+
+    /// The columns `decodeSession` reads, from `sessions s`, `accounts a` and the parent `sessions p`.
+    private static let sessionColumns = """
+        s.account_id, s.refreshed_at, s.expires_at, s.revoked_at, s.amr, s.company_id, s.username, s.idle_timeout,
+        s.parent_id, a.disabled_at, p.id AS p_id, p.refreshed_at AS p_refreshed_at, p.expires_at AS p_expires_at,
+        p.revoked_at AS p_revoked_at
+        """
+
+    private static func decodeSession(_ row: any SQLRow) throws -> SessionRow {
         let parent: (Int64, Int64, Int64?)? =
             try row.decode(column: "p_id", as: String?.self) == nil
             ? nil
@@ -204,6 +229,8 @@ struct SessionRepository {
         case .wholeCompany(let companyID):
             query = query.where("company_id", .equal, companyID)
         }
-        return try await query.returning("id").all(decodingColumn: "id", as: String.self)
+        let ended = try await query.returning("id").all(decodingColumn: "id", as: String.self)
+        TransactionChanges.sessionsEnded(ended)
+        return ended
     }
 }

@@ -47,10 +47,12 @@ final class SessionService: Sendable {
     let clock: any GatehouseClock
     let settings: AuthSettings
     let issuer: String
+    /// Session rows and users, so that a protected request usually reads nothing from the store.
+    let cache: AuthCache
 
     init(
         store: Store, keys: SigningKeys, secrets: ServerSecrets, clock: any GatehouseClock, settings: AuthSettings,
-        issuer: String
+        issuer: String, cache: AuthCache = AuthCache()
     ) {
         self.store = store
         self.keys = keys
@@ -58,6 +60,9 @@ final class SessionService: Sendable {
         self.clock = clock
         self.settings = settings
         self.issuer = issuer
+        self.cache = cache
+        // Whatever commits here, or another instance announces, drops what it changed from the cache.
+        store.onCommit { [cache] changes in cache.forget(changes) }
     }
 
     /// Records an audit event in its own transaction; a failure to record is logged, never the request's failure.
@@ -142,10 +147,10 @@ final class SessionService: Sendable {
         let grace = settings.refreshReuseGrace
         let outcome: Result<IssuedSession, RefreshFailure> = try await store.transaction { db in
             let sessions = SessionRepository(db: db)
-            guard let presented = try await sessions.refreshToken(token) else {
+            guard let (presented, row) = try await sessions.findByRefreshToken(token) else {
                 return .failure(.notFound)
             }
-            guard let session = try await self.liveSession(presented.sessionID, now: now, db: db) else {
+            guard let session = self.liveSession(row, now: now) else {
                 return .failure(.sessionEnded)
             }
             var current = token
@@ -212,9 +217,22 @@ final class SessionService: Sendable {
     /// The session when it is neither revoked, idle too long, past its lifetime, nor its account disabled; a company
     /// session also needs its account session to be live.
     func liveSession(_ sessionID: String, now: Date, db: any SQLDatabase) async throws -> LiveSession? {
-        guard let row = try await SessionRepository(db: db).find(sessionID), row.accountDisabledAt == nil else {
-            return nil
-        }
+        try await SessionRepository(db: db).find(sessionID).flatMap { liveSession($0, now: now) }
+    }
+
+    /// The session a request names, judged live: from the cache when it holds the row and the row is live, else read
+    /// afresh (a cached row can only be staler in its use times, which another instance may have moved on).
+    func liveSession(_ sessionID: String, now: Date) async throws -> LiveSession? {
+        if let cached = cache.session(sessionID), let live = liveSession(cached, now: now) { return live }
+        let ticket = cache.ticket()
+        guard let row = try await SessionRepository(db: store.database).find(sessionID) else { return nil }
+        cache.keep(session: row, id: sessionID, ticket: ticket)
+        return liveSession(row, now: now)
+    }
+
+    /// The pure rule over one row: `liveSession(_:now:db:)` without the read.
+    func liveSession(_ row: SessionRow, now: Date) -> LiveSession? {
+        guard row.accountDisabledAt == nil else { return nil }
         let now = now.epochMilliseconds
         let serverIdle = Int64(settings.sessionIdleTimeout)
         guard
@@ -258,7 +276,7 @@ final class SessionService: Sendable {
         }
         let live: LiveSession?
         do {
-            live = try await liveSession(claims.sessionID, now: clock.now, db: store.database)
+            live = try await liveSession(claims.sessionID, now: clock.now)
         } catch {
             throw .sessionEnded
         }

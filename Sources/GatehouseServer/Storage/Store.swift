@@ -59,6 +59,11 @@ public final class Store: Service, Sendable {
     private let inUseGauge: Gauge
     private let maxGauge: Gauge
     private let readyGauge: Gauge
+    /// Who hears of what committed transactions changed (the session and user cache).
+    private let observers = NIOLockedValueBox<[@Sendable (CacheInvalidation) -> Void]>([])
+
+    /// The channel instances hear each other on (PostgreSQL `LISTEN`/`NOTIFY`): sync pokes and cache invalidations.
+    static let notifyChannel = "gatehouse_sync"
 
     // The AsyncKit pool predates Sendable checking; it guards its own state with locks.
     private enum Backend: @unchecked Sendable {
@@ -138,13 +143,22 @@ public final class Store: Service, Sendable {
         }
     }
 
+    /// Also collects what the body changed for the caches (`TransactionChanges`): on PostgreSQL it is announced to
+    /// the other instances inside the transaction, so they hear of it when, and only if, it commits; this instance's
+    /// observers hear of it after the commit.
     private func transaction<T: Sendable>(
         begin: String, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
-        try await withConnection { db in
+        let changes = TransactionChanges()
+        let result = try await withConnection { [location] db in
             try await db.raw(SQLQueryString(begin)).run()
             do {
-                let result = try await body(db)
+                let result = try await TransactionChanges.$current.withValue(changes) { try await body(db) }
+                if case .postgres = location {
+                    for payload in changes.collected.payloads {
+                        try await db.raw("SELECT pg_notify(\(bind: Self.notifyChannel), \(bind: payload))").run()
+                    }
+                }
                 try await db.raw("COMMIT").run()
                 return result
             } catch {
@@ -152,6 +166,19 @@ public final class Store: Service, Sendable {
                 throw error
             }
         }
+        let collected = changes.collected
+        if !collected.isEmpty { invalidate(collected) }
+        return result
+    }
+
+    /// Calls `observer` with what each committed transaction changed (and what other instances announce).
+    func onCommit(_ observer: @escaping @Sendable (CacheInvalidation) -> Void) {
+        observers.withLockedValue { $0.append(observer) }
+    }
+
+    /// Tells the observers that `changes` happened: after a commit here, or when another instance announces one.
+    func invalidate(_ changes: CacheInvalidation) {
+        for observer in observers.withLockedValue({ $0 }) { observer(changes) }
     }
 
     /// Runs `body` on one pooled connection, counted in the pool gauges.

@@ -8,7 +8,7 @@ import ServiceLifecycle
 /// one small `NOTIFY` on PostgreSQL, delivered only if the transaction commits; after the commit it tells this
 /// instance's subscribers at once. Each instance `LISTEN`s once (`SyncListener`) and fans out.
 struct SyncBus: Sendable {
-    static let channel = "gatehouse_sync"
+    static let channel = Store.notifyChannel
 
     let store: Store
     let hub: SyncHub
@@ -17,16 +17,23 @@ struct SyncBus: Sendable {
         case committed(companyID: String, seq: Int64)
         case accessChanged(companyID: String, accountID: String)
         case companyEnded(companyID: String)
+        /// Sessions ended or accounts changed: what `Store.transaction` announces for the caches.
+        case invalidated(CacheInvalidation)
 
         var payload: String {
             switch self {
             case .committed(let company, let seq): "c \(company) \(seq)"
             case .accessChanged(let company, let account): "a \(company) \(account)"
             case .companyEnded(let company): "d \(company)"
+            case .invalidated(let changes): changes.payloads.first ?? "x"
             }
         }
 
         init?(payload: String) {
+            if let changes = CacheInvalidation(payload: payload) {
+                self = .invalidated(changes)
+                return
+            }
             let parts = payload.split(separator: " ").map(String.init)
             switch (parts.first, parts.count) {
             case ("c", 3):
@@ -51,6 +58,7 @@ struct SyncBus: Sendable {
         case .committed(let company, let seq): hub.committed(companyID: company, seq: seq)
         case .accessChanged(let company, let account): hub.accessChanged(companyID: company, accountID: account)
         case .companyEnded(let company): hub.companyEnded(companyID: company)
+        case .invalidated(let changes): store.invalidate(changes)
         }
     }
 }
@@ -92,7 +100,9 @@ struct SyncListener: Service {
         }
     }
 
+    /// What may have been missed while away: every cache entry goes, and every subscriber hears its company's seq.
     private func catchUp() async throws {
+        bus.store.invalidate(.all)
         let sync = SyncRepository(db: bus.store.database)
         for company in bus.hub.companies {
             guard let counters = try? await sync.counters(company) else { continue }

@@ -1,0 +1,95 @@
+import Foundation
+import GatehouseAPI
+import NIOConcurrencyHelpers
+
+/// What every protected request would otherwise read from the store: session rows (with their account's disabled
+/// state and their parent's times) and users as their owners see them.
+///
+/// An entry is kept for `lifetime` at most, and goes at once when a commit here says its session ended or its account
+/// changed (`Store.onCommit`), or another instance announces so through the bus. A read that started before such a
+/// change never puts back what it read (`ticket`). So a revoked session fails at once on the instance that revoked
+/// it, within milliseconds on the others while the bus is up, and within `lifetime` whatever happens to the bus.
+final class AuthCache: Sendable {
+    /// The longest an entry is trusted: the bound on how late another instance, or another process on the same
+    /// SQLite file, can learn of a change it missed.
+    static let lifetime: Duration = .seconds(1)
+    /// Entries per map; past it, the stale ones go, and all of them if none is stale.
+    let capacity: Int
+
+    init(capacity: Int = 50_000) {
+        self.capacity = capacity
+    }
+
+    private struct Entry<Value: Sendable>: Sendable {
+        let value: Value
+        let readAt: ContinuousClock.Instant
+    }
+
+    private struct State {
+        var sessions: [String: Entry<SessionRow>] = [:]
+        var users: [String: Entry<Schemas.User>] = [:]
+        /// Counts invalidations; a read keeps its result only if none happened since its ticket.
+        var generation: UInt64 = 0
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    /// Taken before reading the store; `keep` ignores the read if anything was invalidated meanwhile.
+    func ticket() -> UInt64 { state.withLockedValue { $0.generation } }
+
+    func session(_ id: String, now: ContinuousClock.Instant = .now) -> SessionRow? {
+        state.withLockedValue { Self.fresh($0.sessions[id], now: now) }
+    }
+
+    func keep(session row: SessionRow, id: String, ticket: UInt64, now: ContinuousClock.Instant = .now) {
+        let entry = Entry(value: row, readAt: now)
+        state.withLockedValue { [capacity] state in
+            guard state.generation == ticket else { return }
+            Self.insert(entry, for: id, into: &state.sessions, capacity: capacity)
+        }
+    }
+
+    func user(_ accountID: String, now: ContinuousClock.Instant = .now) -> Schemas.User? {
+        state.withLockedValue { Self.fresh($0.users[accountID], now: now) }
+    }
+
+    func keep(user: Schemas.User, accountID: String, ticket: UInt64, now: ContinuousClock.Instant = .now) {
+        let entry = Entry(value: user, readAt: now)
+        state.withLockedValue { [capacity] state in
+            guard state.generation == ticket else { return }
+            Self.insert(entry, for: accountID, into: &state.users, capacity: capacity)
+        }
+    }
+
+    /// Drops what `changes` names (everything, for `.all`), and voids reads in flight.
+    func forget(_ changes: CacheInvalidation) {
+        state.withLockedValue { state in
+            state.generation &+= 1
+            if changes.everything {
+                state.sessions.removeAll()
+                state.users.removeAll()
+                return
+            }
+            for id in changes.endedSessions { state.sessions[id] = nil }
+            for id in changes.changedAccounts { state.users[id] = nil }
+        }
+    }
+
+    /// How many entries are held, for tests and metrics.
+    var count: (sessions: Int, users: Int) { state.withLockedValue { ($0.sessions.count, $0.users.count) } }
+
+    private static func fresh<Value>(_ entry: Entry<Value>?, now: ContinuousClock.Instant) -> Value? {
+        guard let entry, now - entry.readAt < lifetime else { return nil }
+        return entry.value
+    }
+
+    private static func insert<Value>(
+        _ entry: Entry<Value>, for key: String, into map: inout [String: Entry<Value>], capacity: Int
+    ) {
+        if map.count >= capacity, map[key] == nil {
+            map = map.filter { entry.readAt - $0.value.readAt < lifetime }
+            if map.count >= capacity { map.removeAll(keepingCapacity: true) }
+        }
+        map[key] = entry
+    }
+}
