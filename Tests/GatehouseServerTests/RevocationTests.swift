@@ -255,8 +255,17 @@ struct AuthCacheRulesTests {
         cache.keep(session: Self.row, id: "s", ticket: ticket)  // …and what it read is not kept
         #expect(cache.session("s") == nil)
 
+        // Another key's change does not void a read in flight.
+        let other = cache.ticket()
+        cache.forget(CacheInvalidation(endedSessions: ["t"], changedAccounts: ["acct"]))
+        cache.keep(session: Self.row, id: "u", ticket: other)
+        #expect(cache.session("u") != nil)
+
+        let before = cache.ticket()
         cache.forget(.all)
-        #expect(cache.session("t") == nil)
+        #expect(cache.session("u") == nil)
+        cache.keep(session: Self.row, id: "u", ticket: before)
+        #expect(cache.session("u") == nil)
     }
 
     @Test("past its capacity the cache drops stale entries first, and everything if none is stale")

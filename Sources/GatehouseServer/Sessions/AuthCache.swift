@@ -28,8 +28,18 @@ final class AuthCache: Sendable {
     private struct State {
         var sessions: [String: Entry<SessionRow>] = [:]
         var users: [String: Entry<Schemas.User>] = [:]
-        /// Counts invalidations; a read keeps its result only if none happened since its ticket.
+        /// Counts invalidations; a ticket is the count when a read started.
         var generation: UInt64 = 0
+        /// When (in `generation`) each key was last invalidated: a read of that key that started earlier is not
+        /// kept. Only keys invalidated lately are remembered; `forgottenThrough` voids reads older than that.
+        var endedSessions: [String: UInt64] = [:]
+        var changedAccounts: [String: UInt64] = [:]
+        var forgottenThrough: UInt64 = 0
+
+        /// Whether a read of `key` that started at `ticket` may be kept.
+        func current(_ ticket: UInt64, _ key: String, in invalidated: [String: UInt64]) -> Bool {
+            ticket >= forgottenThrough && (invalidated[key] ?? 0) <= ticket
+        }
     }
 
     private let state = NIOLockedValueBox(State())
@@ -44,7 +54,7 @@ final class AuthCache: Sendable {
     func keep(session row: SessionRow, id: String, ticket: UInt64, now: ContinuousClock.Instant = .now) {
         let entry = Entry(value: row, readAt: now)
         state.withLockedValue { [capacity] state in
-            guard state.generation == ticket else { return }
+            guard state.current(ticket, id, in: state.endedSessions) else { return }
             Self.insert(entry, for: id, into: &state.sessions, capacity: capacity)
         }
     }
@@ -56,22 +66,34 @@ final class AuthCache: Sendable {
     func keep(user: Schemas.User, accountID: String, ticket: UInt64, now: ContinuousClock.Instant = .now) {
         let entry = Entry(value: user, readAt: now)
         state.withLockedValue { [capacity] state in
-            guard state.generation == ticket else { return }
+            guard state.current(ticket, accountID, in: state.changedAccounts) else { return }
             Self.insert(entry, for: accountID, into: &state.users, capacity: capacity)
         }
     }
 
-    /// Drops what `changes` names (everything, for `.all`), and voids reads in flight.
+    /// Drops what `changes` names (everything, for `.all`), and voids the reads of those keys in flight.
     func forget(_ changes: CacheInvalidation) {
-        state.withLockedValue { state in
-            state.generation &+= 1
+        state.withLockedValue { [capacity] state in
+            state.generation += 1
+            let now = state.generation
+            if changes.everything || state.endedSessions.count + state.changedAccounts.count > capacity {
+                state.endedSessions.removeAll()
+                state.changedAccounts.removeAll()
+                state.forgottenThrough = now
+            }
             if changes.everything {
                 state.sessions.removeAll()
                 state.users.removeAll()
                 return
             }
-            for id in changes.endedSessions { state.sessions[id] = nil }
-            for id in changes.changedAccounts { state.users[id] = nil }
+            for id in changes.endedSessions {
+                state.sessions[id] = nil
+                state.endedSessions[id] = now
+            }
+            for id in changes.changedAccounts {
+                state.users[id] = nil
+                state.changedAccounts[id] = now
+            }
         }
     }
 
