@@ -40,7 +40,7 @@ struct API: APIProtocol {
 
     /// The wire settings: dates with fractional seconds (as the store keeps milliseconds), compact sorted JSON.
     static let configuration = Configuration(
-        dateTranscoder: .iso8601WithFractionalSeconds, jsonEncodingOptions: [.sortedKeys, .withoutEscapingSlashes])
+        dateTranscoder: MillisecondDateTranscoder(), jsonEncodingOptions: [.sortedKeys, .withoutEscapingSlashes])
 
     /// Mounts every operation on `router`.
     func register(on router: Router<AppRequestContext>) throws {

@@ -135,7 +135,7 @@ struct Access: Sendable {
         guard let header = scope.head.headerFields[.authorization], header.lowercased().hasPrefix("bearer ") else {
             throw APIError.noAuthorization
         }
-        let token = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
+        let token = String(header.dropFirst("bearer ".count).trimmingHTTPWhitespace)
         let reason: String
         let error: APIError
         do {

@@ -7,7 +7,7 @@ public struct IPNetwork: Sendable, Equatable, CustomStringConvertible {
 
     /// Parses `a.b.c.d/n`, `x::y/n` or a bare address; nil when it is neither.
     public init?(_ text: String) {
-        let parts = text.trimmingCharacters(in: .whitespaces).split(separator: "/", omittingEmptySubsequences: false)
+        let parts = text.trimmingHTTPWhitespace.split(separator: "/", omittingEmptySubsequences: false)
         guard (1...2).contains(parts.count), let bytes = Self.parseAddress(String(parts[0])) else { return nil }
         let maximum = bytes.count * 8
         var length = maximum
@@ -39,7 +39,7 @@ public struct IPNetwork: Sendable, Equatable, CustomStringConvertible {
     /// The 4 or 16 bytes of an address; IPv4-mapped IPv6 (`::ffff:a.b.c.d`) becomes IPv4. Brackets and an
     /// IPv6 zone are ignored.
     static func parseAddress(_ raw: String) -> [UInt8]? {
-        var text = raw.trimmingCharacters(in: .whitespaces)
+        var text = String(raw.trimmingHTTPWhitespace)
         if text.hasPrefix("["), let end = text.firstIndex(of: "]") {
             text = String(text[text.index(after: text.startIndex)..<end])
         }
@@ -63,7 +63,7 @@ public struct IPNetwork: Sendable, Equatable, CustomStringConvertible {
 enum ClientAddress {
     static func resolve(peer: String?, forwardedFor: [String], trustedProxies: [IPNetwork]) -> String? {
         guard !trustedProxies.isEmpty, let peer, isTrusted(peer, trustedProxies) else { return peer }
-        let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { String($0.trimmingHTTPWhitespace) }
         var client = peer
         for hop in hops.reversed() {
             // A malformed entry was written by someone we cannot trust: stop at the last address we could.

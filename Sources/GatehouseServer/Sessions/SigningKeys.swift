@@ -1,5 +1,6 @@
 import Foundation
 import JWTKit
+import NIOConcurrencyHelpers
 import SQLKit
 
 /// The ES256 keys that sign access tokens. They live in the store so every instance signs and verifies alike;
@@ -34,9 +35,14 @@ public actor SigningKeys {
     /// Verifies the signature of `token` against the published keys, re-reading them once for an unknown key id.
     /// A token whose signature verified before is answered from a small cache until it expires: a token never
     /// changes, and whether its session is still live is checked on every request anyway.
-    func verify(_ token: String) async throws -> AccessTokenClaims {
+    /// The cache is read outside the actor, so a request whose token verified before never queues behind others.
+    nonisolated func verify(_ token: String) async throws -> AccessTokenClaims {
         let now = Int64(clock.now.timeIntervalSince1970)
-        if let cached = verified[token], cached.exp > now { return cached }
+        if let cached = verified.withLockedValue({ $0[token] }), cached.exp > now { return cached }
+        return try await verifyAndRemember(token, now: now)
+    }
+
+    private func verifyAndRemember(_ token: String, now: Int64) async throws -> AccessTokenClaims {
         guard Self.headerAlgorithm(of: token) == "ES256" else { throw SigningKeyError.algorithmNotAllowed }
         try await loadIfStale()
         let claims: AccessTokenClaims
@@ -46,15 +52,17 @@ public actor SigningKeys {
             try await load()
             claims = try await collection.verify(token, as: AccessTokenClaims.self)
         }
-        if verified.count >= Self.verifiedCapacity {
-            verified = verified.filter { $0.value.exp > now }
-            if verified.count >= Self.verifiedCapacity { verified.removeAll(keepingCapacity: true) }
+        verified.withLockedValue { verified in
+            if verified.count >= Self.verifiedCapacity {
+                verified = verified.filter { $0.value.exp > now }
+                if verified.count >= Self.verifiedCapacity { verified.removeAll(keepingCapacity: true) }
+            }
+            verified[token] = claims
         }
-        verified[token] = claims
         return claims
     }
 
-    private var verified: [String: AccessTokenClaims] = [:]
+    private let verified = NIOLockedValueBox<[String: AccessTokenClaims]>([:])
 
     /// The `alg` of a compact JWS header: only ES256 is ever considered, whatever keys are loaded.
     static func headerAlgorithm(of token: String) -> String? {
