@@ -4,7 +4,7 @@ import Testing
 
 @testable import GatehouseServer
 
-@Suite("Wire text: dates and header whitespace")
+@Suite("Wire text: dates, header whitespace, stored digests")
 struct WireTextTests {
     @Test("dates are written exactly as Foundation's ISO 8601 formatter writes them, and read back to the millisecond")
     func datesMatchFoundation() throws {
@@ -41,5 +41,12 @@ struct WireTextTests {
         #expect(" \t ".trimmingHTTPWhitespace == "")
         #expect("".trimmingHTTPWhitespace == "")
         #expect(" 10.0.0.1 ".dropFirst().trimmingHTTPWhitespace == "10.0.0.1")
+    }
+
+    @Test("stored digests are SHA-256 in lowercase hex, as before")
+    func digests() {
+        #expect(Secrets.digest("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(Secrets.digest("").hasPrefix("e3b0c44298fc1c149afbf4c8996fb924"))
+        #expect(Secrets.hex([0x00, 0x0F, 0xF0, 0xFF]) == "000ff0ff")
     }
 }

@@ -16,7 +16,19 @@ public enum Secrets {
 
     /// Hex SHA-256 of `value`: what the store keeps instead of a secret.
     public static func digest(_ value: String) -> String {
-        SHA256.hash(data: Data(value.utf8)).map { String(format: "%02x", $0) }.joined()
+        hex(SHA256.hash(data: Data(value.utf8)))
+    }
+
+    /// Lowercase hex of `bytes`, without `String(format:)` per byte (a sixteenth of a refresh's time went there).
+    static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(64)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// A digest of an email address for logs and the audit trail, so addresses are never written in the clear.
