@@ -208,8 +208,13 @@ struct RevocationTests {
             let other = try await LiveServer.start(configuration, clock: h.clock)
             do {
                 let there = AuthClient(http: h.http, base: other.baseURL, headers: h.client.headers)
-                #expect(try await there.user(a.access).status == 200)
-                #expect(other.services.accounts.sessions.cache.session(try Self.sessionID(a.access)) != nil)
+                // The new instance empties its cache once its listener connects: warm it until the entry stays.
+                let sessionID = try Self.sessionID(a.access)
+                let warm = try await LiveServer.eventually(timeout: .seconds(10)) {
+                    try await there.user(a.access).status == 200
+                        && other.services.accounts.sessions.cache.session(sessionID) != nil
+                }
+                #expect(warm)
                 #expect(try await h.client.logout(a.access, scope: "global").status == 204)
                 let ended = try await LiveServer.eventually(timeout: .seconds(10)) {
                     try await there.user(a.access).status == 403

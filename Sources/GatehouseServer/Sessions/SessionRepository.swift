@@ -73,28 +73,43 @@ struct SessionRepository {
             .values(SQLBind(Secrets.digest(token)), SQLBind(sessionID), SQLBind(now.epochMilliseconds)).run()
     }
 
-    func refreshToken(_ token: String) async throws -> RefreshTokenRow? {
-        guard
-            let row = try await db.select().columns("session_id", "rotated_at").from("refresh_tokens")
-                .where("token_hash", .equal, Secrets.digest(token)).first()
-        else { return nil }
-        return RefreshTokenRow(
-            sessionID: try row.decode(column: "session_id", as: String.self),
-            rotatedAt: try row.decode(column: "rotated_at", as: Int64?.self).map(Date.init(epochMilliseconds:)))
+    /// What rotating a refresh token came to.
+    enum Rotation: Equatable {
+        case rotated
+        /// Another request rotated it first: read it again and decide again.
+        case alreadyRotated
+        /// The session was revoked since it was read.
+        case sessionEnded
     }
 
-    /// Marks `token` rotated; false when another request rotated it first.
-    func markRotated(_ token: String, now: Date) async throws -> Bool {
-        try await !db.update("refresh_tokens").set("rotated_at", to: now.epochMilliseconds)
-            .where("token_hash", .equal, Secrets.digest(token)).where("rotated_at", .is, SQLLiteral.null)
-            .returning("token_hash").all().isEmpty
-    }
-
-    /// Records use of the session (and of its parent: using a company session is using its account session).
-    func touch(_ sessionID: String, parentID: String?, now: Date) async throws {
-        try await db.update("sessions").set("refreshed_at", to: now.epochMilliseconds)
-            .where { $0.where("id", .equal, sessionID).orWhere("id", .equal, SQLBind(parentID)) }
-            .run()
+    /// Rotates `token` into `successor` in one statement (migration 6's trigger): marks it rotated, stores the
+    /// successor, touches the session and its parent, and records `audit` at `now`.
+    func rotate(
+        _ token: String, into successor: String, sessionID: String, parentID: String?, now: Date, audit: AuditEvent
+    ) async throws -> Rotation {
+        let detail = String(decoding: try JSONEncoder.sortedKeys.encode(audit.detail), as: UTF8.self)
+        do {
+            try await db.insert(into: "refresh_rotations")
+                .columns(
+                    "old_hash", "new_hash", "session_id", "parent_id", "at", "action", "account_id", "company_id", "ip",
+                    "user_agent", "detail"
+                )
+                .values(
+                    SQLBind(Secrets.digest(token)), SQLBind(Secrets.digest(successor)), SQLBind(sessionID),
+                    SQLBind(parentID), SQLBind(now.epochMilliseconds), SQLBind(audit.action), SQLBind(audit.accountID),
+                    SQLBind(audit.companyID), SQLBind(audit.ip),
+                    SQLBind(audit.userAgent.map { String($0.prefix(512)) }),
+                    SQLBind(detail)
+                )
+                .run()
+            return .rotated
+        } catch {
+            // The trigger's refusals come back as errors carrying its message; anything else is unexpected.
+            let text = String(reflecting: error)
+            if text.contains(RefreshRotationSQL.alreadyRotated) { return .alreadyRotated }
+            if text.contains(RefreshRotationSQL.sessionEnded) { return .sessionEnded }
+            throw error
+        }
     }
 
     // MARK: Checking and listing

@@ -138,63 +138,59 @@ final class SessionService: Sendable {
     }
 
     /// Rotates `token`: a fresh token normally, the current one for a race inside the grace window, and the end of
-    /// the whole session for an old token presented again.
+    /// the whole session for an old token presented again. The token and its session are read without the write
+    /// lock; the rotation is one statement that refuses if another request rotated the token first (then it reads
+    /// again and decides again) or the session was revoked since the read.
     func refresh(_ token: String, audit event: @escaping @Sendable (IssuedSession) -> AuditEvent) async throws
         -> IssuedSession
     {
         let key = try await refreshDerivationKey()
         let now = clock.now
         let grace = settings.refreshReuseGrace
-        let outcome: Result<IssuedSession, RefreshFailure> = try await store.transaction { db in
-            let sessions = SessionRepository(db: db)
-            guard let (presented, row) = try await sessions.findByRefreshToken(token) else {
-                return .failure(.notFound)
-            }
-            guard let session = self.liveSession(row, now: now) else {
-                return .failure(.sessionEnded)
-            }
-            var current = token
-            var state = presented
-            for _ in 0..<64 {
-                switch RefreshRotation.decide(rotatedAt: state.rotatedAt, now: now, grace: grace) {
-                case .rotate:
-                    guard try await sessions.markRotated(current, now: now) else {
-                        // Another request rotated it first; read what it did and decide again.
-                        guard let reread = try await sessions.refreshToken(current) else { return .failure(.notFound) }
-                        state = reread
-                        continue
-                    }
-                    let next = RefreshRotation.successor(of: current, key: key)
-                    try await sessions.insertRefreshToken(next, sessionID: state.sessionID, now: now)
-                    try await sessions.touch(state.sessionID, parentID: session.parentID, now: now)
-                    let issued = IssuedSession(
-                        accountID: session.accountID, sessionID: state.sessionID, refreshToken: next,
-                        amr: session.amr, companyID: session.companyID, username: session.username,
-                        endsAt: session.endsAt)
-                    // The audit event goes in the same transaction: one turn at the write lock per refresh.
-                    try await AuditLog(db: db, clock: self.clock).record(event(issued))
-                    return .success(issued)
-                case .replayWithinGrace:
-                    let next = RefreshRotation.successor(of: current, key: key)
-                    guard let successor = try await sessions.refreshToken(next) else { return .failure(.notFound) }
-                    if successor.rotatedAt == nil {
-                        let issued = IssuedSession(
-                            accountID: session.accountID, sessionID: state.sessionID, refreshToken: next,
-                            amr: session.amr, companyID: session.companyID, username: session.username,
-                            endsAt: session.endsAt)
-                        try await AuditLog(db: db, clock: self.clock).record(event(issued))
-                        return .success(issued)
-                    }
-                    current = next
-                    state = successor
-                case .reuseDetected:
-                    try await sessions.revoke(.session(state.sessionID), now: now)
-                    return .failure(.alreadyUsed(sessionID: state.sessionID, accountID: session.accountID))
+        let sessions = SessionRepository(db: store.database)
+        guard var (state, row) = try await sessions.findByRefreshToken(token) else { throw RefreshFailure.notFound }
+        var current = token
+        for _ in 0..<64 {
+            guard let session = liveSession(row, now: now) else { throw RefreshFailure.sessionEnded }
+            let next = RefreshRotation.successor(of: current, key: key)
+            let issued = IssuedSession(
+                accountID: session.accountID, sessionID: state.sessionID, refreshToken: next, amr: session.amr,
+                companyID: session.companyID, username: session.username, endsAt: session.endsAt)
+            switch RefreshRotation.decide(rotatedAt: state.rotatedAt, now: now, grace: grace) {
+            case .rotate:
+                let presented = current
+                let rotation = try await store.write { db in
+                    try await SessionRepository(db: db).rotate(
+                        presented, into: next, sessionID: issued.sessionID, parentID: session.parentID, now: now,
+                        audit: event(issued))
                 }
+                switch rotation {
+                case .rotated: return issued
+                case .sessionEnded: throw RefreshFailure.sessionEnded
+                case .alreadyRotated:
+                    guard let reread = try await sessions.findByRefreshToken(current) else {
+                        throw RefreshFailure.notFound
+                    }
+                    (state, row) = reread
+                }
+            case .replayWithinGrace:
+                guard let successor = try await sessions.findByRefreshToken(next) else {
+                    throw RefreshFailure.notFound
+                }
+                if successor.token.rotatedAt == nil {
+                    await audit(event(issued))
+                    return issued
+                }
+                current = next
+                (state, row) = successor
+            case .reuseDetected:
+                try await store.transaction { [state] db in
+                    try await SessionRepository(db: db).revoke(.session(state.sessionID), now: now)
+                }
+                throw RefreshFailure.alreadyUsed(sessionID: state.sessionID, accountID: session.accountID)
             }
-            return .failure(.notFound)
         }
-        return try outcome.get()
+        throw RefreshFailure.notFound
     }
 
     /// The secret successor tokens are derived under; made once per store, sealed at rest.

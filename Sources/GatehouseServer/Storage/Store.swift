@@ -146,6 +146,21 @@ public final class Store: Service, Sendable {
     /// Also collects what the body changed for the caches (`TransactionChanges`): on PostgreSQL it is announced to
     /// the other instances inside the transaction, so they hear of it when, and only if, it commits; this instance's
     /// observers hear of it after the commit.
+    /// Runs `body`, one statement in autocommit, as a writer: on SQLite it takes its turn at the write lock like a
+    /// transaction but without BEGIN and COMMIT, so the lock is held for that one statement alone.
+    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        guard case .sqlite = location else { return try await body(database) }
+        await writeLock.lock()
+        do {
+            let result = try await body(database)
+            await writeLock.unlock()
+            return result
+        } catch {
+            await writeLock.unlock()
+            throw error
+        }
+    }
+
     private func transaction<T: Sendable>(
         begin: String, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
