@@ -32,6 +32,16 @@ struct SessionRow: Sendable {
     let parent: (refreshedAt: Int64, expiresAt: Int64, revokedAt: Int64?)?
 }
 
+/// One refresh token to rotate into its successor, with the audit event that records it.
+struct PendingRotation: Sendable {
+    let token: String
+    let successor: String
+    let sessionID: String
+    let parentID: String?
+    let at: Date
+    let audit: AuditEvent
+}
+
 /// A refresh token's row: which session it belongs to and when it was rotated.
 struct RefreshTokenRow {
     let sessionID: String
@@ -82,26 +92,27 @@ struct SessionRepository {
         case sessionEnded
     }
 
-    /// Rotates `token` into `successor` in one statement (migration 6's trigger): marks it rotated, stores the
-    /// successor, touches the session and its parent, and records `audit` at `now`.
-    func rotate(
-        _ token: String, into successor: String, sessionID: String, parentID: String?, now: Date, audit: AuditEvent
-    ) async throws -> Rotation {
-        let detail = String(decoding: try JSONEncoder.sortedKeys.encode(audit.detail), as: UTF8.self)
+    /// Rotates each of `rotations` in one statement (migration 6's trigger, once per row): marks its token rotated,
+    /// stores the successor, touches the session and its parent, and records its audit event. All or nothing: when
+    /// the trigger refuses any row, no row is written and the refusal is returned (for a batch, it names no row).
+    func rotate(_ rotations: [PendingRotation]) async throws -> Rotation {
+        guard !rotations.isEmpty else { return .rotated }
+        var insert = db.insert(into: "refresh_rotations")
+            .columns(
+                "old_hash", "new_hash", "session_id", "parent_id", "at", "action", "account_id", "company_id", "ip",
+                "user_agent", "detail"
+            )
+        for rotation in rotations {
+            let audit = rotation.audit
+            insert = insert.values(
+                SQLBind(Secrets.digest(rotation.token)), SQLBind(Secrets.digest(rotation.successor)),
+                SQLBind(rotation.sessionID), SQLBind(rotation.parentID), SQLBind(rotation.at.epochMilliseconds),
+                SQLBind(audit.action), SQLBind(audit.accountID), SQLBind(audit.companyID), SQLBind(audit.ip),
+                SQLBind(audit.userAgent.map { String($0.prefix(512)) }),
+                SQLBind(String(decoding: try JSONEncoder.sortedKeys.encode(audit.detail), as: UTF8.self)))
+        }
         do {
-            try await db.insert(into: "refresh_rotations")
-                .columns(
-                    "old_hash", "new_hash", "session_id", "parent_id", "at", "action", "account_id", "company_id", "ip",
-                    "user_agent", "detail"
-                )
-                .values(
-                    SQLBind(Secrets.digest(token)), SQLBind(Secrets.digest(successor)), SQLBind(sessionID),
-                    SQLBind(parentID), SQLBind(now.epochMilliseconds), SQLBind(audit.action), SQLBind(audit.accountID),
-                    SQLBind(audit.companyID), SQLBind(audit.ip),
-                    SQLBind(audit.userAgent.map { String($0.prefix(512)) }),
-                    SQLBind(detail)
-                )
-                .run()
+            try await insert.run()
             return .rotated
         } catch {
             // The trigger's refusals come back as errors carrying its message; anything else is unexpected.

@@ -49,6 +49,8 @@ final class SessionService: Sendable {
     let issuer: String
     /// Session rows and users, so that a protected request usually reads nothing from the store.
     let cache: AuthCache
+    /// Refresh rotations written in batches.
+    let rotations: RotationQueue
 
     init(
         store: Store, keys: SigningKeys, secrets: ServerSecrets, clock: any GatehouseClock, settings: AuthSettings,
@@ -61,6 +63,7 @@ final class SessionService: Sendable {
         self.settings = settings
         self.issuer = issuer
         self.cache = cache
+        rotations = RotationQueue(store: store)
         // Whatever commits here, or another instance announces, drops what it changed from the cache.
         store.onCommit { [cache] changes in cache.forget(changes) }
     }
@@ -139,8 +142,8 @@ final class SessionService: Sendable {
 
     /// Rotates `token`: a fresh token normally, the current one for a race inside the grace window, and the end of
     /// the whole session for an old token presented again. The token and its session are read without the write
-    /// lock; the rotation is one statement that refuses if another request rotated the token first (then it reads
-    /// again and decides again) or the session was revoked since the read.
+    /// lock; the rotation is one row of a batched statement (`RotationQueue`) that refuses if another request rotated
+    /// the token first (then it reads again and decides again) or the session was revoked since the read.
     func refresh(_ token: String, audit event: @escaping @Sendable (IssuedSession) -> AuditEvent) async throws
         -> IssuedSession
     {
@@ -158,12 +161,10 @@ final class SessionService: Sendable {
                 companyID: session.companyID, username: session.username, endsAt: session.endsAt)
             switch RefreshRotation.decide(rotatedAt: state.rotatedAt, now: now, grace: grace) {
             case .rotate:
-                let presented = current
-                let rotation = try await store.write { db in
-                    try await SessionRepository(db: db).rotate(
-                        presented, into: next, sessionID: issued.sessionID, parentID: session.parentID, now: now,
-                        audit: event(issued))
-                }
+                let rotation = try await rotations.rotate(
+                    PendingRotation(
+                        token: current, successor: next, sessionID: issued.sessionID, parentID: session.parentID,
+                        at: now, audit: event(issued)))
                 switch rotation {
                 case .rotated: return issued
                 case .sessionEnded: throw RefreshFailure.sessionEnded

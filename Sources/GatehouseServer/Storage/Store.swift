@@ -128,6 +128,9 @@ public final class Store: Service, Sendable {
     /// Runs `body` on one connection inside a transaction, committing when it returns and rolling back when it throws.
     /// Every write goes through here. On SQLite, writers take turns in this process: SQLite allows one writer at a
     /// time and its busy handler would otherwise spin on the few threads that run queries.
+    /// Also collects what the body changed for the caches (`TransactionChanges`): on PostgreSQL it is announced to
+    /// the other instances inside the transaction, so they hear of it when, and only if, it commits; this instance's
+    /// observers hear of it after the commit.
     public func transaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws
         -> T
     {
@@ -143,9 +146,6 @@ public final class Store: Service, Sendable {
         }
     }
 
-    /// Also collects what the body changed for the caches (`TransactionChanges`): on PostgreSQL it is announced to
-    /// the other instances inside the transaction, so they hear of it when, and only if, it commits; this instance's
-    /// observers hear of it after the commit.
     /// Runs `body`, one statement in autocommit, as a writer: on SQLite it takes its turn at the write lock like a
     /// transaction but without BEGIN and COMMIT, so the lock is held for that one statement alone.
     func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {

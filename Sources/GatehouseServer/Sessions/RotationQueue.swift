@@ -1,0 +1,78 @@
+import NIOConcurrencyHelpers
+
+/// Refresh rotations waiting for the store, written together (group commit): whatever arrives while one batch is
+/// being written goes in the next, as one statement and one turn at SQLite's write lock (one round trip on
+/// PostgreSQL). A refresh's cost at the store was its turn at the lock, whose handoffs between threads took longer than
+/// the statement itself, so under load the turns, not the work, set the rate.
+///
+/// A batch is all or nothing in the store. When the trigger refuses any of its rows (another request rotated that
+/// token first, or its session was revoked meanwhile), nothing of it was written, and its rotations are written
+/// again one at a time, so that each request gets its own verdict. Refusals are rare: client races and revocations.
+final class RotationQueue: Sendable {
+    /// The most rotations in one statement: 11 parameters each stays far below both stores' limits.
+    static let batchLimit = 128
+
+    private typealias Waiter = CheckedContinuation<SessionRepository.Rotation, any Error>
+
+    private struct State {
+        var pending: [(rotation: PendingRotation, waiter: Waiter)] = []
+        var writing = false
+    }
+
+    private let store: Store
+    private let state = NIOLockedValueBox(State())
+
+    init(store: Store) {
+        self.store = store
+    }
+
+    /// Rotates one token with whatever else is waiting; answers as `SessionRepository.rotate` would for it alone.
+    func rotate(_ rotation: PendingRotation) async throws -> SessionRepository.Rotation {
+        try await withCheckedThrowingContinuation { (waiter: Waiter) in
+            let startsWriter = state.withLockedValue { state in
+                state.pending.append((rotation, waiter))
+                defer { state.writing = true }
+                return !state.writing
+            }
+            if startsWriter { Task { await self.writeAll() } }
+        }
+    }
+
+    /// Writes batches until nothing waits. Only one runs at a time (`writing`).
+    private func writeAll() async {
+        while true {
+            let batch = state.withLockedValue { state in
+                let batch = Array(state.pending.prefix(Self.batchLimit))
+                state.pending.removeFirst(batch.count)
+                if batch.isEmpty { state.writing = false }
+                return batch
+            }
+            if batch.isEmpty { return }
+            let outcomes = await write(batch.map(\.rotation))
+            for (entry, outcome) in zip(batch, outcomes) { entry.waiter.resume(with: outcome) }
+        }
+    }
+
+    /// The verdict for each rotation of one batch, in order.
+    private func write(_ rotations: [PendingRotation]) async -> [Result<SessionRepository.Rotation, any Error>] {
+        let together: Result<SessionRepository.Rotation, any Error>
+        do {
+            together = .success(try await store.write { db in try await SessionRepository(db: db).rotate(rotations) })
+        } catch {
+            together = .failure(error)
+        }
+        guard rotations.count > 1, case .success(let outcome) = together, outcome != .rotated else {
+            return rotations.map { _ in together }
+        }
+        var outcomes: [Result<SessionRepository.Rotation, any Error>] = []
+        for rotation in rotations {
+            do {
+                outcomes.append(
+                    .success(try await store.write { db in try await SessionRepository(db: db).rotate([rotation]) }))
+            } catch {
+                outcomes.append(.failure(error))
+            }
+        }
+        return outcomes
+    }
+}
