@@ -11,7 +11,10 @@
 #                     compared with the bound cores / HASH_MS, since every sign-in computes one hash
 # Environment: BENCH_SECONDS (10), BENCH_WARMUP (2), BENCH_CONCURRENCY (32), BENCH_ACCOUNTS (64),
 #   BENCH_HALF_LOAD (1; 0 skips the fixed-rate runs), GATEHOUSE_BENCH_DATABASE_URL (postgres://… to measure on
-#   PostgreSQL instead of SQLite; use a throwaway database, the benchmark writes accounts and sessions to it).
+#   PostgreSQL instead of SQLite; use a throwaway database, the benchmark writes accounts and sessions to it),
+#   BENCH_SCENARIOS ("noop password refresh user"; `name@rate` offers that many requests/s on a fixed schedule),
+#   BENCH_SEED (0; that many more accounts, each with a session and a refresh token, are written straight into
+#   the store before measuring, so the indexes hold as many rows as a large deployment's).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,6 +31,8 @@ warmup=${BENCH_WARMUP:-2}
 concurrency=${BENCH_CONCURRENCY:-32}
 accounts=${BENCH_ACCOUNTS:-64}
 half_load=${BENCH_HALF_LOAD:-1}
+scenarios=${BENCH_SCENARIOS:-noop password refresh user}
+seed=${BENCH_SEED:-0}
 cores=$(nproc)
 
 if [ ! -x "$binary" ]; then
@@ -128,6 +133,11 @@ echo "== creating $accounts confirmed accounts" >&2
 timeout --foreground --kill-after=5 300 "$bench" setup --url "$url" --outbox "$work/data/outbox" \
     --accounts "$accounts" --out "$accounts_file" >&2
 
+if [ "$seed" -gt 0 ]; then
+    echo "== seeding $seed more accounts with a session and a refresh token each" >&2
+    BENCH_SEED_SQLITE="$work/data/gatehouse.sqlite" timeout 1200 python3 "$here/seed.py" "$seed" >&2
+fi
+
 failed=0
 declare -A results
 
@@ -158,12 +168,16 @@ field() {
 }
 
 echo "== measuring: concurrency $concurrency, ${warmup} s warm-up + ${seconds} s each" >&2
-for scenario in noop password refresh user; do
-    measure "$scenario" "$scenario"
+for entry in $scenarios; do
+    case "$entry" in
+    *@*) measure "$entry" "${entry%@*}" --rate "${entry#*@}" ;;
+    *) measure "$entry" "$entry" ;;
+    esac
 done
 
 if [ "$half_load" = 1 ]; then
-    for scenario in password user; do
+    for scenario in noop password refresh user; do
+        [ -n "${results[$scenario]:-}" ] || continue
         rps=$(field "${results[$scenario]}" rps)
         rate=$(awk -v r="${rps:-0}" 'BEGIN { printf "%.1f", r / 2 }')
         if awk -v r="$rate" 'BEGIN { exit !(r > 0) }'; then
@@ -172,13 +186,13 @@ if [ "$half_load" = 1 ]; then
     done
 fi
 
-noop_rps=$(field "${results[noop]}" rps)
-password_rps=$(field "${results[password]}" rps)
-user_rps=$(field "${results[user]}" rps)
+noop_rps=$(field "${results[noop]:-}" rps)
+password_rps=$(field "${results[password]:-}" rps)
+user_rps=$(field "${results[user]:-}" rps)
 echo
 echo "== summary: $(basename "$binary") ($binary) on $database, $cores cores shared by server and load generator"
 printf '%-14s %10s %10s %10s %10s\n' scenario "req/s" "p50 ms" "p99 ms" "max ms"
-for key in noop password refresh user password-half user-half; do
+for key in $scenarios noop-half password-half refresh-half user-half; do
     [ -n "${results[$key]:-}" ] || continue
     line=${results[$key]}
     printf '%-14s %10s %10s %10s %10s%s\n' "$key" "$(field "$line" rps)" "$(field "$line" p50)" \
