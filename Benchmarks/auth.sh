@@ -14,7 +14,8 @@
 #   PostgreSQL instead of SQLite; use a throwaway database, the benchmark writes accounts and sessions to it),
 #   BENCH_SCENARIOS ("noop password refresh user"; `name@rate` offers that many requests/s on a fixed schedule),
 #   BENCH_SEED (0; that many more accounts, each with a session and a refresh token, are written straight into
-#   the store before measuring, so the indexes hold as many rows as a large deployment's).
+#   the store before measuring, so the indexes hold as many rows as a large deployment's), BENCH_WRK (1; 0 skips the
+#   wrk runs of the no-op, the protected GET and refresh, made when wrk is installed).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -33,6 +34,7 @@ accounts=${BENCH_ACCOUNTS:-64}
 half_load=${BENCH_HALF_LOAD:-1}
 scenarios=${BENCH_SCENARIOS:-noop password refresh user}
 seed=${BENCH_SEED:-0}
+use_wrk=${BENCH_WRK:-1}
 cores=$(nproc)
 
 if [ ! -x "$binary" ]; then
@@ -186,6 +188,56 @@ if [ "$half_load" = 1 ]; then
     done
 fi
 
+# The same requests under wrk (the tool of the hot-paths issue's figures), which leaves the server more of the two
+# cores than the Swift load generator does: the no-op, the protected GET with one session's token, and refresh with
+# one refresh token per connection, each rotated into the successor its answer carries (Benchmarks/refresh.lua).
+if [ "$use_wrk" = 1 ] && command -v wrk >/dev/null; then
+    # One session per connection and one more per thread: wrk calls request() once before the run, which takes a
+    # token from the first thread's share without sending it.
+    echo "== wrk: signing in $((concurrency + 2)) sessions" >&2
+    python3 - "$url" "$accounts_file" "$work/refresh-tokens.txt" "$work/access-token.txt" "$((concurrency + 2))" <<'PY2'
+import json, os, sys, urllib.request
+url, accounts, tokens_out, access_out, count = sys.argv[1:6]
+emails = [line.strip() for line in open(accounts) if line.strip()]
+refresh, access = [], None
+for i in range(int(count)):
+    body = json.dumps({"email": emails[i % len(emails)], "password": os.environ["GATEHOUSE_BENCH_PASSWORD"]}).encode()
+    request = urllib.request.Request(url + "/auth/v1/token?grant_type=password", data=body, headers={
+        "Content-Type": "application/json", "X-Forwarded-For": f"10.250.{i // 250}.{i % 250 + 1}"})
+    session = json.load(urllib.request.urlopen(request, timeout=30))
+    refresh.append(session["refresh_token"])
+    access = access or session["access_token"]
+open(tokens_out, "w").write("\n".join(refresh) + "\n")
+open(access_out, "w").write(access)
+PY2
+    wrk_measure() {  # key, extra wrk args…
+        local key=$1 out
+        shift
+        out=$(timeout --kill-after=5 "$limit" wrk -t 2 -c "$concurrency" -d "${seconds}s" --latency "$@") || true
+        local rps p50 p99 non2xx
+        rps=$(awk '/Requests\/sec/ { print $2 }' <<<"$out")
+        p50=$(awk '$1 == "50%" { print $2 }' <<<"$out")
+        p99=$(awk '$1 == "99%" { print $2 }' <<<"$out")
+        non2xx=$(awk '/Non-2xx/ { print $NF }' <<<"$out")
+        # wrk writes latencies with their unit (us, ms, s); the summary keeps milliseconds.
+        ms() { awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /[0-9]s$/) n *= 1000; printf "%.2f", n }'; }
+        local line="$key: rps=$rps p50=$(ms "$p50") p99=$(ms "$p99") max=0 non2xx=${non2xx:-0}"
+        if [ -z "$rps" ] || [ -n "$non2xx" ] || grep -q 'error' <<<"$out"; then
+            failed=1
+            line="$line INVALID"
+            echo "$out" >&2
+        fi
+        echo "$line"
+        results[$key]=$line
+    }
+    echo "== wrk: 2 threads, $concurrency connections, ${seconds} s each" >&2
+    wrk -t 2 -c "$concurrency" -d "${warmup}s" "$url/" >/dev/null
+    wrk_measure wrk-noop "$url/"
+    wrk_measure wrk-user -H "Authorization: Bearer $(cat "$work/access-token.txt")" "$url/auth/v1/user"
+    wrk_measure wrk-refresh -s "$here/refresh.lua" "$url" -- "$work/refresh-tokens.txt" 2
+    scenarios="$scenarios wrk-noop wrk-user wrk-refresh"
+fi
+
 noop_rps=$(field "${results[noop]:-}" rps)
 password_rps=$(field "${results[password]:-}" rps)
 user_rps=$(field "${results[user]:-}" rps)
@@ -198,6 +250,9 @@ for key in $scenarios noop-half password-half refresh-half user-half; do
     printf '%-14s %10s %10s %10s %10s%s\n' "$key" "$(field "$line" rps)" "$(field "$line" p50)" \
         "$(field "$line" p99)" "$(field "$line" max)" "$(grep -q INVALID <<<"$line" && echo '  INVALID' || true)"
 done
+wrk_share=$(awk -v u="$(field "${results[wrk-user]:-}" rps)" -v n="$(field "${results[wrk-noop]:-}" rps)" \
+    'BEGIN { print (n > 0 ? sprintf("%.3f", u / n) : "n/a") }')
+echo "wrk user/noop throughput: $wrk_share"
 awk -v u="${user_rps:-0}" -v n="${noop_rps:-0}" -v p="${password_rps:-0}" -v c="$cores" -v h="$hash_ms" 'BEGIN {
     bound = c * 1000 / h
     printf "user/noop throughput: %s\n", (n > 0 ? sprintf("%.3f", u / n) : "n/a")
