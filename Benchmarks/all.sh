@@ -37,7 +37,7 @@ for size in $scale_sizes; do
     for store in sqlite postgres; do
         url=""
         [ "$store" = postgres ] && url=$(pg_database "scale_$size")
-        GATEHOUSE_BENCH_DATABASE_URL="$url" BENCH_SEED="$size" BENCH_HALF_LOAD=0 \
+        GATEHOUSE_BENCH_DATABASE_URL="$url" BENCH_SEED="$size" BENCH_HALF_LOAD=0 BENCH_WRK=0 \
             BENCH_SCENARIOS="user@$user_rate refresh@$refresh_rate" \
             bash Benchmarks/auth.sh "$binary" "$hash_ms" | tee "$work/scale-$store-$size.txt"
     done
@@ -47,6 +47,7 @@ done
 row() { awk -v s="$2" '$1 == s && NF == 5 { printf "%s/s, p50 %s ms, p99 %s ms", $2, $3, $4 }' "$work/$1.txt"; }
 p99() { awk -v s="$2" '$1 == s && NF == 5 { printf "%s ms", $4 }' "$work/$1.txt"; }
 share() { awk '$1 == "user/noop" { print $3 }' "$work/$1.txt"; }
+wrk_share() { awk '$1 == "wrk" && $2 == "user/noop" { print $4 }' "$work/$1.txt"; }
 hash_bound() { awk '$1 == "password" && $2 == "vs" { printf "%s of the bound", $NF }' "$work/$1.txt"; }
 pg_bound() { awk -v s="$1" '$1 == s { printf "%s/s", $2 }' "$work/pgbench.txt"; }
 scaled() {  # store, size, scenario: "p50 / p99 ms"
@@ -76,6 +77,10 @@ by the server and the load generator; PostgreSQL is a throwaway local cluster wi
 | refresh rotation at half load, p99 | $(p99 sqlite refresh-half) | $(p99 postgres refresh-half) | < 5 ms |
 | password sign-in at half load, p99 | $(p99 sqlite password-half) | $(p99 postgres password-half) | < 5 ms beyond the hash |
 | \`GET /auth/v1/user\` ÷ no-op | $(share sqlite) | $(share postgres) | ≥ 0.6 |
+| wrk: no-op \`GET /\` | $(row sqlite wrk-noop) | $(row postgres wrk-noop) | |
+| wrk: \`GET /auth/v1/user\` | $(row sqlite wrk-user) | $(row postgres wrk-user) | |
+| wrk: refresh rotation | $(row sqlite wrk-refresh) | $(row postgres wrk-refresh) | ≥ 5,000/s |
+| wrk: \`GET /auth/v1/user\` ÷ no-op | $(wrk_share sqlite) | $(wrk_share postgres) | ≥ 0.6 |
 | pgbench, the same statements alone (32 clients): session check; refresh | | $(pg_bound pgbench-session); $(pg_bound pgbench-refresh) | PostgreSQL's bound |
 
 Latency against the store's size, p50 / p99 at fixed rates (\`GET /auth/v1/user\` $user_rate/s, refresh
