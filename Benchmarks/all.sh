@@ -17,6 +17,12 @@ scale_sizes=${SCALE_SIZES:-10000 100000 1000000}
 user_rate=${SCALE_USER_RATE:-2000}
 refresh_rate=${SCALE_REFRESH_RATE:-500}
 . scripts/pg-cluster.sh
+# wrk, for the runs measured the way the hot-paths issue measured them (Debian's package).
+if ! command -v wrk >/dev/null; then
+    echo "== wrk not found: installing Debian's wrk package" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq wrk >/dev/null
+fi
 work=$(mktemp -d /tmp/gatehouse-bench-all.XXXXXX)
 trap 'pg_stop; rm -rf "$work"' EXIT
 
