@@ -55,24 +55,21 @@ final class RotationQueue: Sendable {
 
     /// The verdict for each rotation of one batch, in order.
     private func write(_ rotations: [PendingRotation]) async -> [Result<SessionRepository.Rotation, any Error>] {
-        let together: Result<SessionRepository.Rotation, any Error>
-        do {
-            together = .success(try await store.write { db in try await SessionRepository(db: db).rotate(rotations) })
-        } catch {
-            together = .failure(error)
-        }
+        let together = await apply(rotations)
         guard rotations.count > 1, case .success(let outcome) = together, outcome != .rotated else {
             return rotations.map { _ in together }
         }
         var outcomes: [Result<SessionRepository.Rotation, any Error>] = []
-        for rotation in rotations {
-            do {
-                outcomes.append(
-                    .success(try await store.write { db in try await SessionRepository(db: db).rotate([rotation]) }))
-            } catch {
-                outcomes.append(.failure(error))
-            }
-        }
+        for rotation in rotations { outcomes.append(await apply([rotation])) }
         return outcomes
+    }
+
+    /// One statement for `rotations`, at the store's write turn.
+    private func apply(_ rotations: [PendingRotation]) async -> Result<SessionRepository.Rotation, any Error> {
+        do {
+            return .success(try await store.write { db in try await SessionRepository(db: db).rotate(rotations) })
+        } catch {
+            return .failure(error)
+        }
     }
 }
