@@ -8,7 +8,7 @@ struct Gatehouse: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Identity, tenancy and sync server.",
         version: GatehouseVersion.current,
-        subcommands: [Serve.self, Migrate.self, Keys.self, Companies.self, Users.self]
+        subcommands: [Serve.self, Migrate.self, Keys.self, Companies.self, Users.self, Mail.self]
     )
 
     /// Parses and runs; usage and configuration errors print one line and exit 2, run-time failures exit 1.
@@ -142,6 +142,12 @@ struct ServerOptions: ParsableArguments {
             "Seconds the change log keeps tombstones; older tokens get the digest exchange (GATEHOUSE_SYNC_RETENTION, default 2592000)."
     )
     var syncRetention: String?
+    @Option(
+        name: .customLong("templates-dir"),
+        help:
+            "Folder of page and mail templates (pages/NAME.mustache, mail/LOCALE/NAME.{subject,text,html}.mustache) replacing the built-in ones (GATEHOUSE_TEMPLATES_DIR)."
+    )
+    var templatesDir: String?
 
     /// Flags over `GATEHOUSE_*` variables over defaults.
     func resolve() throws -> GatehouseConfiguration {
@@ -152,7 +158,7 @@ struct ServerOptions: ParsableArguments {
             .sessionIdleTimeout: sessionIdleTimeout, .sessionLifetime: sessionLifetime,
             .appleAudiences: appleAudiences, .appleJWKSURL: appleJWKSURL, .trustedProxies: trustedProxies,
             .metricsToken: metricsToken, .encryptionKeys: encryptionKeys, .codeFailuresPerDay: codeFailuresPerDay,
-            .syncRetention: syncRetention,
+            .syncRetention: syncRetention, .templatesDir: templatesDir,
         ]
         return try GatehouseConfiguration.resolve(
             flags: flags.compactMapValues { $0 }, environment: ProcessInfo.processInfo.environment)
@@ -375,6 +381,36 @@ struct Users: AsyncParsableCommand {
                 guard try await op.disableUser(account) else { throw NotFound(description: "no account \(account)") }
                 print("account \(account) disabled; its sessions ended")
             }
+        }
+    }
+}
+
+/// `gatehouse mail preview`: the mails as the templates write them.
+struct Mail: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the mails Gatehouse sends, as their templates write them.", subcommands: [Preview.self])
+
+    /// `gatehouse mail preview NAME`: one mail with sample values; needs no store or server.
+    struct Preview: AsyncParsableCommand {
+        enum Format: String, ExpressibleByArgument, CaseIterable { case text, html, both }
+
+        static let configuration = CommandConfiguration(
+            abstract: "Print a mail's subject, text and HTML, written with sample values.")
+        @Argument(help: "The mail: \(Mailer.names.joined(separator: ", ")).") var name: String
+        @Option(name: .customLong("locale"), help: "The recipient's locale (de, de-AT, ...; default en).")
+        var locale = "en"
+        @Option(name: .customLong("format"), help: "text, html or both (default both).") var format = Format.both
+        @Option(
+            name: .customLong("templates-dir"),
+            help: "Folder of templates (mail/LOCALE/NAME.{subject,text,html}.mustache) replacing the built-in ones.")
+        var templatesDir: String?
+
+        func run() async throws {
+            let message = try Mailer.preview(
+                name: name, locale: locale, templates: try Templates.load(overrides: templatesDir))
+            print("Subject: \(message.subject)")
+            if format != .html { print("\n--- text ---\n\(message.text)", terminator: "") }
+            if format != .text { print("\n--- html ---\n\(message.html)", terminator: "") }
         }
     }
 }

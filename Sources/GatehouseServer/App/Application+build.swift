@@ -22,6 +22,8 @@ public struct GatehouseServices: Sendable {
     /// Live subscribers and the bus that reaches them on every instance.
     let bus: SyncBus
     let sync: SyncService
+    /// The pages' and mails' templates, the operator's overrides included.
+    public let templates: Templates
 
     /// Opens the store named by `configuration`; nothing connects until the application runs. Tests pass their own
     /// clock, and may pass a mail transport (production picks SMTP or the outbox from configuration).
@@ -43,6 +45,8 @@ public struct GatehouseServices: Sendable {
             logger: logger)
         self.store = store
         let settings = configuration.auth
+        let templates = try Templates.load(overrides: configuration.templatesDirectory)
+        self.templates = templates
         let keys = SigningKeys(store: store, box: box, clock: clock, tokenLifetime: settings.accessTokenLifetime)
         self.keys = keys
         let publicURL = configuration.effectivePublicURL
@@ -60,7 +64,7 @@ public struct GatehouseServices: Sendable {
             liveCheckInterval: .milliseconds(Int64(configuration.sync.liveCheckInterval * 1000)))
         self.accounts = AccountsEnvironment(
             store: store, clock: clock, settings: settings,
-            sessions: sessions, keys: keys, mailer: Mailer(queue: mailQueue, from: configuration.mailFrom),
+            sessions: sessions, keys: keys, mailer: Mailer(queue: mailQueue, from: configuration.mailFrom, templates: templates),
             secrets: secrets,
             hasher: PasswordHasher(), limiter: RateLimiter(clock: clock),
             apple: AppleIdentityVerifier(jwksURL: settings.appleJWKSURL, audiences: settings.appleAudiences),

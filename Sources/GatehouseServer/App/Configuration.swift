@@ -34,6 +34,8 @@ public struct GatehouseConfiguration: Sendable, Equatable {
     public var metricsToken: String?
     /// Base64 key-encryption keys, newest first; unset uses `<data-dir>/gatehouse.key`, made on first start.
     public var encryptionKeys: [String]?
+    /// A folder of page and mail templates (`pages/`, `mail/LOCALE/`), each replacing the built-in one of its name.
+    public var templatesDirectory: String?
 
     public init() {}
 
@@ -78,6 +80,7 @@ public enum ConfigurationKey: String, CaseIterable, Sendable {
     case metricsToken = "metrics-token"
     case encryptionKeys = "encryption-keys"
     case syncRetention = "sync-retention"
+    case templatesDir = "templates-dir"
 
     /// `GATEHOUSE_DATA_DIR` for `data-dir`, and so on.
     public var environmentName: String {
@@ -137,6 +140,8 @@ extension GatehouseConfiguration {
             self.port = port
         case .dataDir:
             dataDirectory = value
+        case .templatesDir:
+            templatesDirectory = value
         case .databaseURL:
             guard let scheme = value.split(separator: ":", maxSplits: 1).first.map({ $0.lowercased() }),
                 ["postgres", "postgresql", "sqlite"].contains(scheme), value.contains("://")
