@@ -16,7 +16,7 @@ struct ProfileService: Sendable {
 
     static let userNotFound = APIError(.notFound, code: .userNotFound, message: "User not found")
 
-    private func account(_ caller: Caller) async throws -> AccountRecord {
+    func account(_ caller: Caller) async throws -> AccountRecord {
         guard let account = try await AccountRepository(db: env.store.database).find(id: caller.accountID) else {
             throw Self.userNotFound
         }
@@ -39,7 +39,9 @@ struct ProfileService: Sendable {
         var newHash: String?
         if body.password != nil || newEmail != nil {
             try await authorizeSensitiveChange(
-                account: account, body: body, identity: identity, client: client, allowRecovery: newEmail == nil)
+                account: account, currentPassword: body.currentPassword, nonce: body.nonce, identity: identity,
+                client: client, recentMethods: newEmail == nil ? ["recovery"] : [], refusal: .passwordChangeRefused,
+                what: "Changing the password or email")
         }
         if let password = body.password {
             try env.checkPassword(password, email: account.email)
@@ -103,19 +105,20 @@ struct ProfileService: Sendable {
         return try await env.user(account, db: env.store.database)
     }
 
-    /// Recent re-authentication for a password or email change: the current password (throttled like sign-in), a
-    /// code from `/auth/v1/reauthenticate`, or, for a password only, a recovery sign-in in the last ten minutes.
-    private func authorizeSensitiveChange(
-        account: AccountRecord, body: Schemas.UpdateUserRequest, identity: Identity, client: ClientInfo,
-        allowRecovery: Bool
+    /// Recent re-authentication for a sensitive change: the current password (throttled like sign-in), a code from
+    /// `/auth/v1/reauthenticate`, or a sign-in in the last ten minutes by one of `recentMethods` (nil: any method; a
+    /// password or email change takes a recovery sign-in only).
+    func authorizeSensitiveChange(
+        account: AccountRecord, currentPassword: String?, nonce: String?, identity: Identity, client: ClientInfo,
+        recentMethods: Set<String>?, refusal: AuditAction, what: String
     ) async throws {
         let now = Int64(env.clock.now.timeIntervalSince1970)
-        if allowRecovery,
-            identity.claims.amr.contains(where: { $0.method == "recovery" && now - $0.timestamp <= 600 })
-        {
+        if identity.claims.amr.contains(where: {
+            (recentMethods?.contains($0.method) ?? true) && now - $0.timestamp <= 600
+        }) {
             return
         }
-        if let current = body.currentPassword {
+        if let current = currentPassword {
             try await env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
             let key = AccountsEnvironment.passwordKey(account.email)
             try await env.admit(key, rule: env.passwordRule, client: client, accountID: account.id)
@@ -124,26 +127,23 @@ struct ProfileService: Sendable {
                 return
             }
             await env.sessions.audit(
-                client.event(
-                    .passwordChangeRefused, accountID: account.id, detail: ["reason": "wrong_current_password"]))
+                client.event(refusal, accountID: account.id, detail: ["reason": "wrong_current_password"]))
             throw APIError(.badRequest, code: .invalidCredentials, message: "The current password is not correct")
         }
-        if let nonce = body.nonce {
+        if let nonce {
             let consumed = try await env.consumeCode(
                 email: account.email, code: nonce, purposes: [.reauthentication], client: client)
             if consumed != nil { return }
             await env.sessions.audit(
-                client.event(
-                    .passwordChangeRefused, accountID: account.id, detail: ["reason": "wrong_reauthentication_code"]))
+                client.event(refusal, accountID: account.id, detail: ["reason": "wrong_reauthentication_code"]))
             throw APIError(
                 .badRequest, code: .reauthenticationNotValid, message: "Verification code is invalid or has expired")
         }
         await env.sessions.audit(
-            client.event(.passwordChangeRefused, accountID: account.id, detail: ["reason": "reauthentication_needed"]))
+            client.event(refusal, accountID: account.id, detail: ["reason": "reauthentication_needed"]))
         throw APIError(
             .unauthorized, code: .reauthenticationNeeded,
-            message:
-                "Changing the password or email requires the current password or a code from /auth/v1/reauthenticate")
+            message: "\(what) requires the current password or a code from /auth/v1/reauthenticate")
     }
 
     /// Mails a code that authorizes a password or email change.

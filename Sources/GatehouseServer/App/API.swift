@@ -16,6 +16,7 @@ struct API: APIProtocol {
     let tokens: TokenService
     let profiles: ProfileService
     let accountSessions: AccountSessions
+    let accountDeletion: AccountDeletion
     let companies: CompanyService
     let shares: ShareService
     let credentials: CredentialService
@@ -31,6 +32,7 @@ struct API: APIProtocol {
         verification = VerificationService(env: env)
         tokens = TokenService(env: env)
         profiles = ProfileService(env: env)
+        accountDeletion = AccountDeletion(env: env, profiles: profiles)
         accountSessions = AccountSessions(store: env.store, clock: env.clock, sessions: env.sessions)
         companies = CompanyService(store: env.store, clock: env.clock, publicURL: env.publicURL, bus: services.bus)
         shares = ShareService(env: env)

@@ -67,6 +67,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case ownerCannotAccept = "owner_cannot_accept"
     /// The owner must transfer the company first.
     case ownerCannotLeave = "owner_cannot_leave"
+    /// An account that still owns companies cannot be deleted.
+    case ownsCompanies = "owns_companies"
     /// The tier's participant limit is reached.
     case participantLimitReached = "participant_limit_reached"
     /// The body is larger than --max-body-size.

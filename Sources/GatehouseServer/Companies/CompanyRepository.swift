@@ -143,6 +143,13 @@ struct CompanyRepository {
             .first(decodingColumn: "n", as: Int.self) ?? 0
     }
 
+    /// The companies `accountID` owns, by name.
+    func owned(by accountID: String) async throws -> [(id: String, name: String)] {
+        try await db.select().columns("id", "name").from("companies").where("owner_id", .equal, accountID)
+            .orderBy("name").orderBy("id").all()
+            .map { (try $0.decode(column: "id", as: String.self), try $0.decode(column: "name", as: String.self)) }
+    }
+
     /// The companies an account owns or participates in, with what its list shows, in one query.
     func summaries(accountID: String) async throws -> [Schemas.CompanySummary] {
         try await db.raw(

@@ -1,5 +1,7 @@
 /// Every action the audit trail records, in one list. Details never hold a secret; emails only as digests.
 public enum AuditAction: String, CaseIterable, Sendable {
+    case accountDeleted = "account_deleted"
+    case accountDeletionRefused = "account_deletion_refused"
     case accountDisabled = "account_disabled"
     case authorizationRefused = "authorization_refused"
     case companyCreated = "company_created"

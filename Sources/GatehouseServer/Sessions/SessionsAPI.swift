@@ -16,3 +16,15 @@ extension API {
         return .ok(.init(body: .json(page)))
     }
 }
+
+extension API {
+    func deleteAccount(_ input: Operations.DeleteAccount.Input) async throws -> Operations.DeleteAccount.Output {
+        let caller = try await access.account()
+        var proof = AccountDeletion.Proof()
+        if case .json(let body) = input.body {
+            proof = .init(currentPassword: body.currentPassword, nonce: body.nonce)
+        }
+        try await accountDeletion.delete(caller, proof: proof)
+        return .noContent(.init())
+    }
+}

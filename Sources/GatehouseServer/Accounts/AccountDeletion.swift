@@ -1,0 +1,60 @@
+import Foundation
+import GatehouseAPI
+import SQLKit
+
+/// Deleting one's own account (App Store guideline 5.1.1(v)), from the API and from the account page.
+struct AccountDeletion: Sendable {
+    let env: AccountsEnvironment
+    let profiles: ProfileService
+
+    /// What the caller proves on top of the session: nothing (a sign-in in the last ten minutes), the current
+    /// password, or a code from `/auth/v1/reauthenticate`.
+    struct Proof: Sendable {
+        var currentPassword: String?
+        var nonce: String?
+    }
+
+    /// Deletes the caller's account. Refused while it owns companies (the answer lists them: transfer or delete them
+    /// first). In one transaction: every session ends (and leaves every instance's cache), the account row goes with
+    /// its identities, codes, credentials and memberships (the schema cascades), its sync receipts go, its audit
+    /// events lose their IP address and user agent, and a tombstone without personal data is written. The
+    /// confirmation mail is queued in the same transaction, so it goes out exactly when the deletion happened.
+    func delete(_ caller: Caller, proof: Proof) async throws {
+        let client = caller.client
+        let account = try await profiles.account(caller)
+        try await profiles.authorizeSensitiveChange(
+            account: account, currentPassword: proof.currentPassword, nonce: proof.nonce, identity: caller.identity,
+            client: client, recentMethods: nil, refusal: .accountDeletionRefused, what: "Deleting the account")
+        let owned = try await CompanyRepository(db: env.store.database).owned(by: account.id)
+        guard owned.isEmpty else {
+            await env.sessions.audit(
+                client.event(.accountDeletionRefused, accountID: account.id, detail: ["reason": "owns_companies"]))
+            throw Self.ownsCompanies(owned)
+        }
+        let env = self.env
+        try await env.transactionQueuingMail { db in
+            // Checked again inside the transaction: a company made meanwhile would otherwise lose its owner.
+            let ownedNow = try await CompanyRepository(db: db).owned(by: account.id)
+            guard ownedNow.isEmpty else { throw Self.ownsCompanies(ownedNow) }
+            try await env.mailer.enqueue(.accountDeleted, to: account.email, db: db)
+            let ended = try await SessionRepository(db: db).revoke(.account(account.id), now: env.clock.now)
+            try await db.delete(from: "sync_mutations").where("account_id", .equal, account.id).run()
+            try await db.update("audit_events").set("ip", to: SQLLiteral.null).set("user_agent", to: SQLLiteral.null)
+                .where("account_id", .equal, account.id).run()
+            try await AccountRepository(db: db).delete(id: account.id)
+            try await AuditLog(db: db, clock: env.clock).record(
+                AuditEvent(.accountDeleted, accountID: account.id, detail: ["sessions": String(ended.count)]))
+        }
+    }
+
+    /// 409 `owns_companies`, naming each company the account still owns.
+    static func ownsCompanies(_ companies: [(id: String, name: String)]) -> APIError {
+        let names = companies.map(\.name).joined(separator: ", ")
+        return APIError(
+            .conflict, code: .ownsCompanies,
+            message: "Transfer or delete the companies you own before deleting your account: \(names)",
+            details: [
+                "companies": .array(companies.map { .object(["id": .string($0.id), "name": .string($0.name)]) })
+            ])
+    }
+}
