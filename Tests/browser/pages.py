@@ -1,0 +1,349 @@
+"""Every web page of Gatehouse in headless Chromium, against the real binary (started by scripts/browser-test.sh).
+
+Each test follows one person's path through the pages: it renders, its forms work end to end, it can be used with
+the keyboard alone, axe-core finds nothing serious or critical in light or dark, and every control shows where the
+focus is. Screenshots of each page in light and dark go to docs/pages/.
+
+Usage: python3 Tests/browser/pages.py --base URL --data-dir DIR --binary PATH [--shots DIR] [test names...]
+"""
+
+import argparse
+import signal
+import sys
+import time
+import urllib.parse
+
+from harness import Server, run
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.keys import Keys
+
+PASSWORD = "correct horse battery staple"
+NEW_PASSWORD = "a brand new pass phrase 42"
+
+
+def link_parts(link):
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)
+    return {name: values[0] for name, values in query.items()}
+
+
+def confirmed_link(server, check, who):
+    """A confirmed account and a fresh sign-in mail for it."""
+    email = f"{who}@example.com"
+    server.sign_up(check, email, PASSWORD)
+    mail = server.magic_link(check, email)
+    check(mail.link is not None, f"the sign-in mail to {email} has no /auth/v1/verify link: {mail.text!r}")
+    check(mail.code is not None, f"the sign-in mail to {email} has no 6-digit code: {mail.text!r}")
+    return email, mail
+
+
+def ask_for_new_link(server, browser, check, email):
+    """The used and expired pages' form: a new link, mailed."""
+    browser.one("form#new-link")
+    browser.type_into("form#new-link input#email", email)
+    browser.press_on("form#new-link [type=submit]", "link-sent")
+    browser.audit("link-sent")
+    mail = server.outbox.next(email)
+    check(mail.link is not None, f"the new-link mail to {email} has no link: {mail.text!r}")
+
+
+def sign_in_with_password(browser, email, password):
+    """The sign-in page's password form, by keyboard."""
+    browser.open("/account/sign-in", "sign-in")
+    browser.type_into("form#password-sign-in input#email", email)
+    browser.type_into("form#password-sign-in input#password", password)
+    browser.press_on("form#password-sign-in [type=submit]", "account")
+
+
+# --- 1. the magic link ---------------------------------------------------------------------------------------------
+
+
+def test_magic_link(server, browser, check):
+    """The mailed link opens a page showing the code; Continue signs this browser in."""
+    email, mail = confirmed_link(server, check, "link")
+    browser.open(mail.link, "link").audit("link")
+    check.equal(browser.text("#code").replace(" ", ""), mail.code, "the link page's #code")
+    browser.one("form#continue")
+    browser.press_on("form#continue [type=submit]", "confirmed").audit("confirmed")
+    href = browser.one("a#account-link").get_attribute("href")
+    check(urllib.parse.urlsplit(href).path == "/account", f"a#account-link goes to {href}, not /account")
+    browser.press_on("a#account-link", "account")
+    check(email in browser.driver.page_source, f"the account page after the link does not show {email}")
+
+
+def test_used_link(server, browser, check):
+    """A spent link says so, and its form mails a new one."""
+    _, mail = confirmed_link(server, check, "used")
+    parts = link_parts(mail.link)
+    status, answer = server.api("POST", "/auth/v1/verify", {"type": parts.get("type", "magiclink"),
+                                                            "token_hash": parts.get("token")})
+    check(status == 200, f"spending the link through the API answered {status}: {answer}")
+    browser.open(mail.link, "used").audit("used")
+    other = "used-again@example.com"
+    server.sign_up(check, other, PASSWORD)
+    ask_for_new_link(server, browser, check, other)
+
+
+def test_expired_link(server, browser, check):
+    """An unknown or expired link says so, and its form mails a new one."""
+    browser.open("/auth/v1/verify?token=0123456789abcdef0123456789abcdef&type=magiclink", "expired")
+    browser.audit("expired")
+    other = "expired@example.com"
+    server.sign_up(check, other, PASSWORD)
+    ask_for_new_link(server, browser, check, other)
+
+
+def test_mail_scanner(server, browser, check):
+    """A scanner's GET and HEAD spend nothing: the person's tap still signs in."""
+    _, mail = confirmed_link(server, check, "scanner")
+    status, _, body = server.request("GET", mail.link, headers={"User-Agent": "MailScanner/1.0"})
+    check(status == 200, f"a scanner's GET of the link answered {status}")
+    check('data-page="link"' in body, "a scanner's GET of the link did not get the link page")
+    status, _, _ = server.request("HEAD", mail.link, headers={"User-Agent": "MailScanner/1.0"})
+    check(status in (200, 405), f"a scanner's HEAD of the link answered {status}")
+    status, _, _ = server.request("GET", mail.link, headers={"User-Agent": "MailScanner/1.0"})
+    check(status == 200, f"a scanner's second GET of the link answered {status}")
+    browser.open(mail.link, "link")
+    check.equal(browser.text("#code").replace(" ", ""), mail.code, "the link page's #code after the scanner")
+    browser.press_on("form#continue [type=submit]", "confirmed")
+
+
+# --- 2. password reset ---------------------------------------------------------------------------------------------
+
+
+def test_password_reset(server, browser, check):
+    """A recovery link leads to the password page; a weak password is refused with reasons, a strong one set."""
+    email = "reset@example.com"
+    server.sign_up(check, email, PASSWORD)
+    status, answer = server.api("POST", "/auth/v1/recover", {"email": email})
+    check(status == 200, f"recover answered {status}: {answer}")
+    mail = server.outbox.next(email)
+    check(mail.link is not None, f"the recovery mail has no link: {mail.text!r}")
+    browser.open(mail.link, "link")
+    browser.press_on("form#continue [type=submit]", "password")
+    check(urllib.parse.urlsplit(browser.driver.current_url).path == "/account/password",
+          f"recovery continued to {browser.driver.current_url}, not /account/password")
+    browser.audit("password")
+    check(not browser.css("input#current-password"), "after a recovery link the password page asks the current one")
+    browser.one("form#password-form")
+    browser.type_into("form#password-form input#password", "password")
+    browser.press_on("form#password-form [type=submit]", "password")
+    error = browser.text("#password-error")
+    check(bool(error), "a weak password shows an empty #password-error")
+    described = (browser.one("input#password").get_attribute("aria-describedby") or "").split()
+    error_id = browser.one("#password-error").get_attribute("id")
+    check(error_id in described, f"input#password aria-describedby={described} does not name #password-error")
+    browser.audit("password", shots=False)
+    browser.type_into("form#password-form input#password", NEW_PASSWORD)
+    browser.press_on("form#password-form [type=submit]", "account")
+    check(bool(browser.text("#notice")), "the account page after a new password has an empty #notice")
+    status, answer = server.password_grant(email, NEW_PASSWORD)
+    check(status == 200, f"sign-in with the new password answered {status}: {answer}")
+    status, _ = server.password_grant(email, PASSWORD)
+    check(status == 400, f"sign-in with the old password answered {status}")
+
+
+# --- 3. the share landing ------------------------------------------------------------------------------------------
+
+
+def test_share(server, browser, check):
+    """A share link shows the company, who invites, the permission and expiry, and nothing of the members."""
+    email = "owner@example.com"
+    account = server.sign_up(check, email, PASSWORD, first_name="Ada")["access_token"]
+    status, company = server.api("POST", "/v1/companies", {"name": "Acme Browser Ltd"}, token=account)
+    check(status in (200, 201), f"creating a company answered {status}: {company}")
+    cid = company["id"]
+    result = server.cli("companies", "set-tier", cid, "business")
+    check(result.returncode == 0, f"companies set-tier failed: {result.stderr}")
+    credential = {"username": "ada-owner", "password": "a long company password"}
+    status, answer = server.api("PUT", f"/v1/companies/{cid}/credential", credential, token=account)
+    check(status in (200, 201, 204), f"credential PUT answered {status}: {answer}")
+    status, login = server.api("POST", f"/v1/companies/{cid}/login", credential, token=account)
+    check(status == 200, f"company login answered {status}: {login}")
+    company_token = login["access_token"]
+    status, share = server.api(
+        "POST", f"/v1/companies/{cid}/shares", {"permission": "read_write", "expires_in": 86400}, token=company_token
+    )
+    check(status == 201, f"creating a share answered {status}: {share}")
+    token = share["token"]
+    status, preview = server.api("GET", f"/v1/shares/{token}", token=account)
+    check(status == 200, f"the share preview answered {status}: {preview}")
+
+    browser.open(f"/share/{token}", "share").audit("share")
+    check.equal(browser.text("#company-name"), "Acme Browser Ltd", "#company-name")
+    check(preview["inviter_name"] in browser.text("#inviter"),
+          f"#inviter {browser.text('#inviter')!r} does not name {preview['inviter_name']!r}")
+    check(bool(browser.text("#permission")), "#permission is empty")
+    check(bool(browser.text("#expiry")), "#expiry is empty")
+    check(browser.css("a#open-in-app") or browser.css("#get-the-app"), "neither a#open-in-app nor #get-the-app")
+    page = browser.driver.page_source
+    check(email not in page and "ada-owner" not in page, "the share page shows a member's email or username")
+    if browser.css("a#open-in-app"):
+        browser.tab_to("a#open-in-app")
+    check.equal(share.get("url"), f"{server.base}/share/{token}", "the url field of createShare")
+
+    status, _ = server.api("DELETE", f"/v1/companies/{cid}/shares/{share['id']}", token=company_token)
+    check(status == 204, f"revoking the share answered {status}")
+    browser.open(f"/share/{token}", "share-unavailable").audit("share-unavailable")
+    check("Acme Browser Ltd" not in browser.driver.page_source, "a revoked link still names the company")
+
+
+# --- 4. web sign-in ------------------------------------------------------------------------------------------------
+
+
+def test_sign_in(server, browser, check):
+    """Without the cookie /account goes to sign-in; by password, then by a mailed code, to the account page."""
+    email = "signin@example.com"
+    server.sign_up(check, email, PASSWORD)
+    status, headers, _ = server.request("GET", "/account", follow=False)
+    location = headers.get("Location") or headers.get("location") or ""
+    check(status == 303 and urllib.parse.urlsplit(location).path == "/account/sign-in",
+          f"/account without a session answered {status} to {location!r}, not 303 to /account/sign-in")
+    browser.open("/account", "sign-in").audit("sign-in")
+    browser.one("form#password-sign-in")
+    browser.one("form#code-sign-in")
+    sign_in_with_password(browser, email, PASSWORD)
+    check(email in browser.driver.page_source, f"the account page does not show {email}")
+    cookies = browser.driver.get_cookies()
+    check(cookies and all(c.get("httpOnly") for c in cookies), f"the web session cookie is not HttpOnly: {cookies}")
+    browser.press_on("form#sign-out [type=submit]", None)
+    browser.open("/account", "sign-in")
+
+    browser.type_into("form#code-sign-in input#code-email", email)
+    browser.press_on("form#code-sign-in [type=submit]", "enter-code").audit("enter-code")
+    mail = server.outbox.next(email)
+    check(mail.code is not None, f"the sign-in code mail has no code: {mail.text!r}")
+    browser.one("form#code-form")
+    browser.type_into("form#code-form input#code", mail.code)
+    browser.press_on("form#code-form [type=submit]", "account")
+    check(email in browser.driver.page_source, f"the account page after a code does not show {email}")
+
+
+# --- 5. the account page -------------------------------------------------------------------------------------------
+
+
+def test_account(server, browser, check):
+    """Sessions listed, the others signed out, the password changed with the current one."""
+    email = "account@example.com"
+    server.sign_up(check, email, PASSWORD)
+    status, other = server.password_grant(email, PASSWORD)
+    check(status == 200, f"an app's sign-in answered {status}: {other}")
+    sign_in_with_password(browser, email, PASSWORD)
+    browser.audit("account")
+    rows = browser.css("table#sessions tr.session")
+    check(len(rows) >= 3, f"table#sessions lists {len(rows)} sessions, expected the sign-up's, the app's and this one")
+    current = browser.css("table#sessions tr.session.current")
+    check(len(current) == 1, f"{len(current)} rows of table#sessions are marked current")
+
+    browser.press_on("form#sign-out-others [type=submit]", "account")
+    rows = browser.css("table#sessions tr.session")
+    check(len(rows) == 1 and "current" in (rows[0].get_attribute("class") or ""),
+          f"after signing out the others, table#sessions lists {len(rows)} sessions")
+    status, _ = server.api("GET", "/auth/v1/user", token=other["access_token"])
+    check(status in (401, 403), f"the app's session still works after 'sign out others' ({status})")
+
+    href = browser.one("a#change-password").get_attribute("href")
+    check(urllib.parse.urlsplit(href).path == "/account/password", f"a#change-password goes to {href}")
+    browser.press_on("a#change-password", "password")
+    browser.one("input#current-password")
+    browser.type_into("form#password-form input#current-password", "not my password")
+    browser.type_into("form#password-form input#password", NEW_PASSWORD)
+    browser.press_on("form#password-form [type=submit]", "password")
+    status, _ = server.password_grant(email, NEW_PASSWORD)
+    check(status == 400, f"a wrong current password still changed the password ({status})")
+    browser.type_into("form#password-form input#current-password", PASSWORD)
+    browser.type_into("form#password-form input#password", NEW_PASSWORD)
+    browser.press_on("form#password-form [type=submit]", "account")
+    check(bool(browser.text("#notice")), "the account page after a password change has an empty #notice")
+    status, answer = server.password_grant(email, NEW_PASSWORD)
+    check(status == 200, f"sign-in with the changed password answered {status}: {answer}")
+
+
+def test_delete_refused_owner(server, browser, check):
+    """An account that owns a company cannot be deleted; the page names the company."""
+    email = "owner-delete@example.com"
+    account = server.sign_up(check, email, PASSWORD)["access_token"]
+    status, company = server.api("POST", "/v1/companies", {"name": "Owned Browser Co"}, token=account)
+    check(status in (200, 201), f"creating a company answered {status}: {company}")
+    sign_in_with_password(browser, email, PASSWORD)
+    delete_by_keyboard(browser, PASSWORD, "account")
+    error = browser.one("#delete-error")
+    owned = [li.text for li in error.find_elements("css selector", "li.owned-company")]
+    check(any("Owned Browser Co" in name for name in owned), f"#delete-error lists {owned}, not the company")
+    browser.audit("account", shots=False)
+    status, answer = server.password_grant(email, PASSWORD)
+    check(status == 200, f"the owner's account is gone after a refused deletion ({status}: {answer})")
+
+
+def delete_by_keyboard(browser, password, page):
+    browser.one("form#delete")
+    browser.type_into("form#delete input#delete-password", password)
+    browser.tab_to("form#delete input#delete-confirm")
+    ActionChains(browser.driver).send_keys(Keys.SPACE).perform()
+    checked = browser.one("input#delete-confirm").is_selected()
+    browser.check(checked, "SPACE on input#delete-confirm did not tick it")
+    browser.press_on("form#delete [type=submit]", page)
+
+
+DELETED = "deleted@example.com"
+
+
+def prepare_delete_account(server, check):
+    """Signed up first thing: signing up again is allowed 60 s after the last sign-up mail to the address."""
+    server.sign_up(check, DELETED, PASSWORD)
+
+
+def test_delete_account(server, browser, check):
+    """Deleting the account in the browser: the password stops working, and the email may sign up afresh."""
+    sign_in_with_password(browser, DELETED, PASSWORD)
+    delete_by_keyboard(browser, PASSWORD, "deleted")
+    browser.audit("deleted")
+    status, answer = server.password_grant(DELETED, PASSWORD)
+    check(status == 400 and (answer or {}).get("error_code", (answer or {}).get("code")) == "invalid_credentials",
+          f"sign-in to the deleted account answered {status}: {answer}")
+    browser.open("/account", "sign-in")
+    # The resend cooldown (60 s per address) may still run from the first sign-up: poll until it has passed.
+    deadline = time.monotonic() + 90
+    while True:
+        status, answer = server.api("POST", "/auth/v1/signup", {"email": DELETED, "password": NEW_PASSWORD})
+        if status != 429 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)  # polling interval
+    check(status == 200, f"signing up again with the deleted account's email answered {status}: {answer}")
+    code = server.outbox.next(DELETED).code
+    server.verify_code(check, DELETED, code, "signup")
+    status, answer = server.password_grant(DELETED, NEW_PASSWORD)
+    check(status == 200, f"the new account's password sign-in answered {status}: {answer}")
+
+
+TESTS = [
+    test_magic_link,
+    test_used_link,
+    test_expired_link,
+    test_mail_scanner,
+    test_password_reset,
+    test_share,
+    test_sign_in,
+    test_account,
+    test_delete_refused_owner,
+    test_delete_account,
+]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base", required=True)
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--binary", required=True)
+    parser.add_argument("--shots", default=None)
+    parser.add_argument("only", nargs="*", help="test names to run (default: all)")
+    args = parser.parse_args()
+    # A TERM ends the run through the tests' `finally`, which quits each browser.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    server = Server(args.base, args.data_dir, args.binary)
+    tests = [t for t in TESTS if not args.only or t.__name__.removeprefix("test_") in args.only]
+    prepare = {test_delete_account: prepare_delete_account}
+    sys.exit(run(tests, server, args.shots, prepare))
+
+
+if __name__ == "__main__":
+    main()

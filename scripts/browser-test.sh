@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The web pages in a real browser: headless Chromium (selenium) against the gatehouse binary, every page rendered,
+# its forms used end to end with the keyboard alone, axe-core in light and dark (nothing serious or critical), a
+# visible focus indicator on every control, a mail scanner's GET and HEAD of a magic link, account deletion.
+# Screenshots of each page in light and dark are written to docs/pages/NAME-{light,dark}.png on every run.
+#
+# The server runs on a free loopback port with a throwaway data folder and no SMTP, so mail lands in
+# <data>/outbox/*.eml; it is stopped when this script exits. Installs Debian's chromium and chromium-driver and the
+# Python packages of scripts/requirements-test.txt when missing.
+#
+# Usage: scripts/browser-test.sh [path/to/gatehouse] [test names...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+binary=${1:-.build/debug/gatehouse}
+shift || true
+
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    echo "==> installing Debian's chromium and chromium-driver" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+if ! python3 -c 'import selenium, axe_selenium_python' 2>/dev/null; then
+    python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
+fi
+
+work=$(mktemp -d /tmp/gatehouse-browser.XXXXXX)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$binary" serve --port "$port" --data-dir "$work/data" --log-level error &
+server=$!
+tests=
+cleanup() {
+    [ -z "$tests" ] || kill "$tests" 2>/dev/null
+    [ -z "$tests" ] || wait "$tests" 2>/dev/null
+    kill $server 2>/dev/null
+    wait $server 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+base="http://127.0.0.1:$port"
+ready=no
+for _ in $(seq 300); do
+    if curl -sf "$base/health/ready" >/dev/null; then ready=yes && break; fi
+    kill -0 $server 2>/dev/null || break
+    sleep 0.1
+done
+if [ $ready != yes ]; then
+    echo "browser: the server did not become ready at $base" >&2
+    exit 1
+fi
+
+# In the background, so a TERM (scripts/test's timeout) reaches the trap at once; the tests quit their browsers on it.
+python3 -u Tests/browser/pages.py --base "$base" --data-dir "$work/data" --binary "$binary" --shots docs/pages "$@" &
+tests=$!
+set +e
+wait $tests
+code=$?
+set -e
+tests=
+exit $code
