@@ -397,9 +397,9 @@ struct Mail: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print a mail's subject, text and HTML, written with sample values.")
         @Argument(help: "The mail: \(Mailer.names.joined(separator: ", ")).") var name: String
-        @Option(name: .customLong("locale"), help: "The recipient's locale (de, de-AT, ...; default en).")
+        @Option(name: .customLong("locale"), help: "The recipient's locale: de, de-AT, ...")
         var locale = "en"
-        @Option(name: .customLong("format"), help: "text, html or both (default both).") var format = Format.both
+        @Option(name: .customLong("format"), help: "text, html or both.") var format = Format.both
         @Option(
             name: .customLong("templates-dir"),
             help: "Folder of templates (mail/LOCALE/NAME.{subject,text,html}.mustache) replacing the built-in ones.")

@@ -115,6 +115,24 @@ struct CommandLineTests {
         #expect(!outcome.stderr.contains("Fatal error") && !outcome.stderr.contains("Stack"))
     }
 
+    @Test("gatehouse mail preview prints a mail in the asked language; an unknown name fails listing the mails")
+    func mailPreview() throws {
+        let german = try Self.run(["mail", "preview", "magic_link", "--locale", "de"])
+        #expect(german.status == 0)
+        #expect(german.stdout.hasPrefix("Subject: Ihr Anmeldecode\n"))
+        #expect(german.stdout.contains("Geben Sie diesen Code in der App ein, um sich anzumelden:\n\n123456\n"))
+        #expect(german.stdout.contains("<html lang=\"de\">"))
+        let text = try Self.run(["mail", "preview", "account_deleted", "--format", "text"])
+        #expect(text.status == 0)
+        #expect(text.stdout.contains("Your Gatehouse account for ada@example.com was deleted"))
+        #expect(!text.stdout.contains("<html"))
+        let unknown = try Self.run(["mail", "preview", "welcome"])
+        #expect(unknown.status == 1)
+        #expect(unknown.stdout.isEmpty)
+        #expect(unknown.stderr.contains("no mail named welcome"))
+        #expect(unknown.stderr.contains("magic_link") && unknown.stderr.contains("account_deleted"))
+    }
+
     @Test("gatehouse migrate applies the schema once, then reports it current")
     func migrate() throws {
         let folder = try Self.scratchFolder()

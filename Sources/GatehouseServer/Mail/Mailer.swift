@@ -1,15 +1,21 @@
 import Foundation
+import GatehouseAPI
 import Logging
 import SQLKit
 
-/// The mails Gatehouse sends, rendered as plain text and HTML, and queued for the worker that sends them.
-struct Mailer: Sendable {
+/// The mails Gatehouse sends, written from the mail templates in the recipient's language as plain text and HTML,
+/// and queued for the worker that sends them.
+public struct Mailer: Sendable {
     let queue: MailQueue
     let from: String
-    let productName = "Gatehouse"
+    let templates: Templates
+    /// How long mailed codes and links live, for the templates' `expires_minutes`.
+    var codeLifetime: TimeInterval = AuthSettings().codeLifetime
+
+    static let productName = "Gatehouse"
 
     /// Which mail to write. Codes and links appear only in the mail body, never in logs.
-    enum Template {
+    enum Template: Sendable {
         case signupConfirmation(code: String, link: String)
         case magicLink(code: String, link: String)
         case recovery(code: String, link: String)
@@ -17,11 +23,65 @@ struct Mailer: Sendable {
         case reauthentication(code: String)
         case signupAttempt(signInLink: String)
         case emailChangeRequested(newEmail: String)
+        case accountDeleted
+
+        /// Its templates' file name: `magic_link` for `LOCALE/magic_link.{subject,text,html}.mustache`.
+        var name: String {
+            switch self {
+            case .signupConfirmation: "signup_confirmation"
+            case .magicLink: "magic_link"
+            case .recovery: "recovery"
+            case .emailChange: "email_change"
+            case .reauthentication: "reauthentication"
+            case .signupAttempt: "signup_attempt"
+            case .emailChangeRequested: "email_change_requested"
+            case .accountDeleted: "account_deleted"
+            }
+        }
+
+        /// What it carries, under the names its templates use.
+        var variables: [String: String] {
+            switch self {
+            case .signupConfirmation(let code, let link), .magicLink(let code, let link), .recovery(let code, let link):
+                ["code": code, "link": link]
+            case .emailChange(let code, let link, let newEmail): ["code": code, "link": link, "new_email": newEmail]
+            case .reauthentication(let code): ["code": code]
+            case .signupAttempt(let signInLink): ["sign_in_link": signInLink]
+            case .emailChangeRequested(let newEmail): ["new_email": newEmail]
+            case .accountDeleted: [:]
+            }
+        }
+
+        /// Every mail, filled with sample values, for previews.
+        static let samples: [Template] = [
+            .signupConfirmation(code: "123456", link: sampleLink("signup")),
+            .magicLink(code: "123456", link: sampleLink("magiclink")),
+            .recovery(code: "123456", link: sampleLink("recovery")),
+            .emailChange(code: "123456", link: sampleLink("email_change"), newEmail: "new@example.com"),
+            .reauthentication(code: "123456"),
+            .signupAttempt(signInLink: "https://app.example.com"),
+            .emailChangeRequested(newEmail: "new@example.com"),
+            .accountDeleted,
+        ]
+
+        private static func sampleLink(_ type: String) -> String {
+            "https://auth.example.com/auth/v1/verify?token=sample-link-token&type=\(type)"
+                + "&redirect_to=https%3A%2F%2Fapp.example.com"
+        }
     }
 
-    /// Queues the mail in the caller's transaction (`AccountsEnvironment.transactionQueuingMail` wakes the worker).
+    /// The name of every mail, as `gatehouse mail preview` takes it.
+    public static var names: [String] { Template.samples.map(\.name) }
+
+    /// Queues the mail in the caller's transaction (`AccountsEnvironment.transactionQueuingMail` wakes the worker),
+    /// in the language of the account at `recipient`, if there is one.
     func enqueue(_ template: Template, to recipient: String, db: any SQLDatabase) async throws {
-        try await queue.enqueue(render(template, to: recipient), db: db)
+        var tag: String? = nil
+        if case .string(let locale) = try await AccountRepository(db: db).find(email: recipient)?.userMetadata["locale"]
+        {
+            tag = locale
+        }
+        try await queue.enqueue(render(template, to: recipient, locale: Self.language(tag, in: templates)), db: db)
     }
 
     /// Whether `address` can be delivered at all: a non-ASCII address needs a server that offers SMTPUTF8.
@@ -30,75 +90,48 @@ struct Mailer: Sendable {
         return await queue.transport.acceptsInternationalAddresses()
     }
 
-    func render(_ template: Template, to recipient: String) -> MailMessage {
-        let (subject, lines, action): (String, [String], (label: String, url: String)?)
-        switch template {
-        case .signupConfirmation(let code, let link):
-            subject = "Confirm your email"
-            lines = [
-                "Welcome! Enter this code in the app to confirm your email address:", code,
-                "Or open the link below on this device. The code and link expire in 10 minutes.",
-            ]
-            action = ("Confirm my email", link)
-        case .magicLink(let code, let link):
-            subject = "Your sign-in code"
-            lines = [
-                "Enter this code in the app to sign in:", code,
-                "Or open the link below on this device. The code and link expire in 10 minutes.",
-            ]
-            action = ("Sign in", link)
-        case .recovery(let code, let link):
-            subject = "Reset your password"
-            lines = [
-                "Someone asked to reset the password of this account. If it was you, enter this code:", code,
-                "Or open the link below. If it was not you, ignore this mail: nothing changes.",
-            ]
-            action = ("Reset my password", link)
-        case .emailChange(let code, let link, let newEmail):
-            subject = "Confirm your new email address"
-            lines = [
-                "Confirm that \(newEmail) is the new address of your account with this code:", code,
-                "Or open the link below. The code and link expire in 10 minutes.",
-            ]
-            action = ("Confirm the new address", link)
-        case .reauthentication(let code):
-            subject = "Confirm it is you"
-            lines = ["Enter this code to confirm a change to your account:", code, "It expires in 10 minutes."]
-            action = nil
-        case .emailChangeRequested(let newEmail):
-            subject = "Your email address is being changed"
-            lines = [
-                "Someone signed in to your account asked to change its email address to \(newEmail).",
-                "If it was you, confirm with the code sent to the new address. If not, change your password "
-                    + "and sign out everywhere: the address stays as it is until the new one is confirmed.",
-            ]
-            action = nil
-        case .signupAttempt(let signInLink):
-            subject = "Someone tried to sign up with your email"
-            lines = [
-                "Someone tried to create an account with this email address, which already has one.",
-                "If it was you, sign in instead. If not, you need not do anything: your account is unchanged.",
-            ]
-            action = ("Sign in", signInLink)
+    /// Writes `template` to `recipient` in `locale` (a language the templates have), each of its subject, text and
+    /// HTML from that language's file, or from the English one where that language has none.
+    func render(_ template: Template, to recipient: String, locale: String) -> MailMessage {
+        Self.render(
+            template, from: from, to: recipient, locale: locale, templates: templates,
+            expiresMinutes: Int((codeLifetime / 60).rounded()))
+    }
+
+    /// Writes `template` with `templates`, the one step that previews and the queue share.
+    static func render(
+        _ template: Template, from: String, to recipient: String, locale: String, templates: Templates,
+        expiresMinutes: Int
+    ) -> MailMessage {
+        var context: [String: Any] = template.variables
+        context["email"] = recipient
+        context["product_name"] = productName
+        context["expires_minutes"] = expiresMinutes
+        func part(_ kind: String) -> String {
+            templates.mail("\(locale)/\(template.name).\(kind)", context)
+                ?? templates.mail("en/\(template.name).\(kind)", context) ?? ""
         }
-        var text = lines.joined(separator: "\n\n")
-        if let action { text += "\n\n\(action.label): \(action.url)" }
-        text += "\n\n— \(productName)\n"
-        let paragraphs = lines.map { line in
-            line.count == 6 && line.allSatisfy(\.isNumber)
-                ? "<p style=\"font-size:28px;letter-spacing:6px;font-weight:bold\">\(Self.escape(line))</p>"
-                : "<p>\(Self.escape(line))</p>"
-        }.joined(separator: "\n")
-        let button = action.map { "<p><a href=\"\(Self.escape($0.url))\">\(Self.escape($0.label))</a></p>" } ?? ""
-        let html = """
-            <!doctype html>
-            <html><body style="font-family:-apple-system,Helvetica,Arial,sans-serif">
-            \(paragraphs)
-            \(button)
-            <p style="color:#777">— \(productName)</p>
-            </body></html>
-            """
-        return MailMessage(from: from, to: recipient, subject: subject, text: text, html: html)
+        return MailMessage(
+            from: from, to: recipient, subject: part("subject").trimmingCharacters(in: .whitespacesAndNewlines),
+            text: part("text"), html: part("html"))
+    }
+
+    /// The language of locale `tag` ("de", "de-AT", "de_CH": "de") when the templates have mails in it, else "en".
+    static func language(_ tag: String?, in templates: Templates) -> String {
+        let language = tag?.split(whereSeparator: { $0 == "-" || $0 == "_" }).first?.lowercased() ?? ""
+        guard !language.isEmpty, language.allSatisfy({ $0.isASCII && $0.isLetter }),
+            templates.mailNames.contains(where: { $0.hasPrefix(language + "/") })
+        else { return "en" }
+        return language
+    }
+
+    /// Mail `name` written with sample values (code 123456, a sample link, new@example.com) in the language of
+    /// `locale`, as the templates in `templates` write it; no store or server is needed.
+    public static func preview(name: String, locale: String, templates: Templates) throws -> MailMessage {
+        guard let sample = Template.samples.first(where: { $0.name == name }) else { throw UnknownMail(name: name) }
+        return render(
+            sample, from: "no-reply@gatehouse.local", to: "ada@example.com", locale: language(locale, in: templates),
+            templates: templates, expiresMinutes: Int((AuthSettings().codeLifetime / 60).rounded()))
     }
 
     /// Text made safe for HTML content and quoted attribute values, in mails and in the pages links open.
@@ -106,5 +139,13 @@ struct Mailer: Sendable {
         value.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
             .replacingOccurrences(of: "'", with: "&#39;")
+    }
+}
+
+/// A mail name that is not one of Gatehouse's mails.
+public struct UnknownMail: Error, CustomStringConvertible {
+    public let name: String
+    public var description: String {
+        "no mail named \(name); the mails are \(Mailer.names.joined(separator: ", "))"
     }
 }
