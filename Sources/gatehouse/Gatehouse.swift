@@ -148,6 +148,12 @@ struct ServerOptions: ParsableArguments {
             "Folder of page and mail templates (pages/NAME.mustache, mail/LOCALE/NAME.{subject,text,html}.mustache) replacing the built-in ones (GATEHOUSE_TEMPLATES_DIR)."
     )
     var templatesDir: String?
+    @Option(
+        name: .customLong("app-url"),
+        help: "The app's link base (myapp:// or https://…); share pages open <app-url>share/<token> (GATEHOUSE_APP_URL).")
+    var appURL: String?
+    @Option(name: .customLong("app-store-url"), help: "Where share pages say to get the app (GATEHOUSE_APP_STORE_URL).")
+    var appStoreURL: String?
 
     /// Flags over `GATEHOUSE_*` variables over defaults.
     func resolve() throws -> GatehouseConfiguration {
@@ -158,7 +164,8 @@ struct ServerOptions: ParsableArguments {
             .sessionIdleTimeout: sessionIdleTimeout, .sessionLifetime: sessionLifetime,
             .appleAudiences: appleAudiences, .appleJWKSURL: appleJWKSURL, .trustedProxies: trustedProxies,
             .metricsToken: metricsToken, .encryptionKeys: encryptionKeys, .codeFailuresPerDay: codeFailuresPerDay,
-            .syncRetention: syncRetention, .templatesDir: templatesDir,
+            .syncRetention: syncRetention, .templatesDir: templatesDir, .appURL: appURL,
+            .appStoreURL: appStoreURL,
         ]
         return try GatehouseConfiguration.resolve(
             flags: flags.compactMapValues { $0 }, environment: ProcessInfo.processInfo.environment)

@@ -51,23 +51,16 @@ extension API {
         }
     }
 
+    /// The link's page and its button answer with `WebAnswer` or `LinkRedirect`, thrown (see `WebAnswer`).
     func verifyLink(_ input: Operations.VerifyLink.Input) async throws -> Operations.VerifyLink.Output {
         let query = input.query
-        let page = try await verification.linkPage(
-            token: query.token, type: query._type.rawValue, redirectTo: query.redirectTo)
-        return .ok(.init(body: .html(HTTPBody(page))))
+        throw try await web.linkLanding(token: query.token, type: query._type.rawValue, redirectTo: query.redirectTo)
     }
 
-    /// Answers by throwing the `LinkRedirect` (see the note at the top of this file).
     func continueLink(_ input: Operations.ContinueLink.Input) async throws -> Operations.ContinueLink.Output {
-        let client = try access.client()
-        let sameOrigin = LinkPage.isSameOrigin(
-            RequestScope.current?.head.headerFields ?? [:], publicURL: verification.env.publicURL)
         switch input.body {
         case .urlEncodedForm(let form):
-            throw try await verification.continueLink(
-                token: form.token, type: form._type, redirectTo: form.redirectTo, sameOrigin: sameOrigin,
-                client: client)
+            throw try await web.continueLink(token: form.token, type: form._type, redirectTo: form.redirectTo)
         }
     }
 

@@ -3,59 +3,9 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// The page a mailed link opens, and the redirects its button answers with. Opening the page spends nothing (mail
-/// scanners prefetch links); one tap on its button does.
+/// The redirects the mailed link's page answers with, and the check that a form post came from this server's own
+/// page. The page itself is `WebPages.linkLanding`.
 enum LinkPage {
-    enum Content {
-        case confirm(token: String, type: String, redirectTo: String, action: String)
-        case expired
-    }
-
-    /// The page. `SecurityHeadersMiddleware` gives every HTML answer a strict content security policy (no script, a
-    /// form that may only post to this server) and a same-origin referrer policy.
-    static func html(_ content: Content) -> String {
-        let title: String
-        let body: String
-        switch content {
-        case .confirm(let token, let type, let redirectTo, let action):
-            title = type == "recovery" ? "Reset your password" : type == "signup" ? "Confirm your email" : "Sign in"
-            body = """
-                <h1>\(Mailer.escape(title))</h1>
-                <p>Tap the button to continue in the app.</p>
-                <form method="post" action="\(Mailer.escape(action))">
-                <input type="hidden" name="token" value="\(Mailer.escape(token))">
-                <input type="hidden" name="type" value="\(Mailer.escape(type))">
-                <input type="hidden" name="redirect_to" value="\(Mailer.escape(redirectTo))">
-                <button type="submit">Continue</button>
-                </form>
-                <p class="note">This link works once and expires 10 minutes after it was sent.</p>
-                """
-        case .expired:
-            title = "This link has expired"
-            body = """
-                <h1>\(Mailer.escape(title))</h1>
-                <p>The link was already used, or is more than 10 minutes old. Ask the app for a new one.</p>
-                """
-        }
-        let html = """
-            <!doctype html>
-            <html lang="en"><head><meta charset="utf-8">
-            <meta name="viewport" content="width=device-width, initial-scale=1">
-            <meta name="referrer" content="same-origin">
-            <title>\(Mailer.escape(title))</title>
-            <style>
-            :root { color-scheme: light dark; font-family: -apple-system, system-ui, sans-serif; }
-            body { max-width: 28rem; margin: 4rem auto; padding: 0 1rem; line-height: 1.5; }
-            button { font-size: 1.1rem; padding: .7rem 1.6rem; border-radius: .5rem; border: 0;
-                     background: #2563eb; color: #fff; }
-            .note { color: GrayText; font-size: .9rem; }
-            </style></head><body>
-            \(body)
-            </body></html>
-            """
-        return html
-    }
-
     /// 303 to `target` with `fragment` (the implicit flow's tokens) or `query` items added (PKCE's `code`); the
     /// target's own query and fragment are kept.
     static func redirect(_ target: String, fragment: [(String, String)] = [], query: [(String, String)] = [])

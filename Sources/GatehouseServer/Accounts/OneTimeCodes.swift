@@ -45,6 +45,9 @@ struct ConsumedCode: Codable, Sendable {
     var codeChallenge: String?
 }
 
+/// What became of a link that no longer works.
+enum LinkState: Sendable { case used, expired }
+
 /// Mailed codes and magic links: stored as digests, single use, expiring, bounded wrong tries.
 struct OneTimeCodes {
     let db: any SQLDatabase
@@ -66,7 +69,9 @@ struct OneTimeCodes {
             if purpose == .emailChange { earlier = earlier.where("account_id", .equal, SQLBind(accountID)) }
             try await earlier.run()
         }
-        let issued = IssuedCode(id: Secrets.identifier(), code: Secrets.sixDigitCode(), linkToken: Secrets.token())
+        let linkToken = Secrets.token()
+        let issued = IssuedCode(
+            id: Secrets.identifier(), code: Secrets.sixDigitCode(linkedTo: linkToken), linkToken: linkToken)
         let pendingJSON = try pending.map {
             String(decoding: try JSONEncoder.sortedKeys.encode($0.metadata), as: UTF8.self)
         }
@@ -133,6 +138,17 @@ struct OneTimeCodes {
     /// Whether a live link with this token exists (the landing page asks before showing its button).
     func isLive(linkToken token: String, purposes: [CodePurpose]) async throws -> Bool {
         try await live(linkToken: token, purposes: purposes) != nil
+    }
+
+    /// Why a link that is not live is not: it was used (or replaced by a newer one), or it expired or never existed.
+    func spentState(linkToken token: String) async throws -> LinkState {
+        guard
+            let row = try await db.select().columns("consumed_at", "expires_at").from("one_time_codes")
+                .where("link_hash", .equal, Secrets.digest(token)).first()
+        else { return .expired }
+        let consumed = try row.decode(column: "consumed_at", as: Int64?.self)
+        let expires = try row.decode(column: "expires_at", as: Int64.self)
+        return consumed != nil && consumed! < expires ? .used : .expired
     }
 
     private func live(linkToken token: String, purposes: [CodePurpose]) async throws -> (any SQLRow)? {

@@ -42,31 +42,29 @@ struct VerificationService: Sendable {
         return try await signIn(after: consumed, method: body.tokenHash == nil ? "otp" : "magiclink", client: client)
     }
 
-    /// The magic link's landing page. Opening it never spends the link, so a mail scanner that fetches it changes
-    /// nothing; the person's one tap on the page posts to `verify/continue`, which does.
-    func linkPage(token: String, type: String, redirectTo: String?) async throws -> String {
-        let redirect = env.allowedRedirect(redirectTo) ?? env.siteURL
-        guard let purposes = CodePurpose.accepted(byVerifyType: type), !token.isEmpty,
-            try await OneTimeCodes(db: env.store.database, clock: env.clock, settings: env.settings)
-                .isLive(linkToken: token, purposes: purposes)
-        else { return LinkPage.html(.expired) }
-        return LinkPage.html(
-            .confirm(token: token, type: type, redirectTo: redirect, action: "/auth/v1/verify/continue"))
+    /// What the landing page's button did.
+    enum LinkOutcome {
+        /// To the app: the session or PKCE's code, or the failure, in the redirect.
+        case app(LinkRedirect)
+        /// The link lands on this server (no app redirect): this browser is signed in, for `purpose`.
+        case here(Schemas.Session, purpose: CodePurpose)
+        /// The link was used or expired, and lands on this server.
+        case spent(LinkState)
     }
 
-    /// The landing page's button: spends the link and redirects to the app, with the session in the fragment, or
-    /// with `?code=` in the PKCE flow (the code is useless without the app's verifier). A form posted from another
-    /// site is refused, so nobody can sign a visitor in to the attacker's account.
+    /// The landing page's button: spends the link. To the app, it redirects with the session in the fragment, or
+    /// with `?code=` in the PKCE flow (the code is useless without the app's verifier). A link without an app redirect
+    /// (`landsHere`) signs this browser in instead. A form posted from another site is refused, so nobody can sign a
+    /// visitor in to the attacker's account.
     func continueLink(
-        token: String, type: String, redirectTo: String?, sameOrigin: Bool, client: ClientInfo
-    ) async throws -> LinkRedirect {
+        token: String, type: String, target: String, landsHere: Bool, sameOrigin: Bool, client: ClientInfo
+    ) async throws -> LinkOutcome {
         guard sameOrigin else {
             await env.sessions.audit(
                 client.event(.authorizationRefused, accountID: nil, detail: ["reason": "cross_site_link_post"]))
             throw APIError(.forbidden, code: .crossSiteRequest, message: "This form can only be sent from its own page")
         }
         try await env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
-        let target = env.allowedRedirect(redirectTo) ?? env.siteURL
         var consumed: ConsumedCode?
         if let purposes = CodePurpose.accepted(byVerifyType: type) {
             consumed = try await env.store.transaction { [env] db in
@@ -77,9 +75,14 @@ struct VerificationService: Sendable {
         guard let consumed else {
             await env.sessions.audit(
                 client.event(.verifyFailed, accountID: nil, detail: ["type": String(type.prefix(32))]))
-            return Self.failure(target, code: ErrorCode.otpExpired.rawValue, "Email link is invalid or has expired")
+            if landsHere {
+                return .spent(
+                    try await OneTimeCodes(db: env.store.database, clock: env.clock, settings: env.settings)
+                        .spentState(linkToken: token))
+            }
+            return .app(Self.failure(target, code: ErrorCode.otpExpired.rawValue, "Email link is invalid or has expired"))
         }
-        if let challenge = consumed.codeChallenge {
+        if let challenge = consumed.codeChallenge, !landsHere {
             let code = try await env.store.transaction { [env] db in
                 try await FlowStates(db: db, clock: env.clock).create(for: consumed, challenge: challenge)
             }
@@ -87,19 +90,21 @@ struct VerificationService: Sendable {
                 client.event(
                     .verified, accountID: consumed.accountID,
                     detail: ["purpose": consumed.purpose.rawValue, "flow": "pkce"]))
-            return LinkPage.redirect(target, query: [("code", code)])
+            return .app(LinkPage.redirect(target, query: [("code", code)]))
         }
         do {
             let session = try await signIn(after: consumed, method: "magiclink", client: client)
-            return LinkPage.redirect(
-                target,
-                fragment: [
-                    ("access_token", session.accessToken), ("expires_at", String(session.expiresAt)),
-                    ("expires_in", String(session.expiresIn)), ("refresh_token", session.refreshToken),
-                    ("token_type", "bearer"), ("type", type),
-                ])
-        } catch let error as APIError {
-            return Self.failure(target, code: error.code, error.message)
+            if landsHere { return .here(session, purpose: consumed.purpose) }
+            return .app(
+                LinkPage.redirect(
+                    target,
+                    fragment: [
+                        ("access_token", session.accessToken), ("expires_at", String(session.expiresAt)),
+                        ("expires_in", String(session.expiresIn)), ("refresh_token", session.refreshToken),
+                        ("token_type", "bearer"), ("type", type),
+                    ]))
+        } catch let error as APIError where !landsHere {
+            return .app(Self.failure(target, code: error.code, error.message))
         }
     }
 

@@ -21,6 +21,7 @@ struct API: APIProtocol {
     let shares: ShareService
     let credentials: CredentialService
     let sync: SyncService
+    let web: WebPages
 
     init(_ services: GatehouseServices) throws {
         let env = services.accounts
@@ -38,6 +39,11 @@ struct API: APIProtocol {
         shares = ShareService(env: env)
         credentials = CredentialService(env: env)
         sync = services.sync
+        web = WebPages(
+            templates: services.templates, env: env, access: access, tokens: tokens, signUps: signUps,
+            verification: verification, profiles: profiles, accountSessions: accountSessions,
+            deletion: accountDeletion, shares: shares, appURL: services.configuration.appURL,
+            appStoreURL: services.configuration.appStoreURL)
     }
 
     /// The wire settings: dates with fractional seconds (as the store keeps milliseconds), compact sorted JSON.

@@ -110,6 +110,15 @@ struct Access: Sendable {
         return caller
     }
 
+    /// The account session of `token` (the web session cookie's access token), or nil: a page answers a missing or
+    /// ended session with the sign-in page, not an error.
+    func account(token: String) async -> Caller? {
+        guard let client = try? client(), let identity = try? await sessions.identify(bearer: token),
+            identity.isAccountSession
+        else { return nil }
+        return Caller(identity: identity, client: client)
+    }
+
     /// A session logged in to company `cid`, with a live membership.
     func company(_ cid: String) async throws -> CompanyCaller {
         let client = try client()

@@ -36,6 +36,11 @@ public struct GatehouseConfiguration: Sendable, Equatable {
     public var encryptionKeys: [String]?
     /// A folder of page and mail templates (`pages/`, `mail/LOCALE/`), each replacing the built-in one of its name.
     public var templatesDirectory: String?
+    /// Where a share page's "Open in the app" goes: a custom scheme (`myapp://`) or a universal-link base, to which
+    /// `share/<token>` is added; unset hides the button.
+    public var appURL: String?
+    /// Where a share page says to get the app.
+    public var appStoreURL: String?
 
     public init() {}
 
@@ -81,6 +86,8 @@ public enum ConfigurationKey: String, CaseIterable, Sendable {
     case encryptionKeys = "encryption-keys"
     case syncRetention = "sync-retention"
     case templatesDir = "templates-dir"
+    case appURL = "app-url"
+    case appStoreURL = "app-store-url"
 
     /// `GATEHOUSE_DATA_DIR` for `data-dir`, and so on.
     public var environmentName: String {
@@ -142,6 +149,15 @@ extension GatehouseConfiguration {
             dataDirectory = value
         case .templatesDir:
             templatesDirectory = value
+        case .appURL:
+            guard let scheme = URLComponents(string: value)?.scheme, !scheme.isEmpty,
+                !["javascript", "data", "vbscript"].contains(scheme.lowercased())
+            else {
+                throw ConfigurationError("\(source) must be a URL with a scheme (myapp:// or https://…), got '\(value)'")
+            }
+            appURL = value.hasSuffix("/") ? value : value + "/"
+        case .appStoreURL:
+            appStoreURL = try Self.httpURL(value, source: source)
         case .databaseURL:
             guard let scheme = value.split(separator: ":", maxSplits: 1).first.map({ $0.lowercased() }),
                 ["postgres", "postgresql", "sqlite"].contains(scheme), value.contains("://")

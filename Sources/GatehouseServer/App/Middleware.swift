@@ -7,12 +7,20 @@ import NIOConcurrencyHelpers
 import OpenAPIRuntime
 
 /// Turns every failure into `{code, message}`: expected ones keep their code, anything else is logged once as a 500.
+/// A request that found the store unreachable answers 503 `store_unavailable` with `Retry-After` instead.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// Logs an outage now and then rather than once per refused request.
+    let outages = OutageLog()
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
+        let witness = StoreOutage.Witness()
         do {
-            return try await next(request, context)
+            return try await StoreOutage.$witness.withValue(witness) { try await next(request, context) }
+        } catch let error where Self.outage(answering: error, witness: witness) != nil {
+            outages.record(Self.outage(answering: error, witness: witness) ?? error, logger: context.logger)
+            return try APIError.storeUnavailable.response(from: request, context: context)
         } catch let error as APIError {
             return try error.response(from: request, context: context)
         } catch let error as ServerError {
@@ -37,6 +45,16 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 "unexpected failure", metadata: ["error.type": "\(type(of: error))", "error": "\(error)"])
             return try APIError.internalError.response(from: request, context: context)
         }
+    }
+
+    /// The unreachable-store failure behind `error`: `error` itself (or what a generated operation wrapped), or one a
+    /// query of this request met before the handler answered with an error of its own (say, a session it could not
+    /// read answered as ended). A deliberate 503 (`not_ready`) keeps its own code.
+    static func outage(answering error: any Error, witness: StoreOutage.Witness) -> (any Error)? {
+        let cause = (error as? ServerError)?.underlyingError ?? error
+        if StoreOutage.isUnavailable(cause) { return cause }
+        if (cause as? any HTTPResponseError)?.status == .serviceUnavailable { return nil }
+        return witness.outage
     }
 
     /// Input the generated code refused, in our shape: a body that is not the operation's JSON (`bad_json`, naming
@@ -89,6 +107,25 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
+/// The warning an outage leaves in the log: the first refused request, then at most one every ten seconds while it
+/// lasts, with the store's own error.
+final class OutageLog: Sendable {
+    private let lastLogged = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+
+    func record(_ error: any Error, logger: Logger) {
+        let now = ContinuousClock.now
+        let due = lastLogged.withLockedValue { last in
+            guard last.map({ now - $0 >= .seconds(10) }) ?? true else { return false }
+            last = now
+            return true
+        }
+        guard due else { return }
+        logger.warning(
+            "store unavailable: answering 503 store_unavailable",
+            metadata: ["error.type": "\(type(of: error))", "error": "\(String(reflecting: error))"])
+    }
+}
+
 /// Applies the configured body limit: refuses a declared oversized body at once, and bounds decoding.
 struct BodyLimitMiddleware: RouterMiddleware {
     let limit: Int
@@ -120,9 +157,31 @@ struct BodyLimitMiddleware: RouterMiddleware {
 /// carry tokens and personal data (the public keys and members' pictures may be); and on HTML pages a content
 /// security policy with no script and forms that post only here, and a same-origin referrer policy (not no-referrer,
 /// which would make the link page's post say `Origin: null`).
+enum SecurityHeaders {
+    static var contentSecurityPolicy: HTTPField.Name { HTTPField.Name("Content-Security-Policy")! }
+
+    /// The pages' policy: no script, inline styles, pictures over https (a company's logo), no framing, and forms
+    /// that post here, or to `formTargets` too (the origin or custom scheme a link's button redirects to).
+    static func pagePolicy(formTargets: [String]) -> String {
+        var actions = ["'self'"]
+        for target in formTargets {
+            guard let url = URLComponents(string: target), let scheme = url.scheme?.lowercased(),
+                scheme.allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) })
+            else { continue }
+            if let host = url.host, !host.isEmpty, ["http", "https"].contains(scheme) {
+                guard host.allSatisfy({ $0.isLetter || $0.isNumber || "-.".contains($0) }) else { continue }
+                actions.append("\(scheme)://\(host)" + (url.port.map { ":\($0)" } ?? ""))
+            } else if !["http", "https", "javascript", "data"].contains(scheme) {
+                actions.append("\(scheme):")
+            }
+        }
+        return "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' https:; form-action "
+            + actions.joined(separator: " ") + "; frame-ancestors 'none'; base-uri 'none'"
+    }
+}
+
 struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     static var referrerPolicy: HTTPField.Name { HTTPField.Name("Referrer-Policy")! }
-    static var contentSecurityPolicy: HTTPField.Name { HTTPField.Name("Content-Security-Policy")! }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -134,8 +193,9 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         if response.headers[.contentType]?.hasPrefix("text/html") == true {
             response.headers[Self.referrerPolicy] = "same-origin"
-            response.headers[Self.contentSecurityPolicy] =
-                "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
+            if response.headers[SecurityHeaders.contentSecurityPolicy] == nil {
+                response.headers[SecurityHeaders.contentSecurityPolicy] = SecurityHeaders.pagePolicy(formTargets: [])
+            }
         }
         return response
     }

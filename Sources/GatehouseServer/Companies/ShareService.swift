@@ -59,7 +59,7 @@ struct ShareService: Sendable {
             try await AuditLog(db: db, clock: clock).record(event)
         }
         return Schemas.ShareLinkInfo(
-            id: link.id, permission: body.permission, token: token, url: "\(env.publicURL)/v1/shares/\(token)",
+            id: link.id, permission: body.permission, token: token, url: "\(env.publicURL)/share/\(token)",
             expiresAt: link.expiresAt, maxUses: link.maxUses, uses: 0, revoked: false, createdAt: now)
     }
 
@@ -77,18 +77,25 @@ struct ShareService: Sendable {
 
     /// What accepting a link would join, without joining.
     func preview(_ token: String, by caller: Caller) async throws -> Schemas.SharePreview {
+        guard let landing = try await landing(token, client: caller.client) else { throw Self.shareExpired }
+        return landing.preview
+    }
+
+    /// The preview and the link's expiry, for the API and the link's web page; nil when the link is unusable.
+    func landing(_ token: String, client: ClientInfo) async throws -> (preview: Schemas.SharePreview, expiresAt: Date?)? {
         // A share token is a secret: looking one up is limited per IP like every other secret check.
-        try await env.limit("share", env.settings.limits.verificationsPerIP, client: caller.client)
+        try await env.limit("share", env.settings.limits.verificationsPerIP, client: client)
         let companies = CompanyRepository(db: env.store.database)
         guard let link = try await companies.share(tokenHash: Secrets.digest(token)), link.usable(at: env.clock.now),
             let company = try await companies.company(link.companyID)
-        else { throw Self.shareExpired }
+        else { return nil }
         let inviter = try await AccountRepository(db: env.store.database).find(id: link.createdBy)
-        return Schemas.SharePreview(
+        let preview = Schemas.SharePreview(
             companyName: company.name, logoUrl: company.logoURL,
             inviterName: inviter.map { CompanyRepository.displayName(AccountRepository.encode($0.userMetadata)) }
                 ?? "Member",
             permission: Schemas.Permission(link.permission))
+        return (preview, link.expiresAt)
     }
 
     /// Joins the company with the link's permission, within the tier's participant limit. A refusal the holder hit

@@ -1,0 +1,79 @@
+import Foundation
+import GatehouseAPI
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// A page or a redirect. The page handlers throw it instead of returning the generated output, so that they set their
+/// own headers: the generated serializer would percent-encode a `Location` or `Set-Cookie` value.
+struct WebAnswer: Error, HTTPResponseError {
+    var status: HTTPResponse.Status
+    var html: String?
+    var headers: HTTPFields = [:]
+
+    static func page(_ html: String, status: HTTPResponse.Status = .ok, cookies: [String] = []) -> WebAnswer {
+        var answer = WebAnswer(status: status, html: html)
+        answer.setCookies(cookies)
+        return answer
+    }
+
+    static func redirect(_ location: String, cookies: [String] = []) -> WebAnswer {
+        var answer = WebAnswer(status: .seeOther, html: nil, headers: [.location: location])
+        answer.setCookies(cookies)
+        return answer
+    }
+
+    mutating func setCookies(_ cookies: [String]) {
+        for cookie in cookies { headers.append(HTTPField(name: .setCookie, value: cookie)) }
+    }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = self.headers
+        headers[.cacheControl] = "no-store"
+        guard let html else { return Response(status: status, headers: headers) }
+        headers[.contentType] = "text/html; charset=utf-8"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+}
+
+/// The browser's session on the account pages: the access token in one cookie, the refresh token in another (sent
+/// only to /account), both HttpOnly and SameSite=Strict, and Secure when the public URL is https. They are session
+/// cookies: closing the browser forgets them, and the server-side session ends by its own timeouts.
+struct WebSession: Sendable {
+    static let accessCookie = "gh_session"
+    static let refreshCookie = "gh_refresh"
+
+    let secure: Bool
+
+    func cookies(for session: Schemas.Session) -> [String] {
+        [
+            cookie(Self.accessCookie, session.accessToken, path: "/"),
+            cookie(Self.refreshCookie, session.refreshToken, path: "/account"),
+        ]
+    }
+
+    var clearing: [String] {
+        [cookie(Self.accessCookie, "", path: "/", expire: true), cookie(Self.refreshCookie, "", path: "/account", expire: true)]
+    }
+
+    private func cookie(_ name: String, _ value: String, path: String, expire: Bool = false) -> String {
+        var cookie = "\(name)=\(value); Path=\(path); HttpOnly; SameSite=Strict"
+        if secure { cookie += "; Secure" }
+        if expire { cookie += "; Max-Age=0" }
+        return cookie
+    }
+
+    /// The value of cookie `name` in the request's `Cookie` headers.
+    static func read(_ name: String, from headers: HTTPFields) -> String? {
+        for header in headers[values: .cookie] {
+            for pair in header.split(separator: ";") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                if parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces) == name {
+                    let value = parts[1].trimmingCharacters(in: .whitespaces)
+                    return value.isEmpty ? nil : value
+                }
+            }
+        }
+        return nil
+    }
+}
