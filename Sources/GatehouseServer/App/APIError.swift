@@ -60,6 +60,11 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
         .unsupportedMediaType, code: .unsupportedMediaType, message: "The request body must be application/json")
     public static let internalError = APIError(
         .internalServerError, code: .unexpectedFailure, message: "Something went wrong on the server")
+    /// The store cannot be reached: nothing was decided, and the client tries again after `Retry-After`.
+    public static let storeUnavailable = APIError(
+        .serviceUnavailable, code: .storeUnavailable,
+        message: "The data store is unreachable: try again in \(StoreOutage.retryAfterSeconds) seconds",
+        headers: [.retryAfter: String(StoreOutage.retryAfterSeconds)])
 
     /// The Supabase API version header that selects the newer error format on `/auth/v1`.
     static let supabaseVersionHeader = HTTPField.Name("X-Supabase-Api-Version")!

@@ -101,6 +101,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case sessionNotFound = "session_not_found"
     /// A share link that is expired, revoked or used up.
     case shareExpired = "share_expired"
+    /// The store cannot be reached (503 with Retry-After); nothing was decided, the same request may be sent again.
+    case storeUnavailable = "store_unavailable"
     /// The company's tier does not allow sharing.
     case tierForbidsSharing = "tier_forbids_sharing"
     /// A record with more than 200 fields.

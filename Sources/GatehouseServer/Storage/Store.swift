@@ -107,21 +107,23 @@ public final class Store: Service, Sendable {
             threadPool = nil
             var configuration = try SQLPostgresConfiguration(url: url)
             if let searchPath { configuration.searchPath = [searchPath] }
+            configuration.coreConfiguration.options.connectTimeout = StoreOutage.connectTimeout
             backend = .postgres(
                 EventLoopGroupConnectionPool(
                     source: PostgresConnectionSource(sqlConfiguration: configuration),
                     maxConnectionsPerEventLoop: connectionsPerLoop,
-                    requestTimeout: .seconds(10), logger: logger, on: eventLoopGroup))
+                    requestTimeout: StoreOutage.connectionWaitTimeout, logger: logger, on: eventLoopGroup))
         }
         maxGauge.record(connectionsPerLoop * eventLoopGroup.makeIterator().reduce(0) { count, _ in count + 1 })
         readyGauge.record(0)
     }
 
-    /// A database handle for queries; each query takes a pooled connection.
+    /// A database handle for queries; each query takes a pooled connection. A query that finds the store unreachable
+    /// tells the request's `StoreOutage.Witness`, if any.
     public var database: any SQLDatabase {
         switch backend {
-        case .sqlite(let pool): SQLitePoolDatabase(pool: pool, logger: logger)
-        case .postgres(let pool): pool.database(logger: logger).sql()
+        case .sqlite(let pool): WitnessedDatabase(base: SQLitePoolDatabase(pool: pool, logger: logger))
+        case .postgres(let pool): WitnessedDatabase(base: pool.database(logger: logger).sql())
         }
     }
 
@@ -344,12 +346,135 @@ actor AsyncLock {
 
 /// SQLite connections set up for a server: in WAL mode, `synchronous=NORMAL` syncs at checkpoints rather than on
 /// every commit. The database cannot be corrupted by a crash; a power cut may lose the last commits.
+/// A lock held by another process (a backup, an operator's `sqlite3`) is waited for a few seconds, then the request
+/// fails with `store_unavailable`: SQLiteNIO's own busy handler would retry forever, on one of the store's threads.
 struct TunedSQLiteSource: ConnectionPoolSource {
     let base: SQLiteConnectionSource
 
     func makeConnection(logger: Logger, on eventLoop: any EventLoop) -> EventLoopFuture<SQLiteConnection> {
         base.makeConnection(logger: logger, on: eventLoop).flatMap { connection in
-            connection.query("PRAGMA synchronous = NORMAL").map { _ in connection }
+            connection.query("PRAGMA synchronous = NORMAL").flatMap { _ in
+                connection.query("PRAGMA busy_timeout = \(StoreOutage.sqliteBusyTimeoutMilliseconds)")
+            }.map { _ in connection }
+        }
+    }
+}
+
+/// An unreachable store, told apart from a statement the store refused: requests that meet one answer 503
+/// `store_unavailable` with `Retry-After`, and work again by themselves once the store is back (the pools reconnect).
+public enum StoreOutage {
+    /// What `Retry-After` says.
+    public static let retryAfterSeconds = 5
+    /// How long opening a PostgreSQL connection may take: an unreachable host fails a request within seconds.
+    static let connectTimeout = TimeAmount.seconds(3)
+    /// How long a query waits for a pooled connection when every connection is busy (or being opened).
+    static let connectionWaitTimeout = TimeAmount.seconds(5)
+    /// How long an SQLite statement waits for a lock another process holds.
+    static let sqliteBusyTimeoutMilliseconds = 5000
+
+    /// Whether `error` says the store cannot be reached or cannot serve now, rather than that it refused a statement
+    /// (a constraint, a syntax error, a trigger's refusal, a corrupt file): connection failures, closed connections
+    /// and a full pool; PostgreSQL's connection-exception, shutdown, resource and login errors; SQLite's busy (after
+    /// the timeout), cannot-open, I/O, disk-full and read-only (the file moved or was made read-only) results.
+    public static func isUnavailable(_ error: any Error) -> Bool {
+        switch error {
+        case let error as PSQLError: isUnavailable(error)
+        case let error as SQLiteError: isUnavailable(error.reason)
+        case is ConnectionPoolTimeoutError, is ConnectionPoolError: true
+        default: false
+        }
+    }
+
+    private static func isUnavailable(_ error: PSQLError) -> Bool {
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed:
+            return true
+        case .server:
+            guard let state = error.serverInfo?[.sqlState] else { return false }
+            // 08: connection exception; 28: the login is refused; 53: insufficient resources (too many connections,
+            // disk full); 57P01–57P03: the server is shutting down, crashed or starting; 3D000: the database is not
+            // there (yet).
+            return ["08", "28", "53"].contains(String(state.prefix(2)))
+                || ["57P01", "57P02", "57P03", "3D000"].contains(state)
+        default:
+            return false
+        }
+    }
+
+    private static func isUnavailable(_ reason: SQLiteError.Reason) -> Bool {
+        switch reason {
+        case .busy, .busyTimeout, .busyInRecovery,
+            .cantOpen, .cantOpenDirectory, .cantOpenInvalidPath, .cantOpenUnfollowedSymlink,
+            .full,
+            .readOnly, .readonlyInRecovery, .readonlyCantLock, .readonlyInRollback, .readonlyBackingMoved,
+            .readonlyDirectory,
+            .ioError, .ioErrorFailedRead, .ioErrorIncompleteRead, .ioErrorFailedWrite, .ioErrorFailedSync,
+            .ioErrorFailedDirSync, .ioErrorFailedTruncate, .ioErrorFailedStat, .ioErrorFailedUnlock,
+            .ioErrorFailedReadLock, .ioErrorFailedDelete, .ioErrorNoMemory, .ioErrorFailedAccess,
+            .ioErrorFailedLockCheck, .ioErrorFailedAdvisoryLock, .ioErrorFailedClose, .ioErrorFailedSharedMemOpen,
+            .ioErrorFailedSharedMemSize, .ioErrorFailedSharedMemMap, .ioErrorFailedDeleteNonexistent,
+            .ioErrorFailedMemoryMap, .ioErrorCorruptedFilesystem:
+            true
+        default:
+            false
+        }
+    }
+
+    /// What one request's queries met: the first failure that said the store was unreachable. A handler may turn such
+    /// a failure into an answer of its own (a session it could not read looks ended); the error middleware asks this
+    /// instead, so the client hears "try again", never "signed out".
+    public final class Witness: Sendable {
+        private let seen = NIOLockedValueBox<(any Error)?>(nil)
+
+        public init() {}
+
+        /// The first unavailability failure a query of this request met, if any.
+        public var outage: (any Error)? { seen.withLockedValue { $0 } }
+
+        func saw(_ error: any Error) {
+            guard StoreOutage.isUnavailable(error) else { return }
+            seen.withLockedValue { seen in if seen == nil { seen = error } }
+        }
+    }
+
+    /// The current request's witness, bound by the error middleware.
+    @TaskLocal public static var witness: Witness?
+}
+
+/// A database handle that tells the request's `StoreOutage.Witness` when a query finds the store unreachable, also
+/// when the caller then swallows the error.
+private struct WitnessedDatabase: SQLDatabase {
+    let base: any SQLDatabase
+
+    var logger: Logger { base.logger }
+    var eventLoop: any EventLoop { base.eventLoop }
+    var version: (any SQLDatabaseReportedVersion)? { base.version }
+    var dialect: any SQLDialect { base.dialect }
+    var queryLogLevel: Logger.Level? { base.queryLogLevel }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<
+        Void
+    > {
+        let future = base.execute(sql: query, onRow)
+        if let witness = StoreOutage.witness { future.whenFailure { witness.saw($0) } }
+        return future
+    }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
+        do {
+            try await base.execute(sql: query, onRow)
+        } catch {
+            StoreOutage.witness?.saw(error)
+            throw error
+        }
+    }
+
+    func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
+        do {
+            return try await base.withSession { try await closure(WitnessedDatabase(base: $0)) }
+        } catch {
+            StoreOutage.witness?.saw(error)
+            throw error
         }
     }
 }
