@@ -50,7 +50,7 @@ if [ $ready != yes ]; then
 fi
 
 # In the background, so a TERM (scripts/test's timeout) reaches the trap at once; the tests quit their browsers on it.
-python3 -u Tests/browser/pages.py --base "$base" --data-dir "$work/data" --binary "$binary" --shots docs/pages "$@" &
+PYTHONDONTWRITEBYTECODE=1 python3 -u Tests/browser/pages.py --base "$base" --data-dir "$work/data" --binary "$binary" --shots docs/pages "$@" &
 tests=$!
 set +e
 wait $tests
