@@ -67,6 +67,7 @@ def test_magic_link(server, browser, check):
     check(urllib.parse.urlsplit(href).path == "/account", f"a#account-link goes to {href}, not /account")
     browser.press_on("a#account-link", "account")
     check(email in browser.driver.page_source, f"the account page after the link does not show {email}")
+    browser.open(mail.link, "used")
 
 
 def test_used_link(server, browser, check):
