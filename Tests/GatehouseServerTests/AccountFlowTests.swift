@@ -84,9 +84,9 @@ struct AccountFlowTests {
             let access = try #require(fragment?.queryItems?.first { $0.name == "access_token" }?.value)
             #expect(fragment?.queryItems?.first { $0.name == "refresh_token" }?.value?.isEmpty == false)
             #expect(try await h.client.user(access).status == 200)
-            // The link is single use: its page now says it has expired, and its button lands with an error.
+            // The link is single use: its page now says it was used, and its button lands with an error.
             let (expiredPage, replay) = try await h.followLink(link)
-            #expect(expiredPage.body.contains("This link has expired"))
+            #expect(expiredPage.body.contains("This link was already used"))
             #expect(replay.status == 400 || replay.headers["location"]?.contains("error_code=otp_expired") == true)
         }
     }

@@ -373,6 +373,11 @@ struct AttackReviewTests {
                 #expect(page.status == 200)
                 #expect(page.body.contains("Continue"))
             }
+            // And asks for its headers: the same answer, without the page.
+            let head = try await h.http.send(.HEAD, link)
+            #expect(head.status == 200)
+            #expect(head.headers["content-type"]?.hasPrefix("text/html") == true)
+            #expect(head.body.isEmpty)
             let fields = AccountHarness.formFields(try await h.http.send(.GET, link).body)
             var form = URLComponents()
             form.queryItems = fields.map { URLQueryItem(name: $0.key, value: $0.value) }
@@ -386,9 +391,11 @@ struct AttackReviewTests {
                     headers: [("Content-Type", "application/x-www-form-urlencoded")] + forged)
                 #expect(crossSite.status == 403)
             }
+            // Without an app redirect the link lands here: this browser is signed in, by cookie.
             let (_, answer) = try await h.followLink(link)
-            #expect(answer.status == 303)
-            #expect(answer.headers["location"]?.contains("access_token=") == true)
+            #expect(answer.status == 200)
+            #expect(answer.body.contains("data-page=\"confirmed\""))
+            #expect(answer.headers["set-cookie"]?.contains("HttpOnly; SameSite=Strict") == true)
         }
     }
 

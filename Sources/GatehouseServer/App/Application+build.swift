@@ -139,14 +139,14 @@ public func buildApplication(
     _ services: GatehouseServices,
     router: Router<AppRequestContext>,
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
-) -> Application<RouterResponder<AppRequestContext>> {
+) -> Application<HeadAsGet<RouterResponder<AppRequestContext>>> {
     let configuration = services.configuration
     let logger = services.logger
     // Hummingbird announces itself at info; our one start line below says more, so quiet its own.
     var serverLogger = logger
     if serverLogger.logLevel == .info { serverLogger.logLevel = .notice }
     return Application(
-        router: router,
+        responder: HeadAsGet(wrapped: router.buildResponder()),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Gatehouse"),
         services: [
             services.store, services.mailQueue, SyncListener(bus: services.bus, logger: logger),
@@ -159,8 +159,18 @@ public func buildApplication(
                 metadata: [
                     "host": "\(configuration.host)", "port": "\(port)", "store": "\(services.store.location.kind)",
                 ])
+            if let warning = issuerWarning(configuration) { logger.warning("\(warning)") }
             await onServerRunning(port)
         },
         logger: serverLogger
     )
+}
+
+/// On PostgreSQL, the warning for an issuer this instance made up from its own host and port (no --public-url):
+/// instances that share the database verify each other's tokens, and would refuse these with bad_jwt.
+func issuerWarning(_ configuration: GatehouseConfiguration) -> String? {
+    guard case .postgres = configuration.storeLocation, configuration.publicURL == nil else { return nil }
+    return "no --public-url: tokens are issued by \(configuration.effectivePublicURL)/auth/v1, this instance's own "
+        + "address, and other instances on this database will refuse them with bad_jwt; start every instance with "
+        + "the same --public-url"
 }

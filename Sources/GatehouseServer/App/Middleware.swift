@@ -157,6 +157,21 @@ struct BodyLimitMiddleware: RouterMiddleware {
 /// carry tokens and personal data (the public keys and members' pictures may be); and on HTML pages a content
 /// security policy with no script and forms that post only here, and a same-origin referrer policy (not no-referrer,
 /// which would make the link page's post say `Origin: null`).
+/// HEAD is answered as GET without the body (RFC 9110 9.3.2), around the router (whose routes are GET's): a mail
+/// scanner's HEAD of a link's page sees what its GET would, and spends nothing either.
+public struct HeadAsGet<Wrapped: HTTPResponder>: HTTPResponder {
+    let wrapped: Wrapped
+
+    public func respond(to request: Request, context: Wrapped.Context) async throws -> Response {
+        guard request.method == .head else { return try await wrapped.respond(to: request, context: context) }
+        var head = request.head
+        head.method = .get
+        var response = try await wrapped.respond(to: Request(head: head, body: request.body), context: context)
+        response.body = ResponseBody()
+        return response
+    }
+}
+
 enum SecurityHeaders {
     static var contentSecurityPolicy: HTTPField.Name { HTTPField.Name("Content-Security-Policy")! }
 

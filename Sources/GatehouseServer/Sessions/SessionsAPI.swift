@@ -20,11 +20,11 @@ extension API {
 extension API {
     func deleteAccount(_ input: Operations.DeleteAccount.Input) async throws -> Operations.DeleteAccount.Output {
         let caller = try await access.account()
-        var proof = AccountDeletion.Proof()
-        if case .json(let body) = input.body {
-            proof = .init(currentPassword: body.currentPassword, nonce: body.nonce)
+        switch input.body {
+        case .json(let body):
+            try await accountDeletion.delete(
+                caller, proof: .init(currentPassword: body.currentPassword, nonce: body.nonce))
         }
-        try await accountDeletion.delete(caller, proof: proof)
         return .noContent(.init())
     }
 }
