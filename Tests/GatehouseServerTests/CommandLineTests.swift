@@ -201,6 +201,7 @@ extension CommandLineTests {
             "--apple-audiences": "com.example.app", "--apple-jwks-url": "https://appleid.apple.com/auth/keys",
             "--trusted-proxies": "10.0.0.0/8,127.0.0.1", "--metrics-token": "a-long-metrics-token-1234",
             "--encryption-keys": SecretBox.newKey(), "--code-failures-per-day": "50", "--sync-retention": "86400",
+            "--templates-dir": folder.path, "--app-url": "myapp://", "--app-store-url": "https://apps.example.com/app",
         ]
     }
 

@@ -334,8 +334,8 @@ struct MailTemplateTests {
             let email = AccountHarness.newEmail("deutsch")
             let signUp = try await h.client.signUp(email, password: "correct horse battery", data: ["locale": "de"])
             #expect(signUp.status == 200)
-            // The profile takes effect with the sign-up's code, so this first mail is still English.
-            let confirm = try #require(try await h.mail(to: email, subject: "Confirm your email").code)
+            // The sign-up's own choice of language already writes its confirmation.
+            let confirm = try #require(try await h.mail(to: email, subject: "Bestätigen Sie Ihre E-Mail-Adresse").code)
             #expect(try await h.client.verify(email, code: confirm, type: "signup").status == 200)
 
             #expect(try await h.client.otp(email).status == 200)

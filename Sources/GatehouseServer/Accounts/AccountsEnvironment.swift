@@ -153,7 +153,9 @@ struct AccountsEnvironment: Sendable {
             .issue(
                 email: email, purpose: purpose, accountID: accountID, newEmail: newEmail, pending: pending,
                 codeChallenge: codeChallenge)
-        try await mailer.enqueue(template(code), to: email, db: db)
+        var locale: String?
+        if case .string(let chosen) = pending?.metadata["locale"] { locale = chosen }
+        try await mailer.enqueue(template(code), to: email, locale: locale, db: db)
     }
 
     /// A link into `GET /auth/v1/verify`, carrying the link token and where to land afterwards.

@@ -64,7 +64,9 @@ public struct GatehouseServices: Sendable {
             liveCheckInterval: .milliseconds(Int64(configuration.sync.liveCheckInterval * 1000)))
         self.accounts = AccountsEnvironment(
             store: store, clock: clock, settings: settings,
-            sessions: sessions, keys: keys, mailer: Mailer(queue: mailQueue, from: configuration.mailFrom, templates: templates),
+            sessions: sessions, keys: keys, mailer: Mailer(
+                queue: mailQueue, from: configuration.mailFrom, templates: templates,
+                codeLifetime: settings.codeLifetime),
             secrets: secrets,
             hasher: PasswordHasher(), limiter: RateLimiter(clock: clock),
             apple: AppleIdentityVerifier(jwksURL: settings.appleJWKSURL, audiences: settings.appleAudiences),

@@ -74,10 +74,14 @@ public struct Mailer: Sendable {
     public static var names: [String] { Template.samples.map(\.name) }
 
     /// Queues the mail in the caller's transaction (`AccountsEnvironment.transactionQueuingMail` wakes the worker),
-    /// in the language of the account at `recipient`, if there is one.
-    func enqueue(_ template: Template, to recipient: String, db: any SQLDatabase) async throws {
-        var tag: String? = nil
-        if case .string(let locale) = try await AccountRepository(db: db).find(email: recipient)?.userMetadata["locale"]
+    /// in `locale` when the caller knows it (a sign-up's own choice, before its account holds it), else in the
+    /// language of the account at `recipient`, if there is one.
+    func enqueue(
+        _ template: Template, to recipient: String, locale: String? = nil, db: any SQLDatabase
+    ) async throws {
+        var tag = locale
+        if tag == nil,
+            case .string(let locale) = try await AccountRepository(db: db).find(email: recipient)?.userMetadata["locale"]
         {
             tag = locale
         }

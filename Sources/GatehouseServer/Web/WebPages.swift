@@ -360,6 +360,7 @@ struct WebPages: Sendable {
         }
         var fields: [String: Any] = [
             "company_name": landing.preview.companyName, "inviter": landing.preview.inviterName,
+            "initial": landing.preview.companyName.first.map { String($0).uppercased() } ?? "?",
             "permission": landing.preview.permission == .readWrite ? "Can view and edit" : "Can view",
             "expiry": landing.expiresAt.map(Self.dateText) ?? "Never",
         ]
@@ -367,7 +368,7 @@ struct WebPages: Sendable {
         if let appURL { fields["open_url"] = appURL + "share/" + token }
         if let appStoreURL { fields["store_url"] = appStoreURL }
         return .page(
-            render("share", page: "share", title: "You're invited to \(landing.preview.companyName)", fields))
+            render("share", page: "share", title: "You're invited", fields))
     }
 
     // MARK: Formatting

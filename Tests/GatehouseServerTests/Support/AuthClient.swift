@@ -89,8 +89,22 @@ struct ReceivedMail {
     /// The decoded text of the message (quoted-printable undone).
     var text: String { Self.decodeQuotedPrintable(raw) }
 
+    /// The subject, unfolded, with RFC 2047 encoded-words (as `MailMessage` writes them) decoded.
     var subject: String {
-        raw.split(separator: "\r\n").first { $0.hasPrefix("Subject: ") }.map { String($0.dropFirst(9)) } ?? ""
+        let lines = raw.components(separatedBy: "\r\n")
+        guard var index = lines.firstIndex(where: { $0.hasPrefix("Subject: ") }) else { return "" }
+        var folded = [String(lines[index].dropFirst(9))]
+        while index + 1 < lines.count, lines[index + 1].hasPrefix(" ") {
+            index += 1
+            folded.append(String(lines[index].dropFirst()))
+        }
+        let words = folded.map { word -> String in
+            guard let match = word.wholeMatch(of: /=\?utf-8\?B\?([A-Za-z0-9+\/=]*)\?=/),
+                let data = Data(base64Encoded: String(match.1))
+            else { return word }
+            return String(decoding: data, as: UTF8.self)
+        }
+        return folded.allSatisfy { $0.hasPrefix("=?utf-8?B?") } ? words.joined() : words.joined(separator: " ")
     }
 
     /// The six-digit code in the mail.
