@@ -172,7 +172,7 @@ public func buildApplication(
 /// instances that share the database verify each other's tokens, and would refuse these with bad_jwt.
 func issuerWarning(_ configuration: GatehouseConfiguration) -> String? {
     guard case .postgres = configuration.storeLocation, configuration.publicURL == nil else { return nil }
-    return "no --public-url: tokens are issued by \(configuration.effectivePublicURL)/auth/v1, this instance's own "
-        + "address, and other instances on this database will refuse them with bad_jwt; start every instance with "
-        + "the same --public-url"
+    return "no --public-url: tokens are issued by \(configuration.effectivePublicURL)/auth/v1, made up from this "
+        + "instance's host and port; other instances on this database started with another host or port refuse them "
+        + "with bad_jwt: start every instance with the same --public-url"
 }
