@@ -370,10 +370,13 @@ class Browser:
     def axe(self, page, scheme):
         axe = Axe(self.driver)
         axe.inject()
-        # axe-selenium-python bundles axe-core 3.1, which predates HTML's `one-time-code` autofill token; axe-core
-        # 4 knows it. Teach it that one term, nothing else.
+        # axe-selenium-python bundles axe-core 3.1 (2018), which predates two HTML changes axe-core 4 follows: the
+        # `one-time-code` autofill token, and `username` allowed on type=email (whatwg/html#5881, axe-core#2896).
         self.driver.execute_script(
-            "axe.configure({checks: [{id: 'autocomplete-valid', options: {standaloneTerms: ['one-time-code']}}]})"
+            """axe.configure({checks: [
+                {id: 'autocomplete-valid', options: {standaloneTerms: ['one-time-code']}},
+                {id: 'autocomplete-appropriate', options: {username: ['text', 'search', 'email']}}
+            ]})"""
         )
         results = axe.run()
         serious = [v for v in results["violations"] if v.get("impact") in SERIOUS]
