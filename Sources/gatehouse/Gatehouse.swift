@@ -150,7 +150,8 @@ struct ServerOptions: ParsableArguments {
     var templatesDir: String?
     @Option(
         name: .customLong("app-url"),
-        help: "The app's link base (myapp:// or https://…); share pages open <app-url>share/<token> (GATEHOUSE_APP_URL).")
+        help:
+            "The app's link base (myapp:// or https://…); share pages open <app-url>share/<token> (GATEHOUSE_APP_URL).")
     var appURL: String?
     @Option(name: .customLong("app-store-url"), help: "Where share pages say to get the app (GATEHOUSE_APP_STORE_URL).")
     var appStoreURL: String?

