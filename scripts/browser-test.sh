@@ -25,7 +25,8 @@ fi
 
 work=$(mktemp -d /tmp/gatehouse-browser.XXXXXX)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$binary" serve --port "$port" --data-dir "$work/data" --log-level error &
+"$binary" serve --port "$port" --data-dir "$work/data" --log-level error \
+    --app-url gatehouse-example:// --app-store-url https://apps.example.com/gatehouse &
 server=$!
 tests=
 cleanup() {

@@ -174,7 +174,10 @@ def test_share(server, browser, check):
           f"#inviter {browser.text('#inviter')!r} does not name {preview['inviter_name']!r}")
     check(bool(browser.text("#permission")), "#permission is empty")
     check(bool(browser.text("#expiry")), "#expiry is empty")
-    check(browser.css("a#open-in-app") or browser.css("#get-the-app"), "neither a#open-in-app nor #get-the-app")
+    # scripts/browser-test.sh starts the server with --app-url and --app-store-url.
+    opens = [link.get_attribute("href") for link in browser.css("a#open-in-app")]
+    check.equal(opens, [f"gatehouse-example://share/{token}"], "a#open-in-app's href")
+    check(len(browser.css("#get-the-app a")) == 1, "#get-the-app has no link to get the app")
     page = browser.driver.page_source
     check(email not in page and "ada-owner" not in page, "the share page shows a member's email or username")
     if browser.css("a#open-in-app"):

@@ -368,7 +368,7 @@ public enum StoreOutage {
     /// How long opening a PostgreSQL connection may take: an unreachable host fails a request within seconds.
     static let connectTimeout = TimeAmount.seconds(3)
     /// How long a query waits for a pooled connection when every connection is busy (or being opened).
-    static let connectionWaitTimeout = TimeAmount.seconds(5)
+    static let connectionWaitTimeout = TimeAmount.seconds(10)
     /// How long an SQLite statement waits for a lock another process holds.
     static let sqliteBusyTimeoutMilliseconds = 5000
 
