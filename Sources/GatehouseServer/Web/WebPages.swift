@@ -343,6 +343,11 @@ struct WebPages: Sendable {
         let (caller, _) = try await signedIn()
         do {
             try await deletion.delete(caller, proof: .init(currentPassword: currentPassword))
+        } catch let error as APIError where error.code == ErrorCode.reauthenticationNeeded.rawValue {
+            let again = APIError(
+                .unauthorized, code: .reauthenticationNeeded,
+                message: "You signed in more than ten minutes ago: sign out, sign in again, then delete the account.")
+            return try await account(deleteError: again, status: again.status)
         } catch let error as APIError {
             return try await account(deleteError: error, status: error.status)
         }
