@@ -343,7 +343,16 @@ struct MailTemplateTests {
             #expect(mail.text.contains("Geben Sie diesen Code in der App ein, um sich anzumelden:"))
             #expect(mail.text.contains("<html lang=\"de\">"))
             let code = try #require(mail.code)
-            #expect(try await h.client.verify(email, code: code, type: "email").status == 200)
+            let verified = try await h.client.verify(email, code: code, type: "email")
+            #expect(verified.status == 200)
+
+            // The new address has no account yet: its confirmation goes out in the account's language.
+            let access = try #require(verified.json["access_token"] as? String)
+            let newEmail = AccountHarness.newEmail("neu")
+            let change = try await h.client.put(
+                "/auth/v1/user", ["email": newEmail, "current_password": "correct horse battery"], bearer: access)
+            #expect(change.status == 200)
+            _ = try await h.mail(to: newEmail, subject: "Bestätigen Sie Ihre neue E-Mail-Adresse")
         }
     }
 }

@@ -153,8 +153,15 @@ struct AccountsEnvironment: Sendable {
             .issue(
                 email: email, purpose: purpose, accountID: accountID, newEmail: newEmail, pending: pending,
                 codeChallenge: codeChallenge)
+        // A sign-up's own choice, else the account's (an email change mails an address no account has yet).
         var locale: String?
-        if case .string(let chosen) = pending?.metadata["locale"] { locale = chosen }
+        if case .string(let chosen) = pending?.metadata["locale"] {
+            locale = chosen
+        } else if case .string(let chosen) = try await AccountRepository(db: db).find(id: accountID)?
+            .userMetadata["locale"]
+        {
+            locale = chosen
+        }
         try await mailer.enqueue(template(code), to: email, locale: locale, db: db)
     }
 
