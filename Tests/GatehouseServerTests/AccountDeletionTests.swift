@@ -15,6 +15,9 @@ struct AccountDeletionTests {
             var member = try await h.person("member")
             try await h.join(cid, &member, owner: owner)
 
+            // A failed sign-in puts the address's digest in the trail.
+            #expect(try await h.client.password(member.email, "not the password").status == 400)
+
             // Eleven minutes after signing in, the session alone no longer proves it is the person.
             h.clock.advance(by: 11 * 60)
             let bare = try await h.client.deleteAccount([:], bearer: member.account.access)
@@ -28,6 +31,11 @@ struct AccountDeletionTests {
                 ["current_password": "correct horse battery"], bearer: member.account.access)
             #expect(deleted.status == 204)
             _ = try await h.mail(to: member.email, subject: "Your account was deleted")
+            // No event names the address any more (the sign-ins tried below add their own).
+            let db = h.server.services.store.database
+            let naming = try await db.select().column("id").from("audit_events")
+                .where("detail", .like, "%\(Secrets.emailDigest(member.email))%").all()
+            #expect(naming.isEmpty)
 
             // Every session ended, the company session too; the password no longer signs in.
             #expect(try await h.client.user(member.account.access).status == 403)
@@ -42,7 +50,6 @@ struct AccountDeletionTests {
             #expect(ids == [owner.id])
 
             // The trail keeps a tombstone and no IP address or user agent of the account.
-            let db = h.server.services.store.database
             let rows = try await db.select().columns("action", "ip", "user_agent").from("audit_events")
                 .where("account_id", .equal, member.id).all()
             #expect(try rows.contains { try $0.decode(column: "action", as: String.self) == "account_deleted" })
