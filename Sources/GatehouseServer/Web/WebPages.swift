@@ -312,6 +312,9 @@ struct WebPages: Sendable {
                 fields["error"] = "Choose another password:"
                 fields["reasons"] = error.message.components(separatedBy: "; ")
                 fields["has_reasons"] = true
+            } else if error.code == ErrorCode.reauthenticationNeeded.rawValue {
+                fields["error"] =
+                    "To set a password, sign out, ask for a password reset link on the sign-in page and open it."
             } else {
                 fields["error"] = error.message
             }
