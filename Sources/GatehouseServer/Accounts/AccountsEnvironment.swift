@@ -153,14 +153,11 @@ struct AccountsEnvironment: Sendable {
             .issue(
                 email: email, purpose: purpose, accountID: accountID, newEmail: newEmail, pending: pending,
                 codeChallenge: codeChallenge)
-        // A sign-up's own choice, else the account's (an email change mails an address no account has yet).
-        var locale: String?
-        if case .string(let chosen) = pending?.metadata["locale"] {
-            locale = chosen
-        } else if case .string(let chosen) = try await AccountRepository(db: db).find(id: accountID)?
-            .userMetadata["locale"]
-        {
-            locale = chosen
+        // A sign-up's own choice, else the account's (an email change mails an address no account has yet). English
+        // when neither names one: the mailer's own lookup by address would only find this account again.
+        var locale = Mailer.locale(in: pending?.metadata)
+        if locale == nil {
+            locale = Mailer.locale(in: try await AccountRepository(db: db).find(id: accountID)?.userMetadata) ?? "en"
         }
         try await mailer.enqueue(template(code), to: email, locale: locale, db: db)
     }

@@ -105,6 +105,12 @@ struct ProfileService: Sendable {
         return try await env.user(account, db: env.store.database)
     }
 
+    /// Whether the session's sign-in was in the last ten minutes, by one of `methods` (nil: any method).
+    func signedInRecently(_ identity: Identity, by methods: Set<String>?) -> Bool {
+        let now = Int64(env.clock.now.timeIntervalSince1970)
+        return identity.claims.amr.contains { (methods?.contains($0.method) ?? true) && now - $0.timestamp <= 600 }
+    }
+
     /// Recent re-authentication for a sensitive change: the current password (throttled like sign-in), a code from
     /// `/auth/v1/reauthenticate`, or a sign-in in the last ten minutes by one of `recentMethods` (nil: any method; a
     /// password or email change takes a recovery sign-in only).
@@ -112,12 +118,7 @@ struct ProfileService: Sendable {
         account: AccountRecord, currentPassword: String?, nonce: String?, identity: Identity, client: ClientInfo,
         recentMethods: Set<String>?, refusal: AuditAction, what: String
     ) async throws {
-        let now = Int64(env.clock.now.timeIntervalSince1970)
-        if identity.claims.amr.contains(where: {
-            (recentMethods?.contains($0.method) ?? true) && now - $0.timestamp <= 600
-        }) {
-            return
-        }
+        if signedInRecently(identity, by: recentMethods) { return }
         if let current = currentPassword {
             try await env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
             let key = AccountsEnvironment.passwordKey(account.email)

@@ -67,7 +67,7 @@ public struct GatehouseServices: Sendable {
             sessions: sessions, keys: keys,
             mailer: Mailer(
                 queue: mailQueue, from: configuration.mailFrom, templates: templates,
-                codeLifetime: settings.codeLifetime),
+                expiresMinutes: settings.codeLifetimeMinutes),
             secrets: secrets,
             hasher: PasswordHasher(), limiter: RateLimiter(clock: clock),
             apple: AppleIdentityVerifier(jwksURL: settings.appleJWKSURL, audiences: settings.appleAudiences),

@@ -269,6 +269,8 @@ public struct AuthSettings: Sendable, Equatable {
     public var sessionLifetime: TimeInterval = 90 * 24 * 3600
     /// Mailed codes and links live this long, seconds.
     public var codeLifetime: TimeInterval = 10 * 60
+    /// The code lifetime in whole minutes, as mails and pages state it.
+    var codeLifetimeMinutes: Int { Int((codeLifetime / 60).rounded()) }
     /// Wrong codes allowed before a code is void.
     public var codeMaxAttempts = 5
     /// Least time between two mails of one kind to one address, seconds.

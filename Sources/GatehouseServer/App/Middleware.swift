@@ -153,10 +153,6 @@ struct BodyLimitMiddleware: RouterMiddleware {
     }
 }
 
-/// Headers every answer carries: no MIME sniffing; nothing under the API cached by a browser or proxy, since answers
-/// carry tokens and personal data (the public keys and members' pictures may be); and on HTML pages a content
-/// security policy with no script and forms that post only here, and a same-origin referrer policy (not no-referrer,
-/// which would make the link page's post say `Origin: null`).
 /// HEAD is answered as GET without the body (RFC 9110 9.3.2), around the router (whose routes are GET's): a mail
 /// scanner's HEAD of a link's page sees what its GET would, and spends nothing either.
 public struct HeadAsGet<Wrapped: HTTPResponder>: HTTPResponder {
@@ -172,6 +168,7 @@ public struct HeadAsGet<Wrapped: HTTPResponder>: HTTPResponder {
     }
 }
 
+/// The pages' content security policy, shared by the middleware and the pages that widen it.
 enum SecurityHeaders {
     static var contentSecurityPolicy: HTTPField.Name { HTTPField.Name("Content-Security-Policy")! }
 
@@ -195,6 +192,10 @@ enum SecurityHeaders {
     }
 }
 
+/// Headers every answer carries: no MIME sniffing; nothing under the API cached by a browser or proxy, since answers
+/// carry tokens and personal data (the public keys and members' pictures may be); and on HTML pages a content
+/// security policy with no script and forms that post only here, and a same-origin referrer policy (not no-referrer,
+/// which would make the link page's post say `Origin: null`).
 struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     static var referrerPolicy: HTTPField.Name { HTTPField.Name("Referrer-Policy")! }
 

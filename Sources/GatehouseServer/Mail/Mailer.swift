@@ -9,8 +9,8 @@ public struct Mailer: Sendable {
     let queue: MailQueue
     let from: String
     let templates: Templates
-    /// How long mailed codes and links live, for the templates' `expires_minutes`.
-    var codeLifetime: TimeInterval = AuthSettings().codeLifetime
+    /// How long mailed codes and links live, in minutes, for the templates' `expires_minutes`.
+    var expiresMinutes = AuthSettings().codeLifetimeMinutes
 
     static let productName = "Gatehouse"
 
@@ -80,11 +80,8 @@ public struct Mailer: Sendable {
         _ template: Template, to recipient: String, locale: String? = nil, db: any SQLDatabase
     ) async throws {
         var tag = locale
-        if tag == nil,
-            case .string(let locale) = try await AccountRepository(db: db).find(email: recipient)?.userMetadata[
-                "locale"]
-        {
-            tag = locale
+        if tag == nil {
+            tag = Self.locale(in: try await AccountRepository(db: db).find(email: recipient)?.userMetadata)
         }
         try await queue.enqueue(render(template, to: recipient, locale: Self.language(tag, in: templates)), db: db)
     }
@@ -100,7 +97,7 @@ public struct Mailer: Sendable {
     func render(_ template: Template, to recipient: String, locale: String) -> MailMessage {
         Self.render(
             template, from: from, to: recipient, locale: locale, templates: templates,
-            expiresMinutes: Int((codeLifetime / 60).rounded()))
+            expiresMinutes: expiresMinutes)
     }
 
     /// Writes `template` with `templates`, the one step that previews and the queue share.
@@ -121,6 +118,12 @@ public struct Mailer: Sendable {
             text: part("text"), html: part("html"))
     }
 
+    /// The `locale` a profile names (an account's `user_metadata`, a sign-up's `data`), if any.
+    static func locale(in metadata: [String: JSONValue]?) -> String? {
+        guard case .string(let locale) = metadata?["locale"] else { return nil }
+        return locale
+    }
+
     /// The language of locale `tag` ("de", "de-AT", "de_CH": "de") when the templates have mails in it, else "en".
     static func language(_ tag: String?, in templates: Templates) -> String {
         let language = tag?.split(whereSeparator: { $0 == "-" || $0 == "_" }).first?.lowercased() ?? ""
@@ -136,7 +139,7 @@ public struct Mailer: Sendable {
         guard let sample = Template.samples.first(where: { $0.name == name }) else { throw UnknownMail(name: name) }
         return render(
             sample, from: "no-reply@gatehouse.local", to: "ada@example.com", locale: language(locale, in: templates),
-            templates: templates, expiresMinutes: Int((AuthSettings().codeLifetime / 60).rounded()))
+            templates: templates, expiresMinutes: AuthSettings().codeLifetimeMinutes)
     }
 
     /// Text made safe for HTML content and quoted attribute values, in mails and in the pages links open.

@@ -58,13 +58,14 @@ struct WebPages: Sendable {
         case .expired:
             return message(
                 page: "expired", title: "This link has expired",
-                ["Links work for \(Int(env.settings.codeLifetime / 60)) minutes after they were sent."],
+                ["Links work for \(env.settings.codeLifetimeMinutes) minutes after they were sent."],
                 newLink: purpose, signInLink: true)
         }
     }
 
-    /// A form post from another site is refused before anything else happens.
-    private func requireSameOrigin(_ client: ClientInfo) async throws {
+    /// The client of a form post; a post from another site is refused before anything else happens.
+    private func formClient() async throws -> ClientInfo {
+        let client = try access.client()
         let headers = RequestScope.current?.head.headerFields ?? [:]
         guard LinkPage.isSameOrigin(headers, publicURL: env.publicURL) else {
             await env.sessions.audit(
@@ -73,6 +74,7 @@ struct WebPages: Sendable {
                 page: "refused", title: "This form can only be sent from its own page",
                 ["Open the page on this server and send the form from there."], status: .forbidden)
         }
+        return client
     }
 
     // MARK: The web session
@@ -124,7 +126,7 @@ struct WebPages: Sendable {
             [
                 "token": token, "type": type, "redirect_to": target, "code": code,
                 "code_spoken": code.map(String.init).joined(separator: " "),
-                "expires_minutes": Int(env.settings.codeLifetime / 60),
+                "expires_minutes": env.settings.codeLifetimeMinutes,
             ])
         var answer = WebAnswer.page(html)
         // The button's post is answered with a redirect to the app, which the policy's form-action must allow.
@@ -183,35 +185,35 @@ struct WebPages: Sendable {
         return .page(render("sign-in", page: "sign-in", title: "Sign in"))
     }
 
+    /// The sign-in page again, saying why the last try was refused.
+    private func signInPage(refused error: APIError, email: String) -> WebAnswer {
+        .page(
+            render("sign-in", page: "sign-in", title: "Sign in", ["error": error.message, "email": email]),
+            status: error.status)
+    }
+
     func signIn(email: String, password: String) async throws -> WebAnswer {
-        let client = try access.client()
-        try await requireSameOrigin(client)
+        let client = try await formClient()
         do {
             let signedIn = try await tokens.password(.init(email: email, password: password), client: client)
             return .redirect("/account", cookies: session.cookies(for: signedIn))
         } catch let error as APIError {
-            return .page(
-                render("sign-in", page: "sign-in", title: "Sign in", ["error": error.message, "email": email]),
-                status: error.status)
+            return signInPage(refused: error, email: email)
         }
     }
 
     func sendCode(email: String) async throws -> WebAnswer {
-        let client = try access.client()
-        try await requireSameOrigin(client)
+        let client = try await formClient()
         do {
             try await signUps.sendOTP(.init(email: email, createUser: false), redirectTo: nil, client: client)
         } catch let error as APIError {
-            return .page(
-                render("sign-in", page: "sign-in", title: "Sign in", ["error": error.message, "email": email]),
-                status: error.status)
+            return signInPage(refused: error, email: email)
         }
         return .page(render("enter-code", page: "enter-code", title: "Check your email", ["email": email]))
     }
 
     func verifyCode(email: String, code: String) async throws -> WebAnswer {
-        let client = try access.client()
-        try await requireSameOrigin(client)
+        let client = try await formClient()
         do {
             let signedIn = try await verification.verify(
                 .init(_type: .email, email: email, token: code), client: client)
@@ -228,8 +230,7 @@ struct WebPages: Sendable {
     /// Mails a new sign-in link (or a password reset link), answering the same whether or not the address has an
     /// account.
     func newLink(email: String, purpose: String?) async throws -> WebAnswer {
-        let client = try access.client()
-        try await requireSameOrigin(client)
+        let client = try await formClient()
         do {
             if purpose == "recovery" {
                 try await signUps.recover(.init(email: email), redirectTo: nil, client: client)
@@ -281,15 +282,13 @@ struct WebPages: Sendable {
     }
 
     func signOut() async throws -> WebAnswer {
-        let client = try access.client()
-        try await requireSameOrigin(client)
+        _ = try await formClient()
         if let (caller, _) = try await caller() { try await accountSessions.logout(.local, by: caller) }
         return .redirect("/account/sign-in", cookies: session.clearing)
     }
 
     func signOutOthers() async throws -> WebAnswer {
-        let client = try access.client()
-        try await requireSameOrigin(client)
+        _ = try await formClient()
         let (caller, cookies) = try await signedIn()
         try await accountSessions.logout(.others, by: caller)
         return .redirect("/account?notice=signed_out_others", cookies: cookies)
@@ -301,8 +300,7 @@ struct WebPages: Sendable {
     func passwordPage(error: APIError? = nil) async throws -> WebAnswer {
         let (caller, cookies) = try await signedIn()
         let record = try await profiles.account(caller)
-        let now = Int64(env.clock.now.timeIntervalSince1970)
-        let recovery = caller.identity.claims.amr.contains { $0.method == "recovery" && now - $0.timestamp <= 600 }
+        let recovery = profiles.signedInRecently(caller.identity, by: ["recovery"])
         var fields: [String: Any] = [
             "email": record.email, "recovery": recovery, "ask_current": !recovery && record.passwordHash != nil,
             "min_length": env.settings.passwordPolicy.minimumLength,
@@ -327,8 +325,7 @@ struct WebPages: Sendable {
     }
 
     func changePassword(password: String, currentPassword: String?) async throws -> WebAnswer {
-        let client = try access.client()
-        try await requireSameOrigin(client)
+        _ = try await formClient()
         let (caller, cookies) = try await signedIn()
         do {
             _ = try await profiles.update(.init(password: password, currentPassword: currentPassword), by: caller)
@@ -341,8 +338,7 @@ struct WebPages: Sendable {
     // MARK: Deletion
 
     func delete(currentPassword: String?) async throws -> WebAnswer {
-        let client = try access.client()
-        try await requireSameOrigin(client)
+        _ = try await formClient()
         let (caller, _) = try await signedIn()
         do {
             try await deletion.delete(caller, proof: .init(currentPassword: currentPassword))
