@@ -27,12 +27,25 @@ struct AccountDeletionTests {
             #expect(wrong.status == 400)
             #expect(wrong.json["code"] as? String == "invalid_credentials")
 
+            // A mail still waiting for the address: a retry the mail server's outage put off until tomorrow.
+            let db = h.server.services.store.database
+            let waiting = "m_waiting_\(UUID().uuidString)"
+            try await db.insert(into: "mail_queue")
+                .columns("id", "recipient_digest", "message", "created_at", "attempts", "next_attempt_at")
+                .values(
+                    SQLBind(waiting), SQLBind(Secrets.emailDigest(member.email)), SQLBind("sealed"),
+                    SQLBind(Int64(h.clock.now.timeIntervalSince1970 * 1000)), SQLBind(Int64(3)),
+                    SQLBind(Int64(h.clock.now.addingTimeInterval(24 * 3600).timeIntervalSince1970 * 1000))
+                )
+                .run()
+
             let deleted = try await h.client.deleteAccount(
                 ["current_password": "correct horse battery"], bearer: member.account.access)
             #expect(deleted.status == 204)
             _ = try await h.mail(to: member.email, subject: "Your account was deleted")
+            // The waiting mail will not follow the confirmation.
+            #expect(try await db.select().column("id").from("mail_queue").where("id", .equal, waiting).all().isEmpty)
             // No event names the address any more (the sign-ins tried below add their own).
-            let db = h.server.services.store.database
             let naming = try await db.select().column("id").from("audit_events")
                 .where("detail", .like, "%\(Secrets.emailDigest(member.email))%").all()
             #expect(naming.isEmpty)

@@ -16,8 +16,8 @@ struct AccountDeletion: Sendable {
 
     /// Deletes the caller's account. Refused while it owns companies (the answer lists them: transfer or delete them
     /// first). In one transaction: every session ends (and leaves every instance's cache), the account row goes with
-    /// its identities, codes, credentials and memberships (the schema cascades), its sync receipts go, the trail
-    /// forgets the person (`scrubAudit`), and a tombstone without personal data is written. The
+    /// its identities, codes, credentials and memberships (the schema cascades), its sync receipts and the mail still
+    /// queued for it go, the trail forgets the person (`scrubAudit`), and a tombstone without personal data is written. The
     /// confirmation mail is queued in the same transaction, so it goes out exactly when the deletion happened.
     func delete(_ caller: Caller, proof: Proof) async throws {
         let client = caller.client
@@ -36,6 +36,10 @@ struct AccountDeletion: Sendable {
             // Checked again inside the transaction: a company made meanwhile would otherwise lose its owner.
             let ownedNow = try await CompanyRepository(db: db).owned(by: account.id)
             guard ownedNow.isEmpty else { throw Self.ownsCompanies(ownedNow) }
+            // Mail still waiting for the address (a retry after a mail server outage, a link asked for just before)
+            // would arrive after the confirmation and point at an account that is gone.
+            try await db.delete(from: "mail_queue")
+                .where("recipient_digest", .equal, Secrets.emailDigest(account.email)).run()
             try await env.mailer.enqueue(.accountDeleted, to: account.email, db: db)
             let ended = try await SessionRepository(db: db).revoke(.account(account.id), now: env.clock.now)
             try await db.delete(from: "sync_mutations").where("account_id", .equal, account.id).run()
