@@ -9,7 +9,6 @@ final class SMTPSink: @unchecked Sendable {
     let folder: URL
     private let process: Process
     private let stdin: Pipe
-    private let claimed = Mutex<Set<String>>([])
 
     private init(port: Int, folder: URL, process: Process, stdin: Pipe) {
         self.port = port
@@ -55,17 +54,7 @@ final class SMTPSink: @unchecked Sendable {
     func waitForMail(to recipient: String, subject: String) async throws -> ReceivedMail {
         let deadline = ContinuousClock.now + .seconds(15)
         while ContinuousClock.now < deadline {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-            for name in names.sorted() where name.hasSuffix(".eml") {
-                if claimed.withLock({ $0.contains(name) }) { continue }
-                guard let raw = try? String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8) else {
-                    continue
-                }
-                let mail = ReceivedMail(raw: raw)
-                let to = raw.split(separator: "\r\n").first { $0.hasPrefix("To: ") }
-                guard to?.contains(recipient) == true, mail.subject.contains(subject) else { continue }
-                if claimed.withLock({ $0.insert(name).inserted }) { return mail }
-            }
+            if let mail = claim(to: recipient, subject: subject, take: true) { return mail }
             try await Task.sleep(for: .milliseconds(20))
         }
         throw SinkError.noMail("no mail to \(recipient) with subject containing '\(subject)'")
@@ -73,13 +62,44 @@ final class SMTPSink: @unchecked Sendable {
 
     /// Whether an unread message to `recipient` whose subject contains `subject` has arrived (it stays unread).
     func hasMail(to recipient: String, subject: String) async throws -> Bool {
+        claim(to: recipient, subject: subject, take: false) != nil
+    }
+
+    /// One message as the sink wrote it, read once: its To line and its decoded subject.
+    private struct Entry {
+        let to: String
+        let subject: String
+        let mail: ReceivedMail
+        var claimed = false
+    }
+
+    /// Every message read so far, by file name. Each file is read once (the sink writes them whole, by rename), so
+    /// many tests polling at once do not read the whole folder again and again.
+    private let messages = Mutex<[String: Entry]>([:])
+
+    /// The oldest unread message to `recipient` whose subject contains `subject`, marked read when `take` is set.
+    private func claim(to recipient: String, subject: String, take: Bool) -> ReceivedMail? {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        return names.contains { name in
-            guard name.hasSuffix(".eml"), !claimed.withLock({ $0.contains(name) }),
-                let raw = try? String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8)
-            else { return false }
-            let to = raw.split(separator: "\r\n").first { $0.hasPrefix("To: ") }
-            return to?.contains(recipient) == true && ReceivedMail(raw: raw).subject.contains(subject)
+        let known = messages.withLock { Set($0.keys) }
+        var fresh: [String: Entry] = [:]
+        for name in names where name.hasSuffix(".eml") && !known.contains(name) {
+            guard let raw = try? String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8) else {
+                continue
+            }
+            let mail = ReceivedMail(raw: raw)
+            let to = raw.split(separator: "\r\n").first { $0.hasPrefix("To: ") }.map(String.init) ?? ""
+            fresh[name] = Entry(to: to, subject: mail.subject, mail: mail)
+        }
+        return messages.withLock { messages in
+            messages.merge(fresh) { old, _ in old }
+            for name in messages.keys.sorted() {
+                guard let entry = messages[name], !entry.claimed, entry.to.contains(recipient),
+                    entry.subject.contains(subject)
+                else { continue }
+                if take { messages[name]?.claimed = true }
+                return entry.mail
+            }
+            return nil
         }
     }
 
