@@ -245,8 +245,10 @@ struct SessionFlowTests {
 
     @Test("with the mail server down: sign-up answers at once, the mail waits in the queue and arrives when it is back")
     func mailServerDown() async throws {
-        let port = try SMTPSink.freePort()
-        try await AccountHarness.with({ $0.smtpURL = "smtp://127.0.0.1:\(port)" }) { h in
+        // The sink holds its port while it is down, so nothing else can take it before it comes back.
+        let late = try await SMTPSink.start(closed: true)
+        defer { late.stop() }
+        try await AccountHarness.with({ $0.smtpURL = "smtp://127.0.0.1:\(late.port)" }) { h in
             let email = AccountHarness.newEmail()
             let signedUp = try await h.client.signUp(email, password: "correct horse battery")
             #expect(signedUp.status == 200)
@@ -260,8 +262,7 @@ struct SessionFlowTests {
             let sealed = try await h.server.services.store.database.select().column("message").from("mail_queue")
                 .all(decodingColumn: "message", as: String.self)
             #expect(sealed.allSatisfy { $0.hasPrefix("gh1:") && !$0.contains("Confirm your email") })
-            let late = try await SMTPSink.start(port: port)
-            defer { late.stop() }
+            try late.open()
             // Retries follow the server's clock: move it past the backoff until the mail is through.
             let delivered = try await LiveServer.eventually {
                 h.clock.advance(by: 5)

@@ -25,8 +25,9 @@ final class SMTPSink: @unchecked Sendable {
     /// One sink for the whole test process; tests tell their mail apart by recipient.
     static func shared() async throws -> SMTPSink { try await sharedSink.value }
 
-    /// Starts a sink, on `port` when given, and returns once it accepts connections.
-    static func start(port: Int? = nil) async throws -> SMTPSink {
+    /// Starts a sink on a free port and returns once it accepts connections. A `closed` sink returns once it holds its
+    /// port, and refuses connections (a mail server that is down) until `open()`.
+    static func start(closed: Bool = false) async throws -> SMTPSink {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
             "gatehouse-mail-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -34,7 +35,7 @@ final class SMTPSink: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments =
             ["python3", script.path, folder.path, "--max-lifetime", "7200"]
-            + (port.map { ["--port", String($0)] } ?? [])
+            + (closed ? ["--closed"] : [])
         let stdin = Pipe()
         let stdout = Pipe()
         process.standardInput = stdin
@@ -101,6 +102,11 @@ final class SMTPSink: @unchecked Sendable {
             }
             return nil
         }
+    }
+
+    /// Starts listening on a `closed` sink's port: the mail server is back.
+    func open() throws {
+        try stdin.fileHandleForWriting.write(contentsOf: Data("OPEN\n".utf8))
     }
 
     func stop() {

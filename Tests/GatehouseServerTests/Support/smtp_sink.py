@@ -9,6 +9,9 @@ rename.
 RCPT to an address starting with "reject" is answered "550 5.1.1 no such user"; one starting with "defer" gets
 "451 4.3.0 try again later".
 
+With --closed it holds its port without listening (connections are refused, as by a mail server that is down)
+until the line "OPEN" arrives on its standard input; the port is its own all along, so nothing else can take it.
+
 It exits when its standard input closes (so it dies with the test process), on SIGTERM or SIGINT, or after
 --max-lifetime seconds, whichever comes first.
 """
@@ -21,6 +24,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -55,6 +59,8 @@ def parse_arguments():
     parser.add_argument("--inject-after-starttls", action="store_true",
                         help="a scripted server that sends a plain-text reply right behind its STARTTLS go-ahead, "
                              "as in the STARTTLS command-injection attacks")
+    parser.add_argument("--closed", action="store_true",
+                        help="hold the port without listening until the line OPEN arrives on standard input")
     parser.add_argument("--max-lifetime", type=float, default=300, help="seconds after which the sink exits anyway")
     return parser.parse_args()
 
@@ -195,8 +201,17 @@ async def injecting(reader, writer):
     writer.close()
 
 
-async def serve(arguments, stop):
+async def serve(arguments, stop, opened):
     loop = asyncio.get_running_loop()
+    where = {"host": arguments.bind, "port": arguments.port}
+    if arguments.closed:
+        # Bound, not listening: the kernel refuses connections, and no other socket can take the port meanwhile.
+        held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind((arguments.bind, arguments.port))
+        print("READY %d" % held.getsockname()[1], flush=True)
+        await opened.wait()
+        where = {"sock": held}
     tls_folder = None
     try:
         context = None
@@ -209,9 +224,9 @@ async def serve(arguments, stop):
                 await reader.read()
                 writer.close()
 
-            server = await asyncio.start_server(silent, "127.0.0.1", arguments.port)
+            server = await asyncio.start_server(silent, **where)
         elif arguments.inject_after_starttls:
-            server = await asyncio.start_server(injecting, "127.0.0.1", arguments.port)
+            server = await asyncio.start_server(injecting, **where)
         else:
             sink = Sink(arguments.outdir)
             options = {"hostname": "sink.test", "loop": loop, "enable_SMTPUTF8": arguments.smtputf8}
@@ -224,10 +239,9 @@ async def serve(arguments, stop):
                     auth_require_tls=arguments.auth_require_tls,
                     auth_exclude_mechanism=[name for name in ("PLAIN", "LOGIN") if name not in offered])
             server = await loop.create_server(
-                lambda: SMTP(sink, **options), arguments.bind, arguments.port,
-                ssl=context if arguments.tls == "implicit" else None)
+                lambda: SMTP(sink, **options), **where, ssl=context if arguments.tls == "implicit" else None)
         port = server.sockets[0].getsockname()[1]
-        print("READY %d" % port, flush=True)
+        print(("OPEN %d" if arguments.closed else "READY %d") % port, flush=True)
         try:
             await asyncio.wait_for(stop.wait(), timeout=arguments.max_lifetime)
         except asyncio.TimeoutError:
@@ -244,14 +258,17 @@ def main():
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     stop = asyncio.Event()
+    opened = asyncio.Event()
     for number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(number, stop.set)
 
     def watch_stdin():
         # Reading until EOF ties the sink's life to the test process that holds the other end of the pipe.
+        # The line OPEN opens a --closed sink.
         try:
-            while sys.stdin.buffer.read(4096):
-                pass
+            for line in sys.stdin.buffer:
+                if line.strip() == b"OPEN":
+                    loop.call_soon_threadsafe(opened.set)
         except (OSError, ValueError):
             pass
         try:
@@ -260,7 +277,7 @@ def main():
             pass  # the loop has already finished
 
     threading.Thread(target=watch_stdin, daemon=True).start()
-    loop.run_until_complete(serve(arguments, stop))
+    loop.run_until_complete(serve(arguments, stop, opened))
 
 
 if __name__ == "__main__":
