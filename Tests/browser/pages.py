@@ -1,7 +1,7 @@
 """Every web page of Gatehouse in headless Chromium, against the real binary (started by scripts/browser-test.sh).
 
 Each test follows one person's path through the pages: it renders, its forms work end to end, it can be used with
-the keyboard alone, axe-core finds nothing serious or critical in light or dark, and every control shows where the
+the keyboard alone, axe-core 4.9 finds no violation of any impact in light or dark, and every control shows where the
 focus is. Screenshots of each page in light and dark go to docs/pages/.
 
 Usage: python3 Tests/browser/pages.py --base URL --data-dir DIR --binary PATH [--shots DIR] [test names...]
