@@ -127,6 +127,38 @@ struct WebPageRouterTests {
         }
     }
 
+    @Test("a limit, a missing page and an unreadable form answer pages with the API's status; the API keeps its JSON")
+    func failuresArePages() async throws {
+        try await withApp { client in
+            // Share lookups are secret checks, 30 per 5 minutes per address: the 31st gets the limit's page.
+            for _ in 0..<30 {
+                try await client.execute(uri: "/share/nope", method: .get) { #expect($0.status == .gone) }
+            }
+            try await client.execute(uri: "/share/nope", method: .get) { response in
+                #expect(response.status == .tooManyRequests)
+                #expect(response.headers[.contentType]?.hasPrefix("text/html") == true)
+                #expect(response.headers[.retryAfter].flatMap(Int.init).map { $0 > 0 } == true)
+                let page = String(buffer: response.body)
+                #expect(page.contains("data-page=\"error\"") && page.contains("Too many attempts"))
+            }
+            try await client.execute(uri: "/account/nowhere", method: .get) { response in
+                #expect(response.status == .notFound)
+                #expect(String(buffer: response.body).contains("data-page=\"error\""))
+            }
+            try await client.execute(
+                uri: "/account/sign-in", method: .post,
+                headers: [.contentType: "application/x-www-form-urlencoded"], body: ByteBuffer(string: "email=a")
+            ) { response in
+                #expect(response.status == .badRequest)
+                #expect(response.headers[.contentType]?.hasPrefix("text/html") == true)
+            }
+            try await client.execute(uri: "/v1/account/audit", method: .get) { response in
+                #expect(response.status == .unauthorized)
+                #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
+            }
+        }
+    }
+
     @Test("a page template in --templates-dir replaces the built-in one; the others stay")
     func overriddenPage() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pages-\(UUID().uuidString)")

@@ -117,12 +117,13 @@ public func buildRouter(_ services: GatehouseServices) throws -> Router<AppReque
     let router = Router(context: AppRequestContext.self)
     router.add(middleware: SecurityHeadersMiddleware())
     router.add(middleware: MetricsMiddleware())
-    router.add(middleware: ErrorMiddleware())
+    let api = try API(services)
+    router.add(middleware: ErrorMiddleware(page: api.web.failure))
     let routes = RouteTable()
     router.add(middleware: MethodNotAllowedMiddleware(table: routes))
     router.add(middleware: BodyLimitMiddleware(limit: services.configuration.maxBodySize))
     router.add(middleware: RequestScopeMiddleware())
-    try API(services).register(on: router)
+    try api.register(on: router)
     routes.record(router.routes.map { (method: $0.method.rawValue, path: "\($0.path)") })
     return router
 }

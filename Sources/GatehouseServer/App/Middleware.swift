@@ -7,24 +7,34 @@ import NIOConcurrencyHelpers
 import OpenAPIRuntime
 
 /// Turns every failure into `{code, message}`: expected ones keep their code, anything else is logged once as a 500.
-/// A request that found the store unreachable answers 503 `store_unavailable` with `Retry-After` instead.
+/// A request that found the store unreachable answers 503 `store_unavailable` with `Retry-After` instead. On the web
+/// pages the same failure is a page (`page`), since a person in a browser would otherwise see the JSON.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Logs an outage now and then rather than once per refused request.
     let outages = OutageLog()
+    /// The page that answers `error` on a page's route (`WebPages.isPage`).
+    var page: (@Sendable (APIError) -> WebAnswer)? = nil
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
         let witness = StoreOutage.Witness()
+        func answer(_ error: APIError) throws -> Response {
+            guard let page, WebPages.isPage(method: request.method, path: request.uri.path) else {
+                return try error.response(from: request, context: context)
+            }
+            return try page(error).response(from: request, context: context)
+        }
         do {
             return try await StoreOutage.$witness.withValue(witness) { try await next(request, context) }
         } catch let error where Self.outage(answering: error, witness: witness) != nil {
             outages.record(Self.outage(answering: error, witness: witness) ?? error, logger: context.logger)
-            return try APIError.storeUnavailable.response(from: request, context: context)
+            return try answer(.storeUnavailable)
         } catch let error as APIError {
-            return try error.response(from: request, context: context)
+            return try answer(error)
         } catch let error as ServerError {
             // A generated operation's failure: what the handler threw, or input the generated code could not read.
+            if let refusal = error.underlyingError as? APIError { return try answer(refusal) }
             if let answer = error.underlyingError as? any HTTPResponseError {
                 return try answer.response(from: request, context: context)
             }
@@ -35,15 +45,15 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                         "operation": "\(error.operationID)", "error.type": "\(type(of: error.underlyingError))",
                         "error": "\(error.underlyingError)",
                     ])
-                return try APIError.internalError.response(from: request, context: context)
+                return try answer(.internalError)
             }
-            return try translated.response(from: request, context: context)
+            return try answer(translated)
         } catch let error as HTTPError {
-            return try Self.translate(error).response(from: request, context: context)
+            return try answer(Self.translate(error))
         } catch {
             context.logger.error(
                 "unexpected failure", metadata: ["error.type": "\(type(of: error))", "error": "\(error)"])
-            return try APIError.internalError.response(from: request, context: context)
+            return try answer(.internalError)
         }
     }
 

@@ -43,6 +43,28 @@ struct WebPages: Sendable {
         return .page(render("message", page: page, title: title, fields), status: status, cookies: cookies)
     }
 
+    /// Whether `path` is one of the pages rather than the API: the account pages, a share link's landing, and the
+    /// link page (`GET /auth/v1/verify`; a POST there is Supabase's verify).
+    static func isPage(method: HTTPRequest.Method, path: String) -> Bool {
+        path == "/account" || path.hasPrefix("/account/") || path.hasPrefix("/share/")
+            || (path == "/auth/v1/verify" && (method == .get || method == .head))
+    }
+
+    /// The page for a failure the API would answer as JSON: a limit (with its `Retry-After`), the store out of
+    /// reach, input the server could not read, or a fault of its own. The status and headers stay the API's.
+    func failure(_ error: APIError) -> WebAnswer {
+        let (title, paragraphs): (String, [String]) =
+            switch error.status.code {
+            case 429: ("Too many attempts", [error.message, "Wait a little, then try again."])
+            case 503: ("Try again in a moment", ["\(Mailer.productName) cannot reach its data right now."])
+            case 500...: ("Something went wrong", ["The server could not finish this. Try again in a moment."])
+            default: ("This did not work", [error.message])
+            }
+        var answer = message(page: "error", title: title, paragraphs, status: error.status, signInLink: true)
+        for field in error.headers where field.name != .contentType { answer.headers.append(field) }
+        return answer
+    }
+
     /// The result of a link that no longer works.
     func spentLink(_ state: LinkState, type: String) -> WebAnswer {
         let purpose = type == "recovery" ? "recovery" : "magiclink"
