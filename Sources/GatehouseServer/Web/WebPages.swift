@@ -44,10 +44,11 @@ struct WebPages: Sendable {
     }
 
     /// Whether `path` is one of the pages rather than the API: the account pages, a share link's landing, and the
-    /// link page (`GET /auth/v1/verify`; a POST there is Supabase's verify).
+    /// link page (`GET /auth/v1/verify`, whose button posts to `/auth/v1/verify/continue`; a POST to the link page's
+    /// own path is Supabase's verify).
     static func isPage(method: HTTPRequest.Method, path: String) -> Bool {
         path == "/account" || path.hasPrefix("/account/") || path.hasPrefix("/share/")
-            || (path == "/auth/v1/verify" && (method == .get || method == .head))
+            || path == "/auth/v1/verify/continue" || (path == "/auth/v1/verify" && (method == .get || method == .head))
     }
 
     /// The page for a failure the API would answer as JSON: a limit (with its `Retry-After`), the store out of
