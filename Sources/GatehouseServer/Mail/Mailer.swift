@@ -141,13 +141,6 @@ public struct Mailer: Sendable {
             sample, from: "no-reply@gatehouse.local", to: "ada@example.com", locale: language(locale, in: templates),
             templates: templates, expiresMinutes: AuthSettings().codeLifetimeMinutes)
     }
-
-    /// Text made safe for HTML content and quoted attribute values, in mails and in the pages links open.
-    static func escape(_ value: String) -> String {
-        value.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
-            .replacingOccurrences(of: "'", with: "&#39;")
-    }
 }
 
 /// A mail name that is not one of Gatehouse's mails.
