@@ -167,7 +167,7 @@ struct AccountsEnvironment: Sendable {
         var components = URLComponents(string: publicURL + "/auth/v1/verify")
         components?.queryItems = [
             URLQueryItem(name: "token", value: token), URLQueryItem(name: "type", value: type),
-            URLQueryItem(name: "redirect_to", value: allowedRedirect(redirectTo) ?? siteURL),
+            URLQueryItem(name: "redirect_to", value: redirectTarget(redirectTo)),
         ]
         return components?.string ?? publicURL
     }
@@ -176,6 +176,11 @@ struct AccountsEnvironment: Sendable {
     func allowedRedirect(_ candidate: String?) -> String? {
         guard let candidate, !candidate.isEmpty else { return nil }
         return redirects.admits(candidate) ? candidate : nil
+    }
+
+    /// Where a link goes after it is used: `candidate` when allowed, else the site URL.
+    func redirectTarget(_ candidate: String?) -> String {
+        allowedRedirect(candidate) ?? siteURL
     }
 
     /// The user object a sign-up answers for an address that already has a confirmed account: shaped exactly like

@@ -24,6 +24,9 @@ struct WebPages: Sendable {
 
     var session: WebSession { WebSession(secure: env.publicURL.lowercased().hasPrefix("https://")) }
 
+    /// The current request's headers (cookies, Origin).
+    private var requestHeaders: HTTPFields { RequestScope.current?.head.headerFields ?? [:] }
+
     // MARK: Rendering
 
     /// Page `name` with the layout's fields.
@@ -89,8 +92,7 @@ struct WebPages: Sendable {
     /// The client of a form post; a post from another site is refused before anything else happens.
     private func formClient() async throws -> ClientInfo {
         let client = try access.client()
-        let headers = RequestScope.current?.head.headerFields ?? [:]
-        guard LinkPage.isSameOrigin(headers, publicURL: env.publicURL) else {
+        guard LinkPage.isSameOrigin(requestHeaders, publicURL: env.publicURL) else {
             await env.sessions.audit(
                 client.event(.authorizationRefused, accountID: nil, detail: ["reason": "cross_site_form_post"]))
             throw message(
@@ -105,13 +107,12 @@ struct WebPages: Sendable {
     /// The account session behind the browser's cookies, refreshing an expired access token with the refresh
     /// cookie (the new cookies are returned with it); nil when there is none.
     func caller() async throws -> (caller: Caller, cookies: [String])? {
-        let headers = RequestScope.current?.head.headerFields ?? [:]
-        if let token = WebSession.read(WebSession.accessCookie, from: headers),
+        if let token = WebSession.read(WebSession.accessCookie, from: requestHeaders),
             let caller = await access.account(token: token)
         {
             return (caller, [])
         }
-        guard let refresh = WebSession.read(WebSession.refreshCookie, from: headers) else { return nil }
+        guard let refresh = WebSession.read(WebSession.refreshCookie, from: requestHeaders) else { return nil }
         let client = try access.client()
         guard let renewed = try? await tokens.refresh(.init(refreshToken: refresh), client: client),
             let caller = await access.account(token: renewed.accessToken)
@@ -131,7 +132,7 @@ struct WebPages: Sendable {
     /// person's one tap on Continue does. It also shows the link's six digits, for typing into the app on another
     /// device. A link that no longer works gets a page saying whether it was used or expired.
     func linkLanding(token: String, type: String, redirectTo: String?) async throws -> WebAnswer {
-        let target = env.allowedRedirect(redirectTo) ?? env.siteURL
+        let target = env.redirectTarget(redirectTo)
         let codes = OneTimeCodes(db: env.store.database, clock: env.clock, settings: env.settings)
         guard let purposes = CodePurpose.accepted(byVerifyType: type), !token.isEmpty,
             try await codes.isLive(linkToken: token, purposes: purposes)
@@ -162,11 +163,10 @@ struct WebPages: Sendable {
     /// shows the result (a recovery link goes on to the new-password form).
     func continueLink(token: String, type: String, redirectTo: String?) async throws -> any Error {
         let client = try access.client()
-        let headers = RequestScope.current?.head.headerFields ?? [:]
-        let target = env.allowedRedirect(redirectTo) ?? env.siteURL
+        let target = env.redirectTarget(redirectTo)
         let outcome = try await verification.continueLink(
             token: token, type: type, target: target, landsHere: landsHere(target),
-            sameOrigin: LinkPage.isSameOrigin(headers, publicURL: env.publicURL), client: client)
+            sameOrigin: LinkPage.isSameOrigin(requestHeaders, publicURL: env.publicURL), client: client)
         switch outcome {
         case .app(let redirect):
             return redirect
