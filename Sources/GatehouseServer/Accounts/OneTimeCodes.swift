@@ -146,9 +146,8 @@ struct OneTimeCodes {
             let row = try await db.select().columns("consumed_at", "expires_at").from("one_time_codes")
                 .where("link_hash", .equal, Secrets.digest(token)).first()
         else { return .expired }
-        let consumed = try row.decode(column: "consumed_at", as: Int64?.self)
-        let expires = try row.decode(column: "expires_at", as: Int64.self)
-        return consumed != nil && consumed! < expires ? .used : .expired
+        guard let consumed = try row.decode(column: "consumed_at", as: Int64?.self) else { return .expired }
+        return consumed < (try row.decode(column: "expires_at", as: Int64.self)) ? .used : .expired
     }
 
     private func live(linkToken token: String, purposes: [CodePurpose]) async throws -> (any SQLRow)? {

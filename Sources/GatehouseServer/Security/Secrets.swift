@@ -8,20 +8,13 @@ public enum Secrets {
         base64URL(SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) })
     }
 
-    /// A uniformly random six-digit code, leading zeros kept.
-    public static func sixDigitCode() -> String {
-        var generator = SystemRandomNumberGenerator()
-        return String(format: "%06d", Int.random(in: 0..<1_000_000, using: &generator))
-    }
-
     /// The six digits that go with a magic link's `token`, derived from it so that the link's page can show them on
     /// another device without the store keeping either in the clear. The token is 256 random bits: knowing the code
     /// says nothing of it.
     static func sixDigitCode(linkedTo token: String) -> String {
         let bytes = Array(SHA256.hash(data: Data("gatehouse-link-code:\(token)".utf8)))
         let value = bytes.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        let code = String(value % 1_000_000)
-        return String(repeating: "0", count: 6 - code.count) + code
+        return String(format: "%06d", Int(value % 1_000_000))
     }
 
     /// Hex SHA-256 of `value`: what the store keeps instead of a secret.
