@@ -211,6 +211,9 @@ struct AccountsEnvironment: Sendable {
         ).wire(identities: [identity], confirmationSentAt: now)
     }
 
+    /// What joins a refused password's reasons in its `weak_password` message (the password page lists them apart).
+    static let reasonSeparator = "; "
+
     /// Refuses an account password the policy rejects, with Supabase's `weak_password` reasons.
     func checkPassword(_ password: String, email: String) throws {
         try checkPassword(password, forbidden: [email, EmailAddress.localPart(email)], policy: settings.passwordPolicy)
@@ -225,7 +228,7 @@ struct AccountsEnvironment: Sendable {
         guard problems.isEmpty else {
             throw APIError(
                 .unprocessableContent, code: .weakPassword,
-                message: problems.map { $0.message(for: policy) }.joined(separator: "; "),
+                message: problems.map { $0.message(for: policy) }.joined(separator: Self.reasonSeparator),
                 details: ["weak_password": .object(["reasons": .array(problems.map { .string($0.rawValue) })])])
         }
     }

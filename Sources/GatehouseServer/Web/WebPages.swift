@@ -331,7 +331,7 @@ struct WebPages: Sendable {
         if let error {
             if error.code == ErrorCode.weakPassword.rawValue {
                 fields["error"] = "Choose another password:"
-                fields["reasons"] = error.message.components(separatedBy: "; ")
+                fields["reasons"] = error.message.components(separatedBy: AccountsEnvironment.reasonSeparator)
                 fields["has_reasons"] = true
             } else if error.code == ErrorCode.reauthenticationNeeded.rawValue {
                 fields["error"] =
