@@ -27,33 +27,37 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         do {
             return try await StoreOutage.$witness.withValue(witness) { try await next(request, context) }
-        } catch let error where Self.outage(answering: error, witness: witness) != nil {
-            outages.record(Self.outage(answering: error, witness: witness) ?? error, logger: context.logger)
-            return try answer(.storeUnavailable)
-        } catch let error as APIError {
-            return try answer(error)
-        } catch let error as ServerError {
-            // A generated operation's failure: what the handler threw, or input the generated code could not read.
-            if let refusal = error.underlyingError as? APIError { return try answer(refusal) }
-            if let answer = error.underlyingError as? any HTTPResponseError {
-                return try answer.response(from: request, context: context)
+        } catch {
+            if let outage = Self.outage(answering: error, witness: witness) {
+                outages.record(outage, logger: context.logger)
+                return try answer(.storeUnavailable)
             }
-            guard let translated = Self.translate(error, request: request) else {
+            switch error {
+            case let error as APIError:
+                return try answer(error)
+            case let error as ServerError:
+                // A generated operation's failure: what the handler threw, or input the generated code could not read.
+                if let refusal = error.underlyingError as? APIError { return try answer(refusal) }
+                if let answer = error.underlyingError as? any HTTPResponseError {
+                    return try answer.response(from: request, context: context)
+                }
+                guard let translated = Self.translate(error, request: request) else {
+                    context.logger.error(
+                        "unexpected failure",
+                        metadata: [
+                            "operation": "\(error.operationID)", "error.type": "\(type(of: error.underlyingError))",
+                            "error": "\(error.underlyingError)",
+                        ])
+                    return try answer(.internalError)
+                }
+                return try answer(translated)
+            case let error as HTTPError:
+                return try answer(Self.translate(error))
+            default:
                 context.logger.error(
-                    "unexpected failure",
-                    metadata: [
-                        "operation": "\(error.operationID)", "error.type": "\(type(of: error.underlyingError))",
-                        "error": "\(error.underlyingError)",
-                    ])
+                    "unexpected failure", metadata: ["error.type": "\(type(of: error))", "error": "\(error)"])
                 return try answer(.internalError)
             }
-            return try answer(translated)
-        } catch let error as HTTPError {
-            return try answer(Self.translate(error))
-        } catch {
-            context.logger.error(
-                "unexpected failure", metadata: ["error.type": "\(type(of: error))", "error": "\(error)"])
-            return try answer(.internalError)
         }
     }
 
