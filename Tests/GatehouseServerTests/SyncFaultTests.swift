@@ -1,7 +1,11 @@
 import AsyncHTTPClient
 import Foundation
 import GatehouseServer
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
 import SQLKit
+import Synchronization
 import Testing
 
 /// The `gatehouse` binary killed with SIGKILL in the middle of a stream of pushes, 20 times, on this run's store.
@@ -96,32 +100,33 @@ struct SyncFaultTests {
                 // A stream of pushes; SIGKILL lands while one is in flight.
                 let killAfter = 2 + round % 5
                 var sent = 0
-                let pid = process.processIdentifier
                 while true {
                     let batch = makeBatch()
                     if sent == killAfter {
-                        // Four pushes in flight at once; the kill lands as the first is answered.
+                        // Four pushes in flight at once; the kill lands as the first answer's status line arrives.
                         let batches = [batch] + (0..<3).map { _ in makeBatch() }
-                        let url = base + "/v1/companies/\(cid)/sync/push"
-                        let bearer = session.access
-                        var pushes: [Task<HTTPReply, any Error>] = []
+                        let killSwitch = KillSwitch(pid: process.processIdentifier)
+                        var pushes: [EventLoopFuture<HTTPClient.Response>] = []
                         for inFlight in batches {
-                            let body = String(
-                                decoding: try JSONSerialization.data(withJSONObject: [
-                                    "client_id": "device", "mutations": inFlight.mutations,
-                                ]), as: UTF8.self)
+                            let request = try HTTPClient.Request(
+                                url: base + "/v1/companies/\(cid)/sync/push", method: .POST,
+                                headers: [
+                                    "Authorization": "Bearer \(session.access)", "Content-Type": "application/json",
+                                ],
+                                body: .data(
+                                    try JSONSerialization.data(withJSONObject: [
+                                        "client_id": "device", "mutations": inFlight.mutations,
+                                    ])))
+                            let delegate = KillOnFirstAnswer(request: request, killSwitch: killSwitch)
                             pushes.append(
-                                Task {
-                                    try await AccountHarness.http.send(
-                                        .POST, url, body: body, headers: [("Authorization", "Bearer \(bearer)")])
-                                })
+                                AccountHarness.http.execute(request: request, delegate: delegate).futureResult)
                         }
-                        _ = try? await pushes[0].value
-                        kill(pid, SIGKILL)
                         for (inFlight, push) in zip(batches, pushes) {
-                            if let reply = try? await push.value, reply.status == 200 {
+                            if let reply = try? await push.get(), reply.status == .ok, let body = reply.body,
+                                let json = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any]
+                            {
                                 // Answered before the kill: acknowledged like any other.
-                                for result in reply.json["results"] as? [[String: Any]] ?? [] {
+                                for result in json["results"] as? [[String: Any]] ?? [] {
                                     acknowledged[try #require(result["id"] as? String)] =
                                         (result["seq"] as? NSNumber)?.int64Value
                                 }
@@ -131,6 +136,7 @@ struct SyncFaultTests {
                                 lost += 1
                             }
                         }
+                        killSwitch.fire()  // in case no answer came at all
                         break
                     }
                     let reply = try await client.push(cid, client: "device", batch.mutations, bearer: session.access)
@@ -173,5 +179,48 @@ struct SyncFaultTests {
         }
         process.terminate()
         process.waitUntilExit()
+    }
+}
+
+/// Sends SIGKILL to the binary once, from whichever thread fires it first.
+private final class KillSwitch: Sendable {
+    private let pid: pid_t
+    private let fired = Atomic(false)
+
+    init(pid: pid_t) { self.pid = pid }
+
+    func fire() {
+        if fired.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged { kill(pid, SIGKILL) }
+    }
+}
+
+/// Reads an answer as AsyncHTTPClient's accumulator does, and fires the kill switch the moment its status line
+/// arrives, on the client's event loop. Killing from the test's task instead waited for a free thread, and on a loaded
+/// machine the store had answered every push in flight by then (CI once saw no answer lost in 20 rounds).
+private final class KillOnFirstAnswer: HTTPClientResponseDelegate {
+    typealias Response = HTTPClient.Response
+    private let accumulator: ResponseAccumulator
+    private let killSwitch: KillSwitch
+
+    init(request: HTTPClient.Request, killSwitch: KillSwitch) {
+        self.accumulator = ResponseAccumulator(request: request)
+        self.killSwitch = killSwitch
+    }
+
+    func didReceiveHead(task: HTTPClient.Task<Response>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        killSwitch.fire()
+        return accumulator.didReceiveHead(task: task, head)
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Response>, _ part: ByteBuffer) -> EventLoopFuture<Void> {
+        accumulator.didReceiveBodyPart(task: task, part)
+    }
+
+    func didReceiveError(task: HTTPClient.Task<Response>, _ error: any Error) {
+        accumulator.didReceiveError(task: task, error)
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Response>) throws -> Response {
+        try accumulator.didFinishRequest(task: task)
     }
 }
