@@ -160,7 +160,7 @@ struct CommandLineTests {
 
         let client = HTTPClient()
         var ready = false
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline, !ready {
             ready = (try? await client.send(.GET, "http://127.0.0.1:\(port)/health/ready").status) == 200
             if !ready { try await Task.sleep(for: .milliseconds(20)) }

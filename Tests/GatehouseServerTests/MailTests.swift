@@ -1002,12 +1002,12 @@ private struct MailSink {
         try? FileManager.default.removeItem(at: base)
     }
 
-    /// Waits until the sink holds at least `count` messages (for 10 seconds at most), then returns them all. With
+    /// Waits until the sink holds at least `count` messages (for 60 seconds at most), then returns them all. With
     /// `count` 0 it returns at once: the transport returned only after the server answered, so nothing is pending.
     func messages(count: Int) async throws -> [MailSinkRecord] {
         let decoder = JSONDecoder()
         decoder.keyDecodingStrategy = .convertFromSnakeCase
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while true {
             let names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
                 .filter { $0.hasSuffix(".json") }.sorted()
@@ -1017,7 +1017,7 @@ private struct MailSink {
                 }
             }
             if ContinuousClock.now > deadline {
-                throw MailSinkError(description: "the sink got \(names.count) of \(count) messages within 10 seconds")
+                throw MailSinkError(description: "the sink got \(names.count) of \(count) messages within 60 seconds")
             }
             try await Task.sleep(for: .milliseconds(20))
         }

@@ -21,7 +21,7 @@ struct RevocationTests {
     /// second of real time), which a loaded machine can spend between the answer and the look: then it goes again.
     static func warm(_ h: AccountHarness, _ access: String, path: String = "/auth/v1/user") async throws {
         let id = try sessionID(access)
-        let cached = try await LiveServer.eventually(timeout: .seconds(10)) {
+        let cached = try await LiveServer.eventually(timeout: .seconds(60)) {
             try await h.client.get(path, bearer: access).status == 200
                 && h.server.services.accounts.sessions.cache.session(id) != nil
         }
@@ -174,7 +174,7 @@ struct RevocationTests {
             }
             await other.close()
             // Through the bus on PostgreSQL; on SQLite no notice crosses processes and the entry's lifetime bounds it.
-            let ended = try await LiveServer.eventually(timeout: .seconds(10)) { try await Self.refused(h, a.access) }
+            let ended = try await LiveServer.eventually(timeout: .seconds(60)) { try await Self.refused(h, a.access) }
             #expect(ended)
         }
     }
@@ -215,13 +215,13 @@ struct RevocationTests {
                 let there = AuthClient(http: h.http, base: other.baseURL, headers: h.client.headers)
                 // The new instance empties its cache once its listener connects: warm it until the entry stays.
                 let sessionID = try Self.sessionID(a.access)
-                let warm = try await LiveServer.eventually(timeout: .seconds(10)) {
+                let warm = try await LiveServer.eventually(timeout: .seconds(60)) {
                     try await there.user(a.access).status == 200
                         && other.services.accounts.sessions.cache.session(sessionID) != nil
                 }
                 #expect(warm)
                 #expect(try await h.client.logout(a.access, scope: "global").status == 204)
-                let ended = try await LiveServer.eventually(timeout: .seconds(10)) {
+                let ended = try await LiveServer.eventually(timeout: .seconds(60)) {
                     try await there.user(a.access).status == 403
                 }
                 #expect(ended)

@@ -51,9 +51,9 @@ final class SMTPSink: @unchecked Sendable {
 
     enum SinkError: Error { case didNotStart, noMail(String) }
 
-    /// Waits (up to 15 s) for an unread message to `recipient` whose subject contains `subject`.
+    /// Waits (up to 60 s, for a loaded machine) for an unread message to `recipient` whose subject contains `subject`.
     func waitForMail(to recipient: String, subject: String) async throws -> ReceivedMail {
-        let deadline = ContinuousClock.now + .seconds(15)
+        let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if let mail = claim(to: recipient, subject: subject, take: true) { return mail }
             try await Task.sleep(for: .milliseconds(20))
