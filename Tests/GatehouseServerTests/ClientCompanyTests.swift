@@ -9,7 +9,7 @@ import Testing
 struct ClientCompanyTests {
     @Test("The seeds' path: create, credential, login, share, preview, accept, members, switching, lockout")
     func companiesPath() async throws {
-        try await AccountHarness.with { h in
+        try await AccountHarness.with(live: true) { h in
             let owner = try AppDevice(h.server.baseURL)
             try await owner.signUp(h, "owner")
             let events = Recorder(owner.client.auth.events)
@@ -91,7 +91,7 @@ struct ClientCompanyTests {
 
     @Test("Saves return at once, reach the other device live, and different fields edited offline both survive")
     func liveAndDifferentFields() async throws {
-        try await AccountHarness.with { h in
+        try await AccountHarness.with(live: true) { h in
             let (owner, guest, cid) = try await sharedCompany(h)
             let ownerStore = try await owner.store(cid)
             let guestStore = try await guest.store(cid)
@@ -128,7 +128,7 @@ struct ClientCompanyTests {
 
     @Test("The same field edited offline on two devices: the server's value stays on both; the loser hears of it")
     func sameFieldConflict() async throws {
-        try await AccountHarness.with { h in
+        try await AccountHarness.with(live: true) { h in
             let (owner, guest, cid) = try await sharedCompany(h)
             let ownerStore = try await owner.store(cid)
             let guestStore = try await guest.store(cid)
@@ -161,7 +161,7 @@ struct ClientCompanyTests {
 
     @Test("Changes larger together than the server's body limit go up in smaller batches; none is lost")
     func batchesOverTheBodyLimit() async throws {
-        try await AccountHarness.with { h in
+        try await AccountHarness.with(live: true) { h in
             let (owner, guest, cid) = try await sharedCompany(h)
             let ownerStore = try await owner.store(cid)
             let guestStore = try await guest.store(cid)
@@ -182,7 +182,7 @@ struct ClientCompanyTests {
 
     @Test("The app is killed mid-push and relaunched: the retried push loses nothing and applies nothing twice")
     func killedMidPush() async throws {
-        try await AccountHarness.with { h in
+        try await AccountHarness.with(live: true) { h in
             let (owner, _, cid) = try await sharedCompany(h)
             var store = try await owner.store(cid)
             owner.network.dropPushAnswers(1)
@@ -208,7 +208,7 @@ struct ClientCompanyTests {
 
     @Test("A member removed while offline: the device wipes the company's local data when it reconnects")
     func removedWhileOffline() async throws {
-        try await AccountHarness.with { h in
+        try await AccountHarness.with(live: true) { h in
             let (owner, guest, cid) = try await sharedCompany(h)
             let guestStore = try await guest.store(cid)
             let id = try await guestStore.save(type: "Client", fields: ["name": .string("Ada")])

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
+import NIOConcurrencyHelpers
 import OpenAPIRuntime
-import Synchronization
 import Testing
 
 @testable import GatehouseClient
@@ -11,13 +11,13 @@ import Testing
 struct ClientSDKTests {
     /// Counts the refresh requests a client sends.
     final class RefreshCounter: ClientMiddleware, Sendable {
-        let count = Atomic<Int>(0)
+        let count = NIOLockedValueBox(0)
 
         func intercept(
             _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
             next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
         ) async throws -> (HTTPResponse, HTTPBody?) {
-            if request.path?.contains("grant_type=refresh_token") == true { count.add(1, ordering: .relaxed) }
+            if request.path?.contains("grant_type=refresh_token") == true { count.withLockedValue { $0 += 1 } }
             return try await next(request, body, baseURL)
         }
     }
@@ -52,7 +52,7 @@ struct ClientSDKTests {
 
     @Test("Sign-up by code: the session is kept in a 0600 file and restored at the next launch")
     func signUpAndRestore() async throws {
-        try await AccountHarness.with { h in
+        try await AccountHarness.with(live: true) { h in
             let file = Self.storeFile()
             let client = try Self.client(h.server.baseURL, store: FileSessionStore(url: file))
             let (_, session) = try await Self.signedUp(h, client)
@@ -68,7 +68,7 @@ struct ClientSDKTests {
 
     @Test("Two refreshes race: one refresh request, the same new session for both, no sign-out")
     func refreshRace() async throws {
-        try await AccountHarness.with { h in
+        try await AccountHarness.with(live: true) { h in
             let counter = RefreshCounter()
             let client = try Self.client(h.server.baseURL, store: MemorySessionStore(), middlewares: [counter])
             let (_, first) = try await Self.signedUp(h, client)
@@ -77,14 +77,14 @@ struct ClientSDKTests {
             let (a, b) = try await (one, two)
             #expect(a == b)
             #expect(a.refreshToken != first.refreshToken)
-            #expect(counter.count.load(ordering: .relaxed) == 1)
+            #expect(counter.count.withLockedValue { $0 } == 1)
             #expect(try await client.auth.refreshSession().userID == first.userID)
         }
     }
 
     @Test("Offline at launch, ten failed refreshes, then the server is back: the session recovers")
     func offlineThenBack() async throws {
-        let h = try await AccountHarness.start()
+        let h = try await AccountHarness.start(live: true)
         var restarted: LiveServer?
         do {
             let store = MemorySessionStore()
@@ -114,7 +114,7 @@ struct ClientSDKTests {
 
     @Test("The background refresher: offline near expiry it retries with backoff, and renews once the server is back")
     func backgroundRefresh() async throws {
-        let h = try await AccountHarness.start { $0.auth.accessTokenLifetime = 6 }
+        let h = try await AccountHarness.start(live: true) { $0.auth.accessTokenLifetime = 6 }
         var restarted: LiveServer?
         do {
             let email = AccountHarness.newEmail("sdk")
@@ -132,7 +132,7 @@ struct ClientSDKTests {
                 url: try #require(URL(string: h.server.baseURL)), sessionStore: store, refreshMargin: 4,
                 middlewares: [counter], retryBase: .milliseconds(50), retryMax: .milliseconds(400))
             #expect(try await client.auth.restoreSession() == signedUp)
-            #expect(try await LiveServer.eventually { counter.count.load(ordering: .relaxed) >= 6 })
+            #expect(try await LiveServer.eventually { counter.count.withLockedValue { $0 } >= 6 })
             let session = try #require(await client.auth.currentSession)
             #expect(session == signedUp)
             restarted = try await LiveServer.start(configuration)
@@ -153,7 +153,7 @@ struct ClientSDKTests {
 
     @Test("A global sign-out on another device: this client's next refresh ends its session, with the reason")
     func signedOutElsewhere() async throws {
-        try await AccountHarness.with { h in
+        try await AccountHarness.with(live: true) { h in
             let store = MemorySessionStore()
             let client = try Self.client(h.server.baseURL, store: store)
             let (email, _) = try await Self.signedUp(h, client)
@@ -174,7 +174,7 @@ struct ClientSDKTests {
 
     @Test("The account API: magic link by PKCE from the opened URL, recovery, re-authentication, profile, devices")
     func accountAPI() async throws {
-        try await AccountHarness.with(PKCETests.configure) { h in
+        try await AccountHarness.with(live: true, PKCETests.configure) { h in
             let client = try Self.client(h.server.baseURL, store: MemorySessionStore())
             let (email, _) = try await Self.signedUp(h, client)
             try await client.auth.signOut()
@@ -233,10 +233,13 @@ struct ClientSDKTests {
     }
 
     private static func appleSignIn(_ apple: FakeAppleKeys) async throws {
-        try await AccountHarness.with({
-            $0.auth.appleAudiences = ["com.example.app"]
-            $0.auth.appleJWKSURL = apple.jwksURL
-        }) { h in
+        try await AccountHarness.with(
+            live: true,
+            {
+                $0.auth.appleAudiences = ["com.example.app"]
+                $0.auth.appleJWKSURL = apple.jwksURL
+            }
+        ) { h in
             let client = try Self.client(h.server.baseURL, store: MemorySessionStore())
             let email = AccountHarness.newEmail("apple")
             let nonce = AppleNonce()
@@ -256,7 +259,7 @@ struct ClientSDKTests {
 
     @Test("Each session carries its end, and the SDK warns before it (seed 004 §29)")
     func expiringSoon() async throws {
-        let h = try await AccountHarness.start { $0.auth.sessionLifetime = 600 }
+        let h = try await AccountHarness.start(live: true) { $0.auth.sessionLifetime = 600 }
         do {
             let client = GatehouseClient(
                 url: try #require(URL(string: h.server.baseURL)), sessionStore: MemorySessionStore(),
@@ -286,7 +289,7 @@ struct ClientSDKTests {
 
     @Test("Typed errors, and a session store that fails to write reaches the app")
     func errors() async throws {
-        try await AccountHarness.with { h in
+        try await AccountHarness.with(live: true) { h in
             let client = try Self.client(h.server.baseURL, store: MemorySessionStore())
             let (email, _) = try await Self.signedUp(h, client)
             await #expect(throws: GatehouseError.invalidCredentials) {

@@ -1,15 +1,15 @@
 import AsyncHTTPClient
 import Foundation
 import GatehouseServer
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 /// Splits a byte stream into lines as it arrives.
 final class LineBuffer: Sendable {
-    private let pending = Mutex(Data())
+    private let pending = NIOLockedValueBox(Data())
 
     func append(_ data: Data) -> [String] {
-        pending.withLock { pending in
+        pending.withLockedValue { pending in
             pending.append(data)
             var lines: [String] = []
             while let newline = pending.firstIndex(of: 0x0A) {

@@ -11,7 +11,7 @@ struct ExampleAppTests {
 
     @Test("gatehouse-example walks the seeds' path: two accounts, one company, live edits both ways")
     func walksTheSeedsPath() async throws {
-        try await AccountHarness.with { h in
+        try await AccountHarness.with(live: true) { h in
             let ada = AccountHarness.newEmail("ada")
             let bob = AccountHarness.newEmail("bob")
             let process = Process()

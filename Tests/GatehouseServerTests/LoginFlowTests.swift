@@ -98,7 +98,7 @@ struct LoginFlowTests {
 
     @Test("Driven end to end: first credential, home, switching, removal by the owner, relaunch into the company")
     func endToEnd() async throws {
-        try await AccountHarness.with { h in
+        try await AccountHarness.with(live: true) { h in
             let (owner, _, cid) = try await sharedCompany(h)
             let member = try AppDevice(h.server.baseURL)
             let email = try await member.signUp(h, "member")

@@ -209,10 +209,9 @@ struct RevocationTests {
             let a = try await h.confirmedAccount(email)
             var configuration = h.server.services.configuration
             configuration.publicURL = configuration.effectivePublicURL
-            configuration.port = 0
-            let other = try await LiveServer.start(configuration, clock: h.clock)
+            let other = try await RouterServer.start(configuration, clock: h.clock)
             do {
-                let there = AuthClient(http: h.http, base: other.baseURL, headers: h.client.headers)
+                let there = AuthClient(http: other, base: other.baseURL, headers: h.client.headers)
                 // The new instance empties its cache once its listener connects: warm it until the entry stays.
                 let sessionID = try Self.sessionID(a.access)
                 let warm = try await LiveServer.eventually(timeout: .seconds(60)) {

@@ -1,11 +1,11 @@
 import AsyncHTTPClient
 import Foundation
 import GatehouseServer
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
 import SQLKit
-import Synchronization
 import Testing
 
 /// The `gatehouse` binary killed with SIGKILL in the middle of a stream of pushes, 20 times, on this run's store.
@@ -185,12 +185,16 @@ struct SyncFaultTests {
 /// Sends SIGKILL to the binary once, from whichever thread fires it first.
 private final class KillSwitch: Sendable {
     private let pid: pid_t
-    private let fired = Atomic(false)
+    private let fired = NIOLockedValueBox(false)
 
     init(pid: pid_t) { self.pid = pid }
 
     func fire() {
-        if fired.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged { kill(pid, SIGKILL) }
+        let first = fired.withLockedValue { fired in
+            defer { fired = true }
+            return !fired
+        }
+        if first { kill(pid, SIGKILL) }
     }
 }
 

@@ -237,10 +237,11 @@ struct SyncFlowTests {
 
     @Test("Live: the current seq on subscribing, a poke for a change committed right after, closed at sign-out")
     func live() async throws {
-        try await AccountHarness.with({ $0.sync.liveCheckInterval = 0.2 }) { h in
+        try await AccountHarness.with(live: true, { $0.sync.liveCheckInterval = 0.2 }) { h in
             let (cid, a, b) = try await ownerWithTwoDevices(h)
             _ = try await a.push([upsert(newRecordID(), base: 0, ["n": 1])])
-            let stream = try await LiveStream.open(h.http, base: h.server.baseURL, cid: cid, bearer: b.bearer)
+            let stream = try await LiveStream.open(
+                AccountHarness.http, base: h.server.baseURL, cid: cid, bearer: b.bearer)
             defer { stream.close() }
             #expect(stream.status == 200)
             #expect(try await stream.waitFor { $0.name == "seq" })
@@ -261,7 +262,7 @@ struct SyncFlowTests {
 
     @Test("Department masks: visibility, the manager's bits, read-only participants, and revocation")
     func access() async throws {
-        try await AccountHarness.with({ $0.sync.liveCheckInterval = 0.2 }) { h in
+        try await AccountHarness.with(live: true, { $0.sync.liveCheckInterval = 0.2 }) { h in
             var owner = try await h.person("owner")
             let cid = try await h.company("Depot", owner: &owner)
             var member = try await h.person("member")
@@ -310,7 +311,8 @@ struct SyncFlowTests {
             #expect(refused["code"] as? String == "read_only")
 
             // A mask change while connected: the stream closes; the next pull revokes and adds by the new mask.
-            let stream = try await LiveStream.open(h.http, base: h.server.baseURL, cid: cid, bearer: memberBearer)
+            let stream = try await LiveStream.open(
+                AccountHarness.http, base: h.server.baseURL, cid: cid, bearer: memberBearer)
             defer { stream.close() }
             #expect(try await stream.waitFor { $0.name == "seq" })
             #expect(
@@ -341,7 +343,8 @@ struct SyncFlowTests {
             #expect(Set(reader.records.keys) == [stores, everyone])
 
             // Removal: a connected device's stream closes, and every sync call answers company_access_revoked.
-            let memberStream = try await LiveStream.open(h.http, base: h.server.baseURL, cid: cid, bearer: memberBearer)
+            let memberStream = try await LiveStream.open(
+                AccountHarness.http, base: h.server.baseURL, cid: cid, bearer: memberBearer)
             defer { memberStream.close() }
             #expect(try await memberStream.waitFor { $0.name == "seq" })
             #expect(
@@ -454,9 +457,11 @@ struct SyncFlowTests {
             _ = try await a.push([upsert(newRecordID(), base: 0, ["n": 1])])
             try await b.sync()
             _ = try await a.push([upsert(newRecordID(), base: 0, ["n": 2])])
-            let again = try await Self.secondInstance(h)
+            var configuration = h.server.services.configuration
+            configuration.publicURL = configuration.effectivePublicURL
+            let again = try await RouterServer.start(configuration, clock: h.clock)
             do {
-                var moved = Device(AuthClient(http: h.http, base: again.baseURL), cid: cid, bearer: b.bearer)
+                var moved = Device(AuthClient(http: again, base: again.baseURL), cid: cid, bearer: b.bearer)
                 moved.token = b.token
                 moved.records = b.records
                 let reply = try await moved.sync()
@@ -483,11 +488,12 @@ struct SyncFlowTests {
         "Two instances on one PostgreSQL: a change on one reaches a subscriber on the other",
         .enabled(if: TestStore.postgresURL != nil))
     func twoInstances() async throws {
-        try await AccountHarness.with({ $0.sync.liveCheckInterval = 0.2 }) { h in
+        try await AccountHarness.with(live: true, { $0.sync.liveCheckInterval = 0.2 }) { h in
             let (cid, a, b) = try await ownerWithTwoDevices(h)
             let other = try await Self.secondInstance(h)
             do {
-                let stream = try await LiveStream.open(h.http, base: other.baseURL, cid: cid, bearer: b.bearer)
+                let stream = try await LiveStream.open(
+                    AccountHarness.http, base: other.baseURL, cid: cid, bearer: b.bearer)
                 defer { stream.close() }
                 #expect(try await stream.waitFor { $0.name == "seq" })
                 let pushed = try await a.push([upsert(newRecordID(), base: 0, ["n": 1])])

@@ -3,23 +3,60 @@ import Foundation
 import GatehouseServer
 import Testing
 
-/// A live Gatehouse on a fresh store, mailing through a real SMTP server, with a clock the test moves.
+/// A Gatehouse on a fresh store with a clock the test moves. By default it answers through its router in this
+/// process and mails into memory (`RouterServer`, `MemoryMailbox`); `live: true` starts it on a loopback port mailing
+/// through a real SMTP server, for what needs the socket (the SDK over URLSession, the live event stream).
 struct AccountHarness {
-    let server: LiveServer
+    let server: any TestServer
     let client: AuthClient
     let clock: TestClock
     let log: CapturedLog
-    let http: HTTPClient
-    let sink: SMTPSink
+    let http: any Transport
+    let mailbox: any Mailbox
 
-    static func start(_ configure: (inout GatehouseConfiguration) -> Void = { _ in }) async throws -> AccountHarness {
-        let sink = try await SMTPSink.shared()
+    static func start(live: Bool = false, _ configure: (inout GatehouseConfiguration) -> Void = { _ in }) async throws
+        -> AccountHarness
+    {
         var configuration = try await TestStore.configuration()
-        configuration.smtpURL = "smtp://127.0.0.1:\(sink.port)"
         configuration.auth.trustedProxies = [IPNetwork("127.0.0.1")!, IPNetwork("::1")!]
-        configure(&configuration)
         let clock = TestClock()
         let log = CapturedLog()
+        let server: any TestServer
+        let http: any Transport
+        let mailbox: any Mailbox
+        if live {
+            let sink = try await SMTPSink.shared()
+            configuration.smtpURL = "smtp://127.0.0.1:\(sink.port)"
+            configure(&configuration)
+            server = try await startLive(configuration, log: log, clock: clock)
+            http = Self.http
+            mailbox = sink
+        } else {
+            // No socket: the port only names the public URL that mailed links and pages point to.
+            configuration.port = 8080
+            configure(&configuration)
+            // Mail goes into memory, unless the test names an SMTP server (one that is down, say).
+            let memory = MemoryMailbox()
+            let router = try await RouterServer.start(
+                configuration, logger: log.logger, clock: clock,
+                mailTransport: configuration.smtpURL == nil ? memory : nil)
+            server = router
+            http = router
+            mailbox = memory
+        }
+        // Each harness is its own client address, so per-IP limits of one test never touch another.
+        let ip = "10.\(Int.random(in: 0...255)).\(Int.random(in: 0...255)).\(Int.random(in: 1...254))"
+        let client = AuthClient(
+            http: http, base: server.baseURL,
+            headers: [("User-Agent", "GatehouseTests/1.0"), ("X-Forwarded-For", ip)])
+        return AccountHarness(server: server, client: client, clock: clock, log: log, http: http, mailbox: mailbox)
+    }
+
+    /// Starts a server on a loopback port and waits until it is ready.
+    private static func startLive(_ configuration: GatehouseConfiguration, log: CapturedLog, clock: TestClock)
+        async throws -> LiveServer
+    {
+        var configuration = configuration
         // Mailed links name the configured port, so take a real one rather than 0; another socket may take it
         // between the pick and the bind, so a failed start tries a new port.
         var started: LiveServer?
@@ -32,18 +69,12 @@ struct AccountHarness {
             }
         }
         let server = try #require(started)
-        let http = Self.http
         // A deadline, not a measure: twenty servers migrating at once on two cores can take a while.
         let ready = try await LiveServer.eventually(timeout: .seconds(60)) {
-            try await http.send(.GET, server.baseURL + "/health/ready").status == 200
+            try await Self.http.send(.GET, server.baseURL + "/health/ready").status == 200
         }
         #expect(ready)
-        // Each harness is its own client address, so per-IP limits of one test never touch another.
-        let ip = "10.\(Int.random(in: 0...255)).\(Int.random(in: 0...255)).\(Int.random(in: 1...254))"
-        let client = AuthClient(
-            http: http, base: server.baseURL,
-            headers: [("User-Agent", "GatehouseTests/1.0"), ("X-Forwarded-For", ip)])
-        return AccountHarness(server: server, client: client, clock: clock, log: log, http: http, sink: sink)
+        return server
     }
 
     /// One client for every harness, never shut down: a test that fails half-way must not leave a client to crash
@@ -64,10 +95,10 @@ struct AccountHarness {
     /// Runs `body` against a fresh harness and stops its server afterwards, also when `body` throws: the async
     /// counterpart of a `defer`.
     static func with(
-        _ configure: (inout GatehouseConfiguration) -> Void = { _ in },
+        live: Bool = false, _ configure: (inout GatehouseConfiguration) -> Void = { _ in },
         _ body: (AccountHarness) async throws -> Void
     ) async throws {
-        let h = try await start(configure)
+        let h = try await start(live: live, configure)
         do {
             try await body(h)
         } catch {
@@ -84,7 +115,12 @@ struct AccountHarness {
 
     /// Waits for the next mail to `email` whose subject contains `subject`.
     func mail(to email: String, subject: String) async throws -> ReceivedMail {
-        try await sink.waitForMail(to: email, subject: subject)
+        try await mailbox.waitForMail(to: email, subject: subject)
+    }
+
+    /// Whether an unread mail to `email` whose subject contains `subject` has arrived (it stays unread).
+    func hasMail(to email: String, subject: String) async throws -> Bool {
+        try await mailbox.hasMail(to: email, subject: subject)
     }
 
     /// Opens a mailed link as a person does: the GET shows a page and spends nothing; the page's button posts its

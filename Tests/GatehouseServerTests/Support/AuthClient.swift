@@ -6,7 +6,7 @@ import Testing
 
 /// One small helper per endpoint, so tests read like the flows they check.
 struct AuthClient {
-    let http: HTTPClient
+    let http: any Transport
     let base: String
     var headers: [(String, String)] = [("User-Agent", "GatehouseTests/1.0")]
 

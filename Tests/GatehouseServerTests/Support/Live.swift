@@ -7,8 +7,35 @@ import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
 
-/// A Gatehouse application running on a loopback port in this process, as `gatehouse serve` runs it.
-struct LiveServer {
+/// A Gatehouse a test talks to: on a port (`LiveServer`) or through its router in this process (`RouterServer`).
+protocol TestServer: Sendable {
+    var services: GatehouseServices { get }
+    /// The server's public URL: where its mailed links and pages point.
+    var baseURL: String { get }
+    func stop() async throws
+}
+
+/// How a test's requests reach Gatehouse: over a socket (`HTTPClient`) or through the router (`RouterServer`).
+protocol Transport: Sendable {
+    /// Sends one request and reads the whole answer. `body` is JSON (sent with its content type); `rawBody` is sent
+    /// as it is, with whatever content type the caller names.
+    func send(
+        _ method: HTTPMethod, _ url: String, body: String?, rawBody: String?, headers: [(String, String)]
+    ) async throws -> HTTPReply
+}
+
+extension Transport {
+    func send(
+        _ method: HTTPMethod, _ url: String, body: String? = nil, rawBody: String? = nil,
+        headers: [(String, String)] = []
+    ) async throws -> HTTPReply {
+        try await send(method, url, body: body, rawBody: rawBody, headers: headers)
+    }
+}
+
+/// A Gatehouse application running on a loopback port in this process, as `gatehouse serve` runs it: for what needs
+/// the socket (the live event stream, the SDK over URLSession, slow or dropped connections).
+struct LiveServer: TestServer {
     let port: Int
     let services: GatehouseServices
     let group: ServiceGroup
@@ -20,10 +47,10 @@ struct LiveServer {
     static func start(
         _ configuration: GatehouseConfiguration,
         logger: Logger = TestStore.quietLogger,
-        clock: any GatehouseClock = SystemClock(),
+        clock: any GatehouseClock = SystemClock(), mailTransport: (any MailTransport)? = nil,
         routes: (Router<AppRequestContext>) -> Void = { _ in }
     ) async throws -> LiveServer {
-        let services = try GatehouseServices(configuration, logger: logger, clock: clock)
+        let services = try GatehouseServices(configuration, logger: logger, clock: clock, mailTransport: mailTransport)
         let router = try buildRouter(services)
         routes(router)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
@@ -72,11 +99,9 @@ struct HTTPReply {
     }
 }
 
-extension HTTPClient {
-    /// Sends one request and reads the whole answer.
+extension HTTPClient: Transport {
     func send(
-        _ method: HTTPMethod, _ url: String, body: String? = nil, rawBody: String? = nil,
-        headers: [(String, String)] = []
+        _ method: HTTPMethod, _ url: String, body: String?, rawBody: String?, headers: [(String, String)]
     ) async throws -> HTTPReply {
         var request = HTTPClientRequest(url: url)
         request.method = method

@@ -1,6 +1,7 @@
 import Foundation
 import GatehouseServer
 import HTTPTypes
+import NIOConcurrencyHelpers
 import OpenAPIRuntime
 import Testing
 
@@ -10,15 +11,15 @@ import Testing
 /// answer to the next push after the server has applied it (the app killed mid-push).
 final class DeviceNetwork: ClientMiddleware, Sendable {
     struct Unreachable: Error {}
-    private let state = Locked((offline: false, dropPushAnswers: 0))
+    private let state = NIOLockedValueBox((offline: false, dropPushAnswers: 0))
 
     var offline: Bool {
-        get { state.withLock { $0.offline } }
-        set { state.withLock { $0.offline = newValue } }
+        get { state.withLockedValue { $0.offline } }
+        set { state.withLockedValue { $0.offline = newValue } }
     }
 
     /// Drops the answers of the next `count` pushes.
-    func dropPushAnswers(_ count: Int) { state.withLock { $0.dropPushAnswers = count } }
+    func dropPushAnswers(_ count: Int) { state.withLockedValue { $0.dropPushAnswers = count } }
 
     func intercept(
         _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
@@ -26,7 +27,7 @@ final class DeviceNetwork: ClientMiddleware, Sendable {
     ) async throws -> (HTTPResponse, HTTPBody?) {
         if offline { throw Unreachable() }
         let answer = try await next(request, body, baseURL)
-        let drop = state.withLock { state in
+        let drop = state.withLockedValue { state in
             guard operationID == "syncPush", state.dropPushAnswers > 0 else { return false }
             state.dropPushAnswers -= 1
             return true
@@ -83,17 +84,17 @@ struct AppDevice {
 
 /// Everything a stream sent, collected as it arrives.
 final class Recorder<Event: Sendable>: Sendable {
-    private let seen = Locked<[Event]>([])
+    private let seen = NIOLockedValueBox<[Event]>([])
     private let reader: Task<Void, Never>
 
     init(_ stream: AsyncStream<Event>) {
         let seen = self.seen
-        reader = Task { for await event in stream { seen.withLock { $0.append(event) } } }
+        reader = Task { for await event in stream { seen.withLockedValue { $0.append(event) } } }
     }
 
     deinit { reader.cancel() }
 
-    var events: [Event] { seen.withLock { $0 } }
+    var events: [Event] { seen.withLockedValue { $0 } }
 
     /// Polls until an event matches (60 s deadline).
     func waitFor(_ matches: @escaping @Sendable (Event) -> Bool) async throws -> Bool {

@@ -1,10 +1,10 @@
 import Foundation
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 /// A real SMTP server (Python's aiosmtpd, run from Support/smtp_sink.py) that keeps every message it accepts
 /// as a file; tests read the mail a person would get.
-final class SMTPSink: @unchecked Sendable {
+final class SMTPSink: Mailbox, @unchecked Sendable {
     let port: Int
     let folder: URL
     private let process: Process
@@ -49,19 +49,12 @@ final class SMTPSink: @unchecked Sendable {
         throw SinkError.didNotStart
     }
 
-    enum SinkError: Error { case didNotStart, noMail(String) }
+    enum SinkError: Error { case didNotStart }
 
-    /// Waits (up to 60 s, for a loaded machine) for an unread message to `recipient` whose subject contains `subject`.
     func waitForMail(to recipient: String, subject: String) async throws -> ReceivedMail {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
-            if let mail = claim(to: recipient, subject: subject, take: true) { return mail }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw SinkError.noMail("no mail to \(recipient) with subject containing '\(subject)'")
+        try await poll(to: recipient, subject: subject) { claim(to: recipient, subject: subject, take: true) }
     }
 
-    /// Whether an unread message to `recipient` whose subject contains `subject` has arrived (it stays unread).
     func hasMail(to recipient: String, subject: String) async throws -> Bool {
         claim(to: recipient, subject: subject, take: false) != nil
     }
@@ -76,12 +69,12 @@ final class SMTPSink: @unchecked Sendable {
 
     /// Every message read so far, by file name. Each file is read once (the sink writes them whole, by rename), so
     /// many tests polling at once do not read the whole folder again and again.
-    private let messages = Mutex<[String: Entry]>([:])
+    private let messages = NIOLockedValueBox<[String: Entry]>([:])
 
     /// The oldest unread message to `recipient` whose subject contains `subject`, marked read when `take` is set.
     private func claim(to recipient: String, subject: String, take: Bool) -> ReceivedMail? {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        let known = messages.withLock { Set($0.keys) }
+        let known = messages.withLockedValue { Set($0.keys) }
         var fresh: [String: Entry] = [:]
         for name in names where name.hasSuffix(".eml") && !known.contains(name) {
             guard let raw = try? String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8) else {
@@ -91,7 +84,7 @@ final class SMTPSink: @unchecked Sendable {
             let to = raw.split(separator: "\r\n").first { $0.hasPrefix("To: ") }.map(String.init) ?? ""
             fresh[name] = Entry(to: to, subject: mail.subject, mail: mail)
         }
-        return messages.withLock { messages in
+        return messages.withLockedValue { messages in
             messages.merge(fresh) { old, _ in old }
             for name in messages.keys.sorted() {
                 guard let entry = messages[name], !entry.claimed, entry.to.contains(recipient),

@@ -1,7 +1,7 @@
 import AsyncHTTPClient
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
-import Synchronization
 import Testing
 
 /// The sync endpoints, one helper each.
@@ -108,9 +108,9 @@ final class LiveStream: Sendable {
     }
 
     let status: Int
-    private let events = Mutex<[Event]>([])
-    private let ended = Atomic<Bool>(false)
-    private let reader = Mutex<Task<Void, Never>?>(nil)
+    private let events = NIOLockedValueBox<[Event]>([])
+    private let ended = NIOLockedValueBox(false)
+    private let reader = NIOLockedValueBox<Task<Void, Never>?>(nil)
 
     private init(status: Int) { self.status = status }
 
@@ -135,18 +135,18 @@ final class LiveStream: Sendable {
                             if line.hasPrefix("data: ") { data = String(line.dropFirst(6)) }
                             if line.hasPrefix(":") { name = "comment" }
                         }
-                        stream.events.withLock { $0.append(Event(name: name, data: data)) }
+                        stream.events.withLockedValue { $0.append(Event(name: name, data: data)) }
                     }
                 }
             } catch {}
-            stream.ended.store(true, ordering: .sequentiallyConsistent)
+            stream.ended.withLockedValue { $0 = true }
         }
-        stream.reader.withLock { $0 = task }
+        stream.reader.withLockedValue { $0 = task }
         return stream
     }
 
-    var received: [Event] { events.withLock { $0 } }
-    var hasEnded: Bool { ended.load(ordering: .sequentiallyConsistent) }
+    var received: [Event] { events.withLockedValue { $0 } }
+    var hasEnded: Bool { ended.withLockedValue { $0 } }
 
     /// The seqs of the `seq` events so far.
     var seqs: [Int64] {
@@ -160,5 +160,5 @@ final class LiveStream: Sendable {
         try await LiveServer.eventually(timeout: timeout) { self.received.contains(where: matches) }
     }
 
-    func close() { reader.withLock { $0?.cancel() } }
+    func close() { reader.withLockedValue { $0?.cancel() } }
 }

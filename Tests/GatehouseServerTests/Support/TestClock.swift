@@ -1,28 +1,28 @@
 import Foundation
 import GatehouseServer
 import Logging
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// A clock tests move by hand.
 final class TestClock: GatehouseClock {
-    private let current = Mutex(Date())
-    var now: Date { current.withLock { $0 } }
-    func advance(by seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
+    private let current = NIOLockedValueBox(Date())
+    var now: Date { current.withLockedValue { $0 } }
+    func advance(by seconds: TimeInterval) { current.withLockedValue { $0 = $0.addingTimeInterval(seconds) } }
 }
 
 /// Every log line the server writes, kept so tests can check that no secret reaches a log.
 final class CapturedLog: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = NIOLockedValueBox<[String]>([])
 
     var logger: Logger {
         var logger = Logger(label: "gatehouse-test") { label in
             JSONLogHandler(label: label) { [self] data in
-                self.lines.withLock { $0.append(String(decoding: data, as: UTF8.self)) }
+                self.lines.withLockedValue { $0.append(String(decoding: data, as: UTF8.self)) }
             }
         }
         logger.logLevel = .trace
         return logger
     }
 
-    var all: [String] { lines.withLock { $0 } }
+    var all: [String] { lines.withLockedValue { $0 } }
 }
