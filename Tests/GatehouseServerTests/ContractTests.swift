@@ -73,11 +73,9 @@ struct ContractTests {
     func protectedOperationsRefuseStrangers() async throws {
         let operations = try Self.protectedOperationsWithoutBody()
         #expect(operations.count >= 20)
-        let services = try GatehouseServices(try await TestStore.configuration(), logger: TestStore.quietLogger)
-        try await services.store.migrate()
         let forged =
             "eyJhbGciOiJFUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ4Iiwic2Vzc2lvbl9pZCI6IngiLCJleHAiOjk5OTk5OTk5OTl9.c2lnbmF0dXJl"
-        try await buildApplication(services, router: try buildRouter(services)).test(.router) { client in
+        try await withRouterApp { client in
             for operation in operations {
                 let method = HTTPRequest.Method(rawValue: operation.method)!
                 try await client.execute(uri: operation.path, method: method) { response in
@@ -92,6 +90,5 @@ struct ContractTests {
                 }
             }
         }
-        await services.store.close()
     }
 }

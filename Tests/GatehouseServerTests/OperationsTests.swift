@@ -10,14 +10,9 @@ struct OperationsTests {
     static let metricsToken = "scraper-token-0123456789"
     static let json: HTTPFields = [.contentType: "application/json"]
 
-    /// Starts the router on a fresh store, migrated.
+    /// The router on a fresh store, migrated, with a metrics token.
     func withApp(_ test: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
-        var configuration = try await TestStore.configuration()
-        configuration.metricsToken = Self.metricsToken
-        let services = try GatehouseServices(configuration, logger: TestStore.quietLogger)
-        try await services.store.migrate()
-        try await buildApplication(services, router: try buildRouter(services)).test(.router, test)
-        await services.store.close()
+        try await withRouterApp({ $0.metricsToken = Self.metricsToken }, test)
     }
 
     @Test("liveness and readiness answer 200 once migrated")

@@ -68,12 +68,7 @@ struct WebPageRouterTests {
         templates: String? = nil, clock: any GatehouseClock = SystemClock(),
         _ test: @escaping @Sendable (any TestClientProtocol) async throws -> Void
     ) async throws {
-        var configuration = try await TestStore.configuration()
-        configuration.templatesDirectory = templates
-        let services = try GatehouseServices(configuration, logger: TestStore.quietLogger, clock: clock)
-        try await services.store.migrate()
-        try await buildApplication(services, router: try buildRouter(services)).test(.router, test)
-        await services.store.close()
+        try await withRouterApp(clock: clock, { $0.templatesDirectory = templates }, test)
     }
 
     @Test("without a session the account pages send to sign-in; the sign-in page is HTML under the page policy")
