@@ -2,9 +2,9 @@ import Foundation
 import GatehouseAPI
 import OpenAPIRuntime
 
-// `/auth/v1`, in Supabase Auth's wire format. Two of its quirks are not the generated code's to answer: errors take
-// GoTrue's legacy shape unless the client sends `X-Supabase-Api-Version` (`APIError.response` chooses), and the
-// link button's 303 carries tokens in the Location's fragment (`LinkRedirect`).
+// `/auth/v1`, in Supabase Auth's wire format. One of its quirks is not the generated code's to answer: errors take
+// GoTrue's legacy shape unless the client sends `X-Supabase-Api-Version` (`APIError.response` chooses). The mailed
+// link's page and its button are page routes (`LinkPageRoutes`).
 
 extension API {
     // MARK: Sign-up and mailed codes
@@ -48,19 +48,6 @@ extension API {
         let client = try access.client()
         switch input.body {
         case .json(let body): return .ok(.init(body: .json(try await verification.verify(body, client: client))))
-        }
-    }
-
-    /// The link's page and its button answer with `WebAnswer` or `LinkRedirect`, thrown (see `WebAnswer`).
-    func verifyLink(_ input: Operations.VerifyLink.Input) async throws -> Operations.VerifyLink.Output {
-        let query = input.query
-        throw try await web.linkLanding(token: query.token, type: query._type.rawValue, redirectTo: query.redirectTo)
-    }
-
-    func continueLink(_ input: Operations.ContinueLink.Input) async throws -> Operations.ContinueLink.Output {
-        switch input.body {
-        case .urlEncodedForm(let form):
-            throw try await web.continueLink(token: form.token, type: form._type, redirectTo: form.redirectTo)
         }
     }
 

@@ -44,19 +44,12 @@ enum LinkPage {
     }
 }
 
-/// The link button's answer: 303 to the app, with the session in the fragment or PKCE's `code` in the query.
-///
-/// Thrown, not returned as the generated `.seeOther`: the generated serializer percent-encodes header values as URI
-/// components, which would turn the Location's `?`, `#`, `&` and `=` into `%3F`, `%23`, `%26` and `%3D`.
-struct LinkRedirect: Error, HTTPResponseError {
+/// The link button's answer: 303 to the app, with the session in the fragment or PKCE's `code` in the query. The
+/// Location is written as it is (a generated operation's serializer would percent-encode its `?`, `#`, `&` and `=`).
+struct LinkRedirect: Sendable {
     let location: String
-    var status: HTTPResponse.Status { .seeOther }
 
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        Response(
-            status: .seeOther,
-            headers: [
-                .location: location, .cacheControl: "no-store", HTTPField.Name("Referrer-Policy")!: "no-referrer",
-            ])
+    var headers: HTTPFields {
+        [.location: location, .cacheControl: "no-store", HTTPField.Name("Referrer-Policy")!: "no-referrer"]
     }
 }

@@ -124,6 +124,7 @@ public func buildRouter(_ services: GatehouseServices) throws -> Router<AppReque
     router.add(middleware: BodyLimitMiddleware(limit: services.configuration.maxBodySize))
     router.add(middleware: RequestScopeMiddleware())
     try api.register(on: router)
+    PageRoutes(pages: api.web).register(on: router)
     routes.record(router.routes.map { (method: $0.method.rawValue, path: "\($0.path)") })
     return router
 }

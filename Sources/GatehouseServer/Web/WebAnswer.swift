@@ -4,9 +4,9 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// A page or a redirect. The page handlers throw it instead of returning the generated output, so that they set their
-/// own headers: the generated serializer would percent-encode a `Location` or `Set-Cookie` value.
-struct WebAnswer: Error, HTTPResponseError {
+/// A page or a redirect, as the page routes answer (`PageRoutes`). A guard that ends a page early (no web session,
+/// a cross-site form post) throws it, and the route answers it like a returned one.
+struct WebAnswer: Error, ResponseGenerator {
     var status: HTTPResponse.Status
     var html: String?
     var headers: HTTPFields = [:]
@@ -21,6 +21,11 @@ struct WebAnswer: Error, HTTPResponseError {
         var answer = WebAnswer(status: .seeOther, html: nil, headers: [.location: location])
         answer.setCookies(cookies)
         return answer
+    }
+
+    /// The link button's redirect to the app.
+    static func redirect(_ link: LinkRedirect) -> WebAnswer {
+        WebAnswer(status: .seeOther, html: nil, headers: link.headers)
     }
 
     mutating func setCookies(_ cookies: [String]) {

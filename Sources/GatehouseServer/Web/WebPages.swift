@@ -161,7 +161,7 @@ struct WebPages: Sendable {
 
     /// The landing page's button: to the app, or, for a link without an app redirect, signs this browser in and
     /// shows the result (a recovery link goes on to the new-password form).
-    func continueLink(token: String, type: String, redirectTo: String?) async throws -> any Error {
+    func continueLink(token: String, type: String, redirectTo: String?) async throws -> WebAnswer {
         let client = try access.client()
         let target = env.redirectTarget(redirectTo)
         let outcome = try await verification.continueLink(
@@ -169,7 +169,7 @@ struct WebPages: Sendable {
             sameOrigin: LinkPage.isSameOrigin(requestHeaders, publicURL: env.publicURL), client: client)
         switch outcome {
         case .app(let redirect):
-            return redirect
+            return .redirect(redirect)
         case .spent(let state):
             return spentLink(state, type: type)
         case .here(let signedIn, let purpose):

@@ -1,0 +1,199 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// The pages' routes: router routes outside the JSON contract (openapi.yaml describes the API only). Each handler
+/// reads its query or form and hands it to `WebPages`; a failure the API would answer as JSON is answered as a page
+/// by `ErrorMiddleware` (`WebPages.isPage`). One small controller per page group: the mailed link's page, the account
+/// pages, the share link's landing.
+struct PageRoutes {
+    let pages: WebPages
+
+    func register(on router: Router<AppRequestContext>) {
+        LinkPageRoutes(pages: pages).register(on: router)
+        AccountPageRoutes(pages: pages).register(on: router)
+        SharePageRoutes(pages: pages).register(on: router)
+    }
+}
+
+/// A mailed link's page, and its one button.
+struct LinkPageRoutes {
+    let pages: WebPages
+
+    /// The Continue button's form.
+    struct Continue: Decodable {
+        let token: String
+        let type: String
+        let redirectTo: String?
+
+        enum CodingKeys: String, CodingKey {
+            case token, type
+            case redirectTo = "redirect_to"
+        }
+    }
+
+    /// The link types a mail carries.
+    static let types: Set<String> = ["signup", "magiclink", "recovery", "email_change", "email"]
+
+    func register(on router: Router<AppRequestContext>) {
+        router.get("/auth/v1/verify") { request, _ in
+            let query = request.uri.queryParameters
+            guard let token = query["token"].map(String.init), let type = query["type"].map(String.init),
+                Self.types.contains(type)
+            else { throw PageInput.invalidParameter }
+            return try await PageInput.answer {
+                try await pages.linkLanding(token: token, type: type, redirectTo: query["redirect_to"].map(String.init))
+            }
+        }
+        router.post("/auth/v1/verify/continue") { request, context in
+            let form = try await PageInput.form(Continue.self, request, context)
+            return try await PageInput.answer {
+                try await pages.continueLink(token: form.token, type: form.type, redirectTo: form.redirectTo)
+            }
+        }
+    }
+}
+
+/// Web sign-in and the account: sessions, the password, deletion.
+struct AccountPageRoutes {
+    let pages: WebPages
+
+    struct PasswordSignIn: Decodable {
+        let email: String
+        let password: String
+    }
+
+    struct Email: Decodable {
+        let email: String
+    }
+
+    struct CodeSignIn: Decodable {
+        let email: String
+        let code: String
+    }
+
+    struct NewLink: Decodable {
+        let email: String
+        let purpose: String?
+    }
+
+    struct NewPassword: Decodable {
+        let password: String
+        let currentPassword: String?
+
+        enum CodingKeys: String, CodingKey {
+            case password
+            case currentPassword = "current_password"
+        }
+    }
+
+    struct Deletion: Decodable {
+        let currentPassword: String?
+        let confirm: String
+
+        enum CodingKeys: String, CodingKey {
+            case confirm
+            case currentPassword = "current_password"
+        }
+    }
+
+    /// What the account page may say after a change, by its `notice` parameter.
+    static let notices = [
+        "password_changed": "Your password is changed.", "signed_out_others": "Every other session has ended.",
+    ]
+
+    func register(on router: Router<AppRequestContext>) {
+        router.get("/account") { request, _ in
+            let notice = request.uri.queryParameters["notice"].map(String.init)
+            guard notice.map({ Self.notices[$0] != nil }) ?? true else { throw PageInput.invalidParameter }
+            return try await PageInput.answer { try await pages.account(notice: notice.flatMap { Self.notices[$0] }) }
+        }
+        router.get("/account/sign-in") { _, _ in
+            try await PageInput.answer { try await pages.signInPage() }
+        }
+        router.post("/account/sign-in") { request, context in
+            let form = try await PageInput.form(PasswordSignIn.self, request, context)
+            return try await PageInput.answer { try await pages.signIn(email: form.email, password: form.password) }
+        }
+        router.post("/account/code") { request, context in
+            let form = try await PageInput.form(Email.self, request, context)
+            return try await PageInput.answer { try await pages.sendCode(email: form.email) }
+        }
+        router.post("/account/code/verify") { request, context in
+            let form = try await PageInput.form(CodeSignIn.self, request, context)
+            return try await PageInput.answer { try await pages.verifyCode(email: form.email, code: form.code) }
+        }
+        router.post("/account/link") { request, context in
+            let form = try await PageInput.form(NewLink.self, request, context)
+            return try await PageInput.answer { try await pages.newLink(email: form.email, purpose: form.purpose) }
+        }
+        router.get("/account/password") { _, _ in
+            try await PageInput.answer { try await pages.passwordPage() }
+        }
+        router.post("/account/password") { request, context in
+            let form = try await PageInput.form(NewPassword.self, request, context)
+            return try await PageInput.answer {
+                try await pages.changePassword(password: form.password, currentPassword: form.currentPassword)
+            }
+        }
+        router.post("/account/sign-out") { _, _ in
+            try await PageInput.answer { try await pages.signOut() }
+        }
+        router.post("/account/sign-out-others") { _, _ in
+            try await PageInput.answer { try await pages.signOutOthers() }
+        }
+        router.post("/account/delete") { request, context in
+            let form = try await PageInput.form(Deletion.self, request, context)
+            // The form's confirm box must be ticked: a post without it deletes nothing.
+            guard form.confirm == "yes" else { throw APIError.badJSON("confirm must be yes") }
+            return try await PageInput.answer { try await pages.delete(currentPassword: form.currentPassword) }
+        }
+    }
+}
+
+/// The page a share link opens.
+struct SharePageRoutes {
+    let pages: WebPages
+
+    func register(on router: Router<AppRequestContext>) {
+        router.get("/share/{token}") { _, context in
+            let token = try context.parameters.require("token")
+            return try await PageInput.answer { try await pages.share(token: token) }
+        }
+    }
+}
+
+/// Reading a page's input, and answering a page that ended early.
+enum PageInput {
+    /// A query parameter missing or outside the values the page knows.
+    static let invalidParameter = APIError.validation("A parameter has a value outside the contract")
+
+    /// The page `body` answers, or the one a guard threw to end it early (sign-in needed, a cross-site post refused).
+    static func answer(_ body: () async throws -> WebAnswer) async throws -> WebAnswer {
+        do {
+            return try await body()
+        } catch let early as WebAnswer {
+            return early
+        }
+    }
+
+    /// The request's form (`application/x-www-form-urlencoded`), decoded; a form that is missing, of another type or
+    /// without a required field is refused with the API's status and code, answered as a page.
+    static func form<Form: Decodable>(_ type: Form.Type, _ request: Request, _ context: AppRequestContext)
+        async throws -> Form
+    {
+        guard let contentType = request.headers[.contentType] else {
+            throw APIError.badJSON("The request body is required")
+        }
+        guard contentType.lowercased().hasPrefix("application/x-www-form-urlencoded") else {
+            throw APIError.unsupportedMediaType
+        }
+        let body = try await request.body.collect(upTo: context.maxUploadSize)
+        do {
+            return try URLEncodedFormDecoder().decode(Form.self, from: String(buffer: body))
+        } catch let error as DecodingError {
+            throw APIError.badJSON(DecodingErrors.describe(error))
+        }
+    }
+}
