@@ -142,8 +142,9 @@ final class SessionService: Sendable {
 
     /// Rotates `token`: a fresh token normally, the current one for a race inside the grace window, and the end of
     /// the whole session for an old token presented again. The token and its session are read without the write
-    /// lock; the rotation is one row of a batched statement (`RotationQueue`) that refuses if another request rotated
-    /// the token first (then it reads again and decides again) or the session was revoked since the read.
+    /// lock; the rotation is one row of a batched transaction (`RotationQueue`) whose verdict says whether another
+    /// request rotated the token first (then it reads again and decides again) or the session was revoked since the
+    /// read.
     func refresh(_ token: String, audit event: @escaping @Sendable (IssuedSession) -> AuditEvent) async throws
         -> IssuedSession
     {
