@@ -35,9 +35,9 @@ public struct Operator: Sendable {
             created:             \(company.createdAt.iso8601)
             members:
             """
-        for member in try await companies.members(id, publicURL: "") {
+        for member in try await companies.members(id) {
             text +=
-                "\n  \(member.accountId)  \(member.role.rawValue)  dept=\(member.deptMask) manager=\(member.managerMask)"
+                "\n  \(member.accountID)  \(member.role.rawValue)  dept=\(member.deptMask) manager=\(member.managerMask)"
         }
         return text
     }

@@ -118,7 +118,7 @@ struct ShareService: Sendable {
         guard let summary = summaries.first(where: { $0.id == companyID }) else {
             throw CompanyService.companyNotFound
         }
-        return summary
+        return Schemas.CompanySummary(summary)
     }
 
     private func join(token: String, caller: Caller, now: Date) async throws -> String {

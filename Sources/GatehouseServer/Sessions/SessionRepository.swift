@@ -42,6 +42,28 @@ struct PendingRotation: Sendable {
     let audit: AuditEvent
 }
 
+/// An account session as its owner's list shows it, with the times that say whether it is still usable.
+struct AccountSessionRow: Decodable, Sendable {
+    let id: String
+    let userAgent: String?
+    let ip: String?
+    let createdAt: Int64
+    let refreshedAt: Int64
+    let expiresAt: Int64
+    let revokedAt: Int64?
+    let idleTimeout: Int64?
+
+    enum CodingKeys: String, CodingKey {
+        case id, ip
+        case userAgent = "user_agent"
+        case createdAt = "created_at"
+        case refreshedAt = "refreshed_at"
+        case expiresAt = "expires_at"
+        case revokedAt = "revoked_at"
+        case idleTimeout = "idle_timeout"
+    }
+}
+
 /// A refresh token's row: which session it belongs to and when it was rotated.
 struct RefreshTokenRow {
     let sessionID: String
@@ -236,7 +258,7 @@ struct SessionRepository {
     }
 
     /// The account's unrevoked, unexpired account sessions (not company logins), newest first.
-    func accountSessions(_ accountID: String, now: Int64) async throws -> [any SQLRow] {
+    func accountSessions(_ accountID: String, now: Int64) async throws -> [AccountSessionRow] {
         try await db.select()
             .columns("id", "user_agent", "ip", "created_at", "refreshed_at", "expires_at", "revoked_at", "idle_timeout")
             .from("sessions")
@@ -245,7 +267,7 @@ struct SessionRepository {
             .where("parent_id", .is, SQLLiteral.null)
             .where("expires_at", .greaterThan, now)
             .orderBy("created_at", .descending)
-            .all()
+            .all(decoding: AccountSessionRow.self)
     }
 
     /// How many of the account's sessions are neither revoked nor past their lifetime.

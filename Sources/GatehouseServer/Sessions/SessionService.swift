@@ -322,21 +322,14 @@ final class SessionService: Sendable {
         return try await sessions.accountSessions(accountID, now: now)
             .filter { row in
                 SessionLiveness.isLive(
-                    revokedAt: try row.decode(column: "revoked_at", as: Int64?.self),
-                    expiresAt: try row.decode(column: "expires_at", as: Int64.self),
-                    refreshedAt: try row.decode(column: "refreshed_at", as: Int64.self),
-                    idleSeconds: SessionLiveness.idleSeconds(
-                        own: try row.decode(column: "idle_timeout", as: Int64?.self), server: serverIdle),
-                    now: now)
+                    revokedAt: row.revokedAt, expiresAt: row.expiresAt, refreshedAt: row.refreshedAt,
+                    idleSeconds: SessionLiveness.idleSeconds(own: row.idleTimeout, server: serverIdle), now: now)
             }
             .map { row in
-                let id = try row.decode(column: "id", as: String.self)
-                return Schemas.SessionInfo(
-                    id: id, userAgent: try row.decode(column: "user_agent", as: String?.self),
-                    ip: try row.decode(column: "ip", as: String?.self),
-                    createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)),
-                    refreshedAt: Date(epochMilliseconds: try row.decode(column: "refreshed_at", as: Int64.self)),
-                    current: id == root)
+                Schemas.SessionInfo(
+                    id: row.id, userAgent: row.userAgent, ip: row.ip,
+                    createdAt: Date(epochMilliseconds: row.createdAt),
+                    refreshedAt: Date(epochMilliseconds: row.refreshedAt), current: row.id == root)
             }
     }
 }

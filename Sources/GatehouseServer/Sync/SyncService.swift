@@ -26,6 +26,14 @@ struct SyncService: Sendable {
         .gone, code: .resyncRequired,
         message: "The token is older than the retained change log; run the digest exchange (POST …/sync/digest)")
 
+    static let noSuchCompany = APIError.notFound("No such company")
+
+    /// The company's counters; a company deleted while the request ran answers 404.
+    static func counters(_ companyID: String, in sync: SyncRepository) async throws -> SyncCounters {
+        guard let counters = try await sync.counters(companyID) else { throw noSuchCompany }
+        return counters
+    }
+
     /// What the caller may see and write, and the access epoch it was read at.
     private struct View {
         let actor: SyncActor
@@ -70,7 +78,7 @@ struct SyncService: Sendable {
         let view = try await view(caller)
         let sync = SyncRepository(db: store.database)
         // Read before the page: the token never claims a seq whose rows the page did not see.
-        let counters = try await sync.counters(caller.companyID)
+        let counters = try await Self.counters(caller.companyID, in: sync)
         let types = try Self.types(body.types)
         let sent = try token(body.token, for: caller, key: key)
         let token =
@@ -92,7 +100,9 @@ struct SyncService: Sendable {
             page = try await changes(after: token, view: view, seq: counters.seq, limit: limit, key: key, sync: sync)
         }
         // Compaction may have committed meanwhile: a page read past its horizon could lack tombstones.
-        if sent != nil, try await sync.counters(caller.companyID).compacted > token.s { throw Self.resyncRequired }
+        if sent != nil, try await Self.counters(caller.companyID, in: sync).compacted > token.s {
+            throw Self.resyncRequired
+        }
         return page
     }
 
@@ -186,7 +196,7 @@ struct SyncService: Sendable {
         guard view.actor.canWrite else {
             // Nothing to write; mutations sent before the member became read-only still answer their first result.
             let sync = SyncRepository(db: store.database)
-            let current = try await sync.counters(caller.companyID).seq
+            let current = try await Self.counters(caller.companyID, in: sync).seq
             let earlier = try await sync.results(
                 caller.companyID, accountID: caller.accountID, clientID: body.clientId, mids: mutations.map(\.mid))
             return .init(
@@ -197,7 +207,7 @@ struct SyncService: Sendable {
         let now = clock.now
         let (results, committed) = try await store.transaction { [bus] db in
             let sync = SyncRepository(db: db)
-            let seq = try await sync.nextSeq(caller.companyID)
+            guard let seq = try await sync.nextSeq(caller.companyID) else { throw Self.noSuchCompany }
             let earlier = try await sync.results(
                 caller.companyID, accountID: caller.accountID, clientID: body.clientId, mids: mutations.map(\.mid))
             var records = try await sync.records(
@@ -294,7 +304,7 @@ struct SyncService: Sendable {
             guard token.t == types else { throw Self.invalidToken }
             start = token.s
         } else {
-            start = try await sync.counters(caller.companyID).seq
+            start = try await Self.counters(caller.companyID, in: sync).seq
         }
         var known: [String: Int64] = [:]
         for entry in body.known {
