@@ -51,6 +51,12 @@ struct AccountRepository {
         return try await find(email: idOrEmail.lowercased())
     }
 
+    /// The first `limit` accounts, oldest first (an operator's listing).
+    func oldestFirst(limit: Int) async throws -> [AccountRecord] {
+        try await db.select().columns(Self.columns).from("accounts").orderBy("created_at").limit(limit).all()
+            .map(Self.decode)
+    }
+
     func insert(_ account: AccountRecord) async throws {
         TransactionChanges.accountChanged(account.id)
         try await db.insert(into: "accounts").columns(Self.columns)

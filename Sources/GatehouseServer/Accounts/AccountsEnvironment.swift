@@ -136,7 +136,7 @@ struct AccountsEnvironment: Sendable {
             guard let account = try await AccountRepository(db: db).find(email: email), account.disabledAt == nil,
                 eligible(account)
             else { return }
-            try await AuditLog(db: db, clock: clock).record(client.event(auditAction, accountID: account.id))
+            try await AuditRepository(db: db, clock: clock).record(client.event(auditAction, accountID: account.id))
             try await issueAndMail(
                 to: email, purpose: purpose, accountID: account.id, codeChallenge: codeChallenge, db: db,
                 template: template)

@@ -75,7 +75,7 @@ struct ProfileService: Sendable {
             }
             if let hash { updated.passwordHash = hash }
             updated.updatedAt = now
-            let audit = AuditLog(db: db, clock: env.clock)
+            let audit = AuditRepository(db: db, clock: env.clock)
             if body.data != nil {
                 try await audit.record(client.event(.profileUpdated, accountID: updated.id))
             }
@@ -158,7 +158,7 @@ struct ProfileService: Sendable {
             try await env.issueAndMail(to: account.email, purpose: .reauthentication, accountID: account.id, db: db) {
                 .reauthentication(code: $0.code)
             }
-            try await AuditLog(db: db, clock: env.clock).record(
+            try await AuditRepository(db: db, clock: env.clock).record(
                 client.event(.reauthenticationRequested, accountID: account.id))
         }
     }

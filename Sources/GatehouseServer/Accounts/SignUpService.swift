@@ -32,7 +32,7 @@ struct SignUpService: Sendable {
             let existing = try await accounts.find(email: email)
             if let existing, existing.emailConfirmedAt != nil {
                 try await env.mailer.enqueue(.signupAttempt(signInLink: env.siteURL), to: email, db: db)
-                try await AuditLog(db: db, clock: env.clock).record(
+                try await AuditRepository(db: db, clock: env.clock).record(
                     client.event(.signupExistingEmail, accountID: existing.id))
                 return nil
             }
@@ -50,7 +50,7 @@ struct SignUpService: Sendable {
                     code: code.code,
                     link: env.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirectTo))
             }
-            try await AuditLog(db: db, clock: env.clock).record(client.event(.signup, accountID: account.id))
+            try await AuditRepository(db: db, clock: env.clock).record(client.event(.signup, accountID: account.id))
             return account.id
         }
         guard let accountID, var account = try await AccountRepository(db: env.store.database).find(id: accountID)
@@ -87,7 +87,7 @@ struct SignUpService: Sendable {
                     code: code.code,
                     link: env.verifyLink(token: code.linkToken, type: "magiclink", redirectTo: redirectTo))
             }
-            try await AuditLog(db: db, clock: env.clock).record(client.event(.otpSent, accountID: account.id))
+            try await AuditRepository(db: db, clock: env.clock).record(client.event(.otpSent, accountID: account.id))
         }
     }
 

@@ -63,7 +63,7 @@ struct TokenService: Sendable {
             try await accounts.recordSignIn(account.id, at: now, rehashed: rehashed, replacing: checkedHash)
             try await accounts.touchIdentity(provider: "email", accountID: account.id, at: now)
             try await ThrottleRepository(db: db).clear(throttleKey)
-            try await AuditLog(db: db, clock: env.clock).record(
+            try await AuditRepository(db: db, clock: env.clock).record(
                 client.event(.signedIn, accountID: account.id, detail: ["method": "password"]))
             return try await env.sessions.start(
                 accountID: account.id, method: "password", ip: client.ip, userAgent: client.userAgent, db: db)
@@ -178,7 +178,7 @@ struct TokenService: Sendable {
                     IdentityRecord(
                         id: Secrets.identifier(), accountID: account.id, provider: "apple", providerID: apple.subject,
                         email: email, createdAt: now, lastSignInAt: nil))
-                try await AuditLog(db: db, clock: env.clock).record(
+                try await AuditRepository(db: db, clock: env.clock).record(
                     client.event(.identityLinked, accountID: account.id, detail: ["provider": "apple"]))
             }
             guard account.disabledAt == nil else {
@@ -187,7 +187,7 @@ struct TokenService: Sendable {
             // Apple confirmed the address, not a sign-up's code: whatever a sign-up had chosen is dropped.
             try await env.confirmAndSignIn(
                 &account, pending: PendingSignup(passwordHash: nil, metadata: [:]), provider: "apple", now: now, db: db)
-            try await AuditLog(db: db, clock: env.clock).record(
+            try await AuditRepository(db: db, clock: env.clock).record(
                 client.event(.signedIn, accountID: account.id, detail: ["method": "apple"]))
             return (
                 account,

@@ -133,7 +133,7 @@ struct VerificationService: Sendable {
             guard account.disabledAt == nil else {
                 throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
             }
-            let audit = AuditLog(db: db, clock: env.clock)
+            let audit = AuditRepository(db: db, clock: env.clock)
             if consumed.purpose == .emailChange, let newEmail = consumed.newEmail {
                 if let other = try await accounts.find(email: newEmail), other.id != account.id {
                     throw APIError(

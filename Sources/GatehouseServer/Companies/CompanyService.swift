@@ -23,7 +23,7 @@ struct CompanyService: Sendable {
     ) async throws -> T {
         let result = try await store.transaction { [clock, bus] db in
             let result = try await body(db)
-            if let event { try await AuditLog(db: db, clock: clock).record(event) }
+            if let event { try await AuditRepository(db: db, clock: clock).record(event) }
             for message in messages { try await bus.announce(message, db: db) }
             return result
         }
@@ -238,11 +238,11 @@ struct CompanyService: Sendable {
 
     /// The company's audit trail: everything for the owner, one's own events for participants.
     func audit(_ caller: CompanyCaller, before: Int64?, limit: Int?) async throws -> Schemas.AuditPage {
-        let limit = try AuditLog.pageSize(limit)
-        let events = try await AuditLog(db: store.database, clock: clock).page(
+        let limit = try Schemas.AuditPage.size(limit)
+        let events = try await AuditRepository(db: store.database, clock: clock).page(
             companyID: caller.companyID, accountID: caller.membership.isOwner ? nil : caller.accountID,
             before: before, limit: limit)
-        return .init(events: events, nextBefore: events.count == limit ? events.last?.id : nil)
+        return Schemas.AuditPage(events, limit: limit)
     }
 }
 

@@ -72,7 +72,7 @@ struct CredentialService: Sendable {
                 throw APIError(.conflict, code: .usernameTaken, message: "That username is taken in this company")
             }
             try await credentials.insert(credential, image: image?.data, imageType: image?.type, now: now)
-            try await AuditLog(db: db, clock: clock).record(audit)
+            try await AuditRepository(db: db, clock: clock).record(audit)
         }
         return Self.info(credential)
     }
@@ -109,7 +109,7 @@ struct CredentialService: Sendable {
             try await CredentialRepository(db: db).delete(caller.companyID, accountID: caller.accountID)
             try await CompanyRepository(db: db).endSessions(
                 caller.companyID, accountID: caller.accountID, except: nil, now: clock.now)
-            try await AuditLog(db: db, clock: clock).record(audit)
+            try await AuditRepository(db: db, clock: clock).record(audit)
         }
     }
 
@@ -138,7 +138,7 @@ struct CredentialService: Sendable {
             try await CredentialRepository(db: db).setPassword(cid, accountID: accountID, hash: hash, now: clock.now)
             try await CompanyRepository(db: db).endSessions(
                 cid, accountID: accountID, except: caller.identity.sessionID, now: clock.now)
-            try await AuditLog(db: db, clock: clock).record(audit)
+            try await AuditRepository(db: db, clock: clock).record(audit)
         }
     }
 
@@ -171,7 +171,7 @@ struct CredentialService: Sendable {
         let audit = event(.companyLogin, caller.client, accountID: caller.accountID, companyID: cid)
         let issued = try await env.store.transaction { [env] db in
             try await ThrottleRepository(db: db).clear(throttleKey)
-            try await AuditLog(db: db, clock: env.clock).record(audit)
+            try await AuditRepository(db: db, clock: env.clock).record(audit)
             return try await env.sessions.start(
                 accountID: caller.accountID, method: "company_password", ip: caller.client.ip,
                 userAgent: caller.client.userAgent, db: db, company: scope, parent: caller.identity.sessionID)

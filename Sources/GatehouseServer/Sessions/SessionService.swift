@@ -71,7 +71,7 @@ final class SessionService: Sendable {
     /// Records an audit event in its own transaction; a failure to record is logged, never the request's failure.
     func audit(_ event: AuditEvent) async {
         do {
-            try await store.transaction { [clock] db in try await AuditLog(db: db, clock: clock).record(event) }
+            try await store.transaction { [clock] db in try await AuditRepository(db: db, clock: clock).record(event) }
         } catch {
             store.logger.warning(
                 "audit event not recorded", metadata: ["action": "\(event.action)", "error": "\(error)"])

@@ -157,9 +157,8 @@ public final class Store: Service, Sendable {
             do {
                 let result = try await TransactionChanges.$current.withValue(changes) { try await body(db) }
                 if case .postgres = location {
-                    for payload in changes.collected.payloads {
-                        try await db.raw("SELECT pg_notify(\(bind: Self.notifyChannel), \(bind: payload))").run()
-                    }
+                    let notifications = NotificationRepository(db: db)
+                    for payload in changes.collected.payloads { try await notifications.notify(payload) }
                 }
                 try await db.raw("COMMIT").run()
                 return result

@@ -239,6 +239,11 @@ struct SyncRepository {
         return dropped
     }
 
+    /// Forgets the mutation results of an account that is deleted, in every company.
+    func forgetMutations(accountID: String) async throws {
+        try await db.delete(from: "sync_mutations").where("account_id", .equal, accountID).run()
+    }
+
     // MARK: Decoding
 
     private static func decode(_ row: any SQLRow) throws -> StoredRecord {
