@@ -163,8 +163,8 @@ struct SyncRepository {
         ).all().map(Self.decode)
     }
 
-    /// Live records visible under `mask`, by id, after `after` and up to `through` (inclusive), optionally of one type.
-    func live(
+    /// Records not deleted, visible under `mask`, by id, after `after` and up to `through` (inclusive), optionally of one type.
+    func existing(
         _ companyID: String, mask: Int64, types: [String]? = nil, after: String?, through: String? = nil, limit: Int
     ) async throws -> [StoredRecord] {
         var query = db.select().columns(Self.columns).from("records").where("company_id", .equal, companyID)
