@@ -4,7 +4,11 @@ import SQLKit
 
 /// Deleting one's own account (App Store guideline 5.1.1(v)), from the API and from the account page.
 struct AccountDeletion: Sendable {
-    let env: AccountsEnvironment
+    let store: Store
+    let clock: any GatehouseClock
+    let sessions: SessionService
+    let mailer: Mailer
+    let mail: AccountMail
     let profiles: ProfileService
 
     /// What the caller proves on top of the session: nothing (a sign-in in the last ten minutes), the current
@@ -25,14 +29,13 @@ struct AccountDeletion: Sendable {
         try await profiles.authorizeSensitiveChange(
             account: account, currentPassword: proof.currentPassword, nonce: proof.nonce, identity: caller.identity,
             client: client, recentMethods: nil, refusal: .accountDeletionRefused, what: "Deleting the account")
-        let owned = try await CompanyRepository(db: env.store.database).owned(by: account.id)
+        let owned = try await CompanyRepository(db: store.database).owned(by: account.id)
         guard owned.isEmpty else {
-            await env.sessions.audit(
+            await sessions.audit(
                 client.event(.accountDeletionRefused, accountID: account.id, detail: ["reason": "owns_companies"]))
             throw Self.ownsCompanies(owned)
         }
-        let env = self.env
-        try await env.transactionQueuingMail { db in
+        try await mail.transactionQueuingMail { db in
             // Checked again inside the transaction: a company made meanwhile would otherwise lose its owner.
             let ownedNow = try await CompanyRepository(db: db).owned(by: account.id)
             guard ownedNow.isEmpty else { throw Self.ownsCompanies(ownedNow) }
@@ -40,13 +43,13 @@ struct AccountDeletion: Sendable {
             // would arrive after the confirmation and point at an account that is gone.
             try await db.delete(from: "mail_queue")
                 .where("recipient_digest", .equal, Secrets.emailDigest(account.email)).run()
-            try await env.mailer.enqueue(.accountDeleted, to: account.email, db: db)
-            let ended = try await SessionRepository(db: db).revoke(.account(account.id), now: env.clock.now)
+            try await mailer.enqueue(.accountDeleted, to: account.email, db: db)
+            let ended = try await SessionRepository(db: db).revoke(.account(account.id), now: clock.now)
             try await SyncRepository(db: db).forgetMutations(accountID: account.id)
-            try await AuditRepository(db: db, clock: env.clock)
+            try await AuditRepository(db: db, clock: clock)
                 .forget(accountID: account.id, emailDigest: Secrets.emailDigest(account.email))
             try await AccountRepository(db: db).delete(id: account.id)
-            try await AuditRepository(db: db, clock: env.clock).record(
+            try await AuditRepository(db: db, clock: clock).record(
                 AuditEvent(.accountDeleted, accountID: account.id, detail: ["sessions": String(ended.count)]))
         }
     }
