@@ -14,7 +14,8 @@ struct Gatehouse: AsyncParsableCommand {
     /// Parses and runs; usage and configuration errors print one line and exit 2, run-time failures exit 1.
     static func main() async {
         do {
-            var command = try parseAsRoot()
+            // The settings go last, so the parser never takes one for (or drops one before) a positional argument.
+            var command = try parseAsRoot(Setting.settingsLast(Array(CommandLine.arguments.dropFirst())))
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -49,128 +50,36 @@ struct Gatehouse: AsyncParsableCommand {
     }
 }
 
-/// Settings shared by every command that opens the store or serves. Every flag is named explicitly: derived names
-/// would split acronyms (`--redirect-ur-ls`), and the README's table is the contract.
+/// Settings shared by every command that opens the store or serves: the flags of `Setting.allCases`, parsed from the
+/// arguments no other option takes, so that each setting is declared once (in `Settings.swift`).
 struct ServerOptions: ParsableArguments {
-    @Option(name: .customLong("host"), help: "Address to listen on (GATEHOUSE_HOST, default 127.0.0.1).")
-    var host: String?
-    @Option(name: .customLong("port"), help: "Port to listen on, 0 for any free port (GATEHOUSE_PORT, default 8080).")
-    var port: String?
-    @Option(
-        name: .customLong("data-dir"),
-        help: "Folder for the SQLite store, key file and mail outbox (GATEHOUSE_DATA_DIR, default ./gatehouse-data).")
-    var dataDir: String?
-    @Option(
-        name: .customLong("database-url"),
-        help: "postgres://user:pass@host:port/db to use PostgreSQL, or sqlite:///path (GATEHOUSE_DATABASE_URL).")
-    var databaseURL: String?
-    @Option(
-        name: .customLong("public-url"),
-        help: "URL users reach this server at, used in mailed links (GATEHOUSE_PUBLIC_URL).")
-    var publicURL: String?
-    @Option(
-        name: .customLong("log-level"),
-        help: "trace, debug, info, notice, warning, error or critical (GATEHOUSE_LOG_LEVEL, default info).")
-    var logLevel: String?
-    @Option(name: .customLong("log-format"), help: "text or json (GATEHOUSE_LOG_FORMAT, default text).")
-    var logFormat: String?
-    @Option(
-        name: .customLong("max-body-size"),
-        help: "Largest request body in bytes (GATEHOUSE_MAX_BODY_SIZE, default 1048576).")
-    var maxBodySize: String?
-    @Option(
-        name: .customLong("smtp-url"),
-        help:
-            "smtp://user:pass@host:587 (TLS required except to loopback), smtps://…, smtp+insecure://…; unset writes mail to <data-dir>/outbox (GATEHOUSE_SMTP_URL)."
-    )
-    var smtpURL: String?
-    @Option(
-        name: .customLong("mail-from"),
-        help: "Sender address of every mail (GATEHOUSE_MAIL_FROM, default no-reply@gatehouse.local).")
-    var mailFrom: String?
-    @Option(
-        name: .customLong("site-url"),
-        help: "Where magic links land when no allowed redirect is given (GATEHOUSE_SITE_URL, default the public URL).")
-    var siteURL: String?
-    @Option(
-        name: .customLong("redirect-urls"),
-        help:
-            "Comma-separated redirect URLs magic links may go to; a * is a wildcard inside the path (GATEHOUSE_REDIRECT_URLS)."
-    )
-    var redirectURLs: String?
-    @Option(
-        name: .customLong("access-token-ttl"),
-        help: "Access token lifetime in seconds (GATEHOUSE_ACCESS_TOKEN_TTL, default 900).")
-    var accessTokenTTL: String?
-    @Option(
-        name: .customLong("session-idle-timeout"),
-        help: "Seconds a session may go unrefreshed (GATEHOUSE_SESSION_IDLE_TIMEOUT, default 1209600 = 14 days).")
-    var sessionIdleTimeout: String?
-    @Option(
-        name: .customLong("session-lifetime"),
-        help: "Seconds a session lasts at most (GATEHOUSE_SESSION_LIFETIME, default 7776000 = 90 days).")
-    var sessionLifetime: String?
-    @Option(
-        name: .customLong("apple-audiences"),
-        help: "Comma-separated bundle ids for Sign in with Apple (GATEHOUSE_APPLE_AUDIENCES; unset disables it).")
-    var appleAudiences: String?
-    @Option(name: .customLong("apple-jwks-url"), help: "Apple's key set URL (GATEHOUSE_APPLE_JWKS_URL).")
-    var appleJWKSURL: String?
-    @Option(
-        name: .customLong("trusted-proxies"),
-        help: "Comma-separated proxy addresses or CIDRs whose X-Forwarded-For is believed (GATEHOUSE_TRUSTED_PROXIES).")
-    var trustedProxies: String?
-    @Option(
-        name: .customLong("code-failures-per-day"),
-        help:
-            "Wrong mailed codes allowed per address a day, across its codes (GATEHOUSE_CODE_FAILURES_PER_DAY, default 100)."
-    )
-    var codeFailuresPerDay: String?
-    @Option(
-        name: .customLong("metrics-token"),
-        help: "Bearer token /metrics requires; unset refuses /metrics (GATEHOUSE_METRICS_TOKEN).")
-    var metricsToken: String?
-    @Option(
-        name: .customLong("encryption-keys"),
-        help:
-            "Base64 key-encryption keys, newest first; prefer the variable (GATEHOUSE_ENCRYPTION_KEYS; default <data-dir>/gatehouse.key)."
-    )
-    var encryptionKeys: String?
-    @Option(
-        name: .customLong("sync-retention"),
-        help:
-            "Seconds the change log keeps tombstones; older tokens get the digest exchange (GATEHOUSE_SYNC_RETENTION, default 2592000)."
-    )
-    var syncRetention: String?
-    @Option(
-        name: .customLong("templates-dir"),
-        help:
-            "Folder of page and mail templates (pages/NAME.mustache, mail/LOCALE/NAME.{subject,text,html}.mustache) replacing the built-in ones (GATEHOUSE_TEMPLATES_DIR)."
-    )
-    var templatesDir: String?
-    @Option(
-        name: .customLong("app-url"),
-        help:
-            "The app's link base (myapp:// or https://…); share pages open <app-url>share/<token> (GATEHOUSE_APP_URL).")
-    var appURL: String?
-    @Option(name: .customLong("app-store-url"), help: "Where share pages say to get the app (GATEHOUSE_APP_STORE_URL).")
-    var appStoreURL: String?
+    @Argument(parsing: .allUnrecognized, help: Self.help)
+    var settings: [String] = []
+
+    /// Usage errors (an unknown flag, a flag without a value) are found while parsing, before anything runs.
+    func validate() throws {
+        do {
+            _ = try Setting.flags(in: settings)
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
 
     /// Flags over `GATEHOUSE_*` variables over defaults.
     func resolve() throws -> GatehouseConfiguration {
-        let flags: [ConfigurationKey: String?] = [
-            .host: host, .port: port, .dataDir: dataDir, .databaseURL: databaseURL, .publicURL: publicURL,
-            .logLevel: logLevel, .logFormat: logFormat, .maxBodySize: maxBodySize, .smtpURL: smtpURL,
-            .mailFrom: mailFrom, .siteURL: siteURL, .redirectURLs: redirectURLs, .accessTokenTTL: accessTokenTTL,
-            .sessionIdleTimeout: sessionIdleTimeout, .sessionLifetime: sessionLifetime,
-            .appleAudiences: appleAudiences, .appleJWKSURL: appleJWKSURL, .trustedProxies: trustedProxies,
-            .metricsToken: metricsToken, .encryptionKeys: encryptionKeys, .codeFailuresPerDay: codeFailuresPerDay,
-            .syncRetention: syncRetention, .templatesDir: templatesDir, .appURL: appURL,
-            .appStoreURL: appStoreURL,
-        ]
-        return try GatehouseConfiguration.resolve(
-            flags: flags.compactMapValues { $0 }, environment: ProcessInfo.processInfo.environment)
+        try GatehouseConfiguration.resolve(
+            flags: try Setting.flags(in: settings), environment: ProcessInfo.processInfo.environment)
     }
+
+    /// Every setting with its variable and default, as `--help` lists them.
+    static let help = ArgumentHelp(
+        "Settings: --name value or --name=value. Each is also a GATEHOUSE_* variable; a flag wins over its variable.",
+        discussion: Setting.allCases.map { setting in
+            let meaning = setting.meaning.replacingOccurrences(of: "`", with: "")
+            let defaultValue = setting.defaultValue.markdown.replacingOccurrences(of: "`", with: "")
+            return "\(setting.flag) <value>: \(meaning) (\(setting.environmentName), default \(defaultValue))"
+        }.joined(separator: "\n"),
+        valueName: "setting")
 }
 
 /// `gatehouse serve`: migrate the store and answer HTTP until SIGINT or SIGTERM.

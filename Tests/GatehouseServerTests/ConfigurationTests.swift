@@ -65,7 +65,7 @@ struct ConfigurationTests {
     @Test(
         "invalid settings are refused with a message naming the setting",
         arguments: [
-            (ConfigurationKey.port, "80a", "--port must be a port number"),
+            (Setting.port, "80a", "--port must be a port number"),
             (.port, "70000", "--port must be a port number"),
             (.logLevel, "loud", "--log-level must be one of"),
             (.logFormat, "xml", "--log-format must be text or json"),
@@ -73,7 +73,7 @@ struct ConfigurationTests {
             (.publicURL, "ftp://x", "--public-url must be an http:// or https:// URL"),
             (.maxBodySize, "12", "--max-body-size must be a byte count"),
         ])
-    func invalid(key: ConfigurationKey, value: String, message: String) {
+    func invalid(key: Setting, value: String, message: String) {
         #expect {
             try GatehouseConfiguration.resolve(flags: [key: value], environment: [:])
         } throws: { error in

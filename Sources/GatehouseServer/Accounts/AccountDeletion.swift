@@ -4,7 +4,11 @@ import SQLKit
 
 /// Deleting one's own account (App Store guideline 5.1.1(v)), from the API and from the account page.
 struct AccountDeletion: Sendable {
-    let env: AccountsEnvironment
+    let store: Store
+    let clock: any GatehouseClock
+    let sessions: SessionService
+    let mailer: Mailer
+    let mail: AccountMail
     let profiles: ProfileService
 
     /// What the caller proves on top of the session: nothing (a sign-in in the last ten minutes), the current
@@ -17,7 +21,7 @@ struct AccountDeletion: Sendable {
     /// Deletes the caller's account. Refused while it owns companies (the answer lists them: transfer or delete them
     /// first). In one transaction: every session ends (and leaves every instance's cache), the account row goes with
     /// its identities, codes, credentials and memberships (the schema cascades), its sync receipts and the mail still
-    /// queued for it go, the trail forgets the person (`scrubAudit`), and a tombstone without personal data is written. The
+    /// queued for it go, the trail forgets the person (`AuditRepository.forget`), and a tombstone without personal data is written. The
     /// confirmation mail is queued in the same transaction, so it goes out exactly when the deletion happened.
     func delete(_ caller: Caller, proof: Proof) async throws {
         let client = caller.client
@@ -25,14 +29,13 @@ struct AccountDeletion: Sendable {
         try await profiles.authorizeSensitiveChange(
             account: account, currentPassword: proof.currentPassword, nonce: proof.nonce, identity: caller.identity,
             client: client, recentMethods: nil, refusal: .accountDeletionRefused, what: "Deleting the account")
-        let owned = try await CompanyRepository(db: env.store.database).owned(by: account.id)
+        let owned = try await CompanyRepository(db: store.database).owned(by: account.id)
         guard owned.isEmpty else {
-            await env.sessions.audit(
+            await sessions.audit(
                 client.event(.accountDeletionRefused, accountID: account.id, detail: ["reason": "owns_companies"]))
             throw Self.ownsCompanies(owned)
         }
-        let env = self.env
-        try await env.transactionQueuingMail { db in
+        try await mail.transactionQueuingMail { db in
             // Checked again inside the transaction: a company made meanwhile would otherwise lose its owner.
             let ownedNow = try await CompanyRepository(db: db).owned(by: account.id)
             guard ownedNow.isEmpty else { throw Self.ownsCompanies(ownedNow) }
@@ -40,33 +43,14 @@ struct AccountDeletion: Sendable {
             // would arrive after the confirmation and point at an account that is gone.
             try await db.delete(from: "mail_queue")
                 .where("recipient_digest", .equal, Secrets.emailDigest(account.email)).run()
-            try await env.mailer.enqueue(.accountDeleted, to: account.email, db: db)
-            let ended = try await SessionRepository(db: db).revoke(.account(account.id), now: env.clock.now)
-            try await db.delete(from: "sync_mutations").where("account_id", .equal, account.id).run()
-            try await Self.scrubAudit(account, db: db)
+            try await mailer.enqueue(.accountDeleted, to: account.email, db: db)
+            let ended = try await SessionRepository(db: db).revoke(.account(account.id), now: clock.now)
+            try await SyncRepository(db: db).forgetMutations(accountID: account.id)
+            try await AuditRepository(db: db, clock: clock)
+                .forget(accountID: account.id, emailDigest: Secrets.emailDigest(account.email))
             try await AccountRepository(db: db).delete(id: account.id)
-            try await AuditLog(db: db, clock: env.clock).record(
+            try await AuditRepository(db: db, clock: clock).record(
                 AuditEvent(.accountDeleted, accountID: account.id, detail: ["sessions": String(ended.count)]))
-        }
-    }
-
-    /// The trail forgets the person: the account's events lose their IP address and user agent, and every event that
-    /// names the address by its digest (failed sign-ins record it without an account) loses that digest. What
-    /// happened, and when, stays.
-    static func scrubAudit(_ account: AccountRecord, db: any SQLDatabase) async throws {
-        try await db.update("audit_events").set("ip", to: SQLLiteral.null).set("user_agent", to: SQLLiteral.null)
-            .where("account_id", .equal, account.id).run()
-        let digest = Secrets.emailDigest(account.email)
-        let named = try await db.select().columns("id", "detail").from("audit_events")
-            .where("detail", .like, "%\(digest)%").all()
-        for row in named {
-            let id = try row.decode(column: "id", as: Int64.self)
-            let text = try row.decode(column: "detail", as: String?.self) ?? "{}"
-            var detail = (try? JSONDecoder().decode([String: String].self, from: Data(text.utf8))) ?? [:]
-            detail = detail.filter { $0.value != digest }
-            try await db.update("audit_events")
-                .set("detail", to: String(decoding: try JSONEncoder.sortedKeys.encode(detail), as: UTF8.self))
-                .where("id", .equal, id).run()
         }
     }
 

@@ -51,6 +51,12 @@ struct AccountRepository {
         return try await find(email: idOrEmail.lowercased())
     }
 
+    /// The first `limit` accounts, oldest first (an operator's listing).
+    func oldestFirst(limit: Int) async throws -> [AccountRecord] {
+        try await db.select().columns(Self.columns).from("accounts").orderBy("created_at").limit(limit).all()
+            .map(Self.decode)
+    }
+
     func insert(_ account: AccountRecord) async throws {
         TransactionChanges.accountChanged(account.id)
         try await db.insert(into: "accounts").columns(Self.columns)
@@ -192,34 +198,6 @@ struct AccountRepository {
 
     static func encode(_ metadata: [String: JSONValue]) -> String {
         String(decoding: (try? JSONEncoder.sortedKeys.encode(metadata)) ?? Data("{}".utf8), as: UTF8.self)
-    }
-}
-
-extension AccountRecord {
-    /// The account as its owner sees it, in Supabase's user shape.
-    func wire(identities: [IdentityRecord], confirmationSentAt: Date? = nil) -> Schemas.User {
-        let providers = identities.map(\.provider).uniqued()
-        return Schemas.User(
-            id: id, aud: "authenticated", role: "authenticated", email: email, emailConfirmedAt: emailConfirmedAt,
-            confirmedAt: emailConfirmedAt, confirmationSentAt: confirmationSentAt, phone: "",
-            lastSignInAt: lastSignInAt,
-            appMetadata: [
-                "provider": .string(providers.first ?? "email"), "providers": .array(providers.map { .string($0) }),
-            ],
-            userMetadata: userMetadata,
-            identities: identities.map { identity in
-                var data: [String: JSONValue] = ["sub": .string(identity.providerID)]
-                if let email = identity.email {
-                    data["email"] = .string(email)
-                    data["email_verified"] = .bool(emailConfirmedAt != nil)
-                }
-                return Schemas.Identity(
-                    identityId: identity.id, id: identity.providerID, userId: id, identityData: data,
-                    provider: identity.provider == "apple" ? .apple : .email, email: identity.email,
-                    lastSignInAt: identity.lastSignInAt, createdAt: identity.createdAt,
-                    updatedAt: identity.lastSignInAt ?? identity.createdAt)
-            },
-            createdAt: createdAt, updatedAt: updatedAt, isAnonymous: false)
     }
 }
 

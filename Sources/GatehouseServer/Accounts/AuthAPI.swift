@@ -96,7 +96,7 @@ extension API {
     // MARK: Public information
 
     func getSettings(_ input: Operations.GetSettings.Input) async throws -> Operations.GetSettings.Output {
-        let apple = !verification.env.settings.appleAudiences.isEmpty
+        let apple = !verification.settings.appleAudiences.isEmpty
         let settings = Schemas.Settings(
             external: .init(email: true, apple: apple, phone: false, anonymousUsers: false), disableSignup: false,
             mailerAutoconfirm: false, phoneAutoconfirm: false, smsProvider: "", samlEnabled: false)
@@ -104,7 +104,7 @@ extension API {
     }
 
     func getJWKS(_ input: Operations.GetJWKS.Input) async throws -> Operations.GetJWKS.Output {
-        let keys = try await verification.env.keys.jwks()
+        let keys = try await keys.jwks()
         return .ok(.init(body: .json(try JSONDecoder().decode(Schemas.Jwks.self, from: JSONEncoder().encode(keys)))))
     }
 }

@@ -54,6 +54,8 @@ struct OneTimeCodes {
     let clock: any GatehouseClock
     let settings: AuthSettings
 
+    private var codes: OneTimeCodeRepository { OneTimeCodeRepository(db: db) }
+
     /// Issues a code and link for `email`. Earlier codes of the address and purpose are void, except sign-up codes:
     /// each sign-up's code carries that sign-up's own choices, so a later sign-up by someone else cannot replace them.
     func issue(
@@ -62,12 +64,7 @@ struct OneTimeCodes {
     ) async throws -> IssuedCode {
         let now = clock.now
         if purpose != .signup {
-            var earlier = db.update("one_time_codes").set("consumed_at", to: now.epochMilliseconds)
-                .where("email", .equal, email).where("purpose", .equal, purpose.rawValue)
-                .where("consumed_at", .is, SQLLiteral.null)
-            // Another account's change to the same address is not this request's to cancel.
-            if purpose == .emailChange { earlier = earlier.where("account_id", .equal, SQLBind(accountID)) }
-            try await earlier.run()
+            try await codes.voidEarlier(email: email, purpose: purpose, accountID: accountID, at: now)
         }
         let linkToken = Secrets.token()
         let issued = IssuedCode(
@@ -75,55 +72,31 @@ struct OneTimeCodes {
         let pendingJSON = try pending.map {
             String(decoding: try JSONEncoder.sortedKeys.encode($0.metadata), as: UTF8.self)
         }
-        try await db.insert(into: "one_time_codes")
-            .columns(
-                "id", "email", "purpose", "code_hash", "link_hash", "account_id", "new_email", "attempts", "created_at",
-                "expires_at", "pending_password_hash", "pending_metadata", "code_challenge"
-            )
-            .values(
-                SQLBind(issued.id), SQLBind(email), SQLBind(purpose.rawValue),
-                SQLBind(Self.codeDigest(id: issued.id, code: issued.code)), SQLBind(Secrets.digest(issued.linkToken)),
-                SQLBind(accountID), SQLBind(newEmail), SQLBind(Int64(0)), SQLBind(now.epochMilliseconds),
-                SQLBind(now.addingTimeInterval(settings.codeLifetime).epochMilliseconds),
-                SQLBind(pending?.passwordHash), SQLBind(pendingJSON), SQLBind(codeChallenge)
-            )
-            .run()
+        try await codes.insert(
+            StoredCode(
+                id: issued.id, email: email, codeHash: Self.codeDigest(id: issued.id, code: issued.code),
+                purpose: purpose.rawValue, accountID: accountID, newEmail: newEmail,
+                pendingPasswordHash: pending?.passwordHash, pendingMetadata: pendingJSON, codeChallenge: codeChallenge),
+            linkHash: Secrets.digest(issued.linkToken), createdAt: now,
+            expiresAt: now.addingTimeInterval(settings.codeLifetime))
         return issued
     }
 
     /// Voids every other live code of `email`'s sign-ups once the address is confirmed.
     func voidSignups(email: String) async throws {
-        try await db.update("one_time_codes").set("consumed_at", to: clock.now.epochMilliseconds)
-            .where("email", .equal, email).where("purpose", .equal, CodePurpose.signup.rawValue)
-            .where("consumed_at", .is, SQLLiteral.null).run()
+        try await codes.voidSignups(email: email, at: clock.now)
     }
-
-    private static let columns = [
-        "id", "email", "code_hash", "purpose", "account_id", "new_email", "pending_password_hash", "pending_metadata",
-        "code_challenge",
-    ]
 
     /// Consumes the live code for `email` among `purposes` when `code` matches. Every live candidate's try is
     /// counted before the code is compared (one UPDATE … RETURNING), so parallel guesses all use up tries.
     func consume(email: String, code: String, purposes: [CodePurpose]) async throws -> ConsumedCode? {
-        let now = clock.now.epochMilliseconds
-        let candidates = try await db.update("one_time_codes")
-            .set(SQLIdentifier("attempts"), to: SQLRaw("attempts + 1"))
-            .where("email", .equal, email)
-            .where("purpose", .in, purposes.map(\.rawValue))
-            .where("consumed_at", .is, SQLLiteral.null)
-            .where("expires_at", .greaterThan, now)
-            .where("attempts", .lessThan, Int64(settings.codeMaxAttempts))
-            .returning(Self.columns.map { SQLColumn($0) as any SQLExpression })
-            .all()
-        var matched: (any SQLRow)?
-        for row in candidates {
-            let id = try row.decode(column: "id", as: String.self)
-            if Secrets.constantTimeEquals(
-                try row.decode(column: "code_hash", as: String.self), Self.codeDigest(id: id, code: code))
-            {
-                matched = row
-            }
+        let now = clock.now
+        let candidates = try await codes.countTry(
+            email: email, purposes: purposes, now: now, maxAttempts: settings.codeMaxAttempts)
+        var matched: StoredCode?
+        for candidate in candidates
+        where Secrets.constantTimeEquals(candidate.codeHash, Self.codeDigest(id: candidate.id, code: code)) {
+            matched = candidate
         }
         guard let matched else { return nil }
         return try await markConsumed(matched, now: now)
@@ -131,8 +104,8 @@ struct OneTimeCodes {
 
     /// Consumes the live code whose magic-link token is `token`, among `purposes`.
     func consume(linkToken token: String, purposes: [CodePurpose]) async throws -> ConsumedCode? {
-        guard let row = try await live(linkToken: token, purposes: purposes) else { return nil }
-        return try await markConsumed(row, now: clock.now.epochMilliseconds)
+        guard let code = try await live(linkToken: token, purposes: purposes) else { return nil }
+        return try await markConsumed(code, now: clock.now)
     }
 
     /// Whether a live link with this token exists (the landing page asks before showing its button).
@@ -142,56 +115,35 @@ struct OneTimeCodes {
 
     /// Why a link that is not live is not: it was used (or replaced by a newer one), or it expired or never existed.
     func spentState(linkToken token: String) async throws -> LinkState {
-        guard
-            let row = try await db.select().columns("consumed_at", "expires_at").from("one_time_codes")
-                .where("link_hash", .equal, Secrets.digest(token)).first()
+        guard let times = try await codes.times(linkHash: Secrets.digest(token)), let consumed = times.consumedAt
         else { return .expired }
-        guard let consumed = try row.decode(column: "consumed_at", as: Int64?.self) else { return .expired }
-        return consumed < (try row.decode(column: "expires_at", as: Int64.self)) ? .used : .expired
+        return consumed < times.expiresAt ? .used : .expired
     }
 
-    private func live(linkToken token: String, purposes: [CodePurpose]) async throws -> (any SQLRow)? {
-        try await db.select()
-            .columns(Self.columns)
-            .from("one_time_codes")
-            .where("link_hash", .equal, Secrets.digest(token))
-            .where("purpose", .in, purposes.map(\.rawValue))
-            .where("consumed_at", .is, SQLLiteral.null)
-            .where("expires_at", .greaterThan, clock.now.epochMilliseconds)
-            .where("attempts", .lessThan, Int64(settings.codeMaxAttempts))
-            .first()
+    private func live(linkToken token: String, purposes: [CodePurpose]) async throws -> StoredCode? {
+        try await codes.usable(
+            linkHash: Secrets.digest(token), purposes: purposes, now: clock.now,
+            maxAttempts: settings.codeMaxAttempts)
     }
 
     /// The pending sign-up password digests of `email`'s live sign-up codes, newest first.
     func pendingPasswordHashes(email: String) async throws -> [String] {
-        try await db.select().column("pending_password_hash").from("one_time_codes")
-            .where("email", .equal, email).where("purpose", .equal, CodePurpose.signup.rawValue)
-            .where("consumed_at", .is, SQLLiteral.null).where("expires_at", .greaterThan, clock.now.epochMilliseconds)
-            .where("pending_password_hash", .isNot, SQLLiteral.null)
-            .orderBy("created_at", .descending).limit(3)
-            .all(decodingColumn: "pending_password_hash", as: String.self)
+        try await codes.pendingPasswordHashes(email: email, now: clock.now)
     }
 
-    private func markConsumed(_ row: any SQLRow, now: Int64) async throws -> ConsumedCode? {
-        let id = try row.decode(column: "id", as: String.self)
+    private func markConsumed(_ code: StoredCode, now: Date) async throws -> ConsumedCode? {
         // Single use even under concurrent verification: only the request that flips consumed_at wins.
-        let won = try await db.update("one_time_codes").set("consumed_at", to: now)
-            .where("id", .equal, id).where("consumed_at", .is, SQLLiteral.null)
-            .returning("id").all()
-        guard !won.isEmpty, let purpose = CodePurpose(rawValue: try row.decode(column: "purpose", as: String.self))
-        else {
+        guard try await codes.markConsumed(code.id, at: now), let purpose = CodePurpose(rawValue: code.purpose) else {
             return nil
         }
-        let metadata = try row.decode(column: "pending_metadata", as: String?.self)
+        let metadata = code.pendingMetadata
             .flatMap { try? JSONDecoder().decode([String: JSONValue].self, from: Data($0.utf8)) }
-        let passwordHash = try row.decode(column: "pending_password_hash", as: String?.self)
+        let passwordHash = code.pendingPasswordHash
         return ConsumedCode(
-            email: try row.decode(column: "email", as: String.self), purpose: purpose,
-            accountID: try row.decode(column: "account_id", as: String?.self),
-            newEmail: try row.decode(column: "new_email", as: String?.self),
+            email: code.email, purpose: purpose, accountID: code.accountID, newEmail: code.newEmail,
             pending: metadata != nil || passwordHash != nil
                 ? PendingSignup(passwordHash: passwordHash, metadata: metadata ?? [:]) : nil,
-            codeChallenge: try row.decode(column: "code_challenge", as: String?.self))
+            codeChallenge: code.codeChallenge)
     }
 
     /// The stored form of a code: salted with its row id so equal codes never share a digest.

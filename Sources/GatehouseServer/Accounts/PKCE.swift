@@ -80,24 +80,19 @@ struct FlowStates {
     func create(for verified: ConsumedCode, challenge: String) async throws -> String {
         let code = Secrets.token()
         let now = clock.now
-        try await db.insert(into: "flow_states")
-            .columns("id", "auth_code_hash", "code_challenge", "verified", "created_at", "expires_at")
-            .values(
-                SQLBind(Secrets.identifier()), SQLBind(Secrets.digest(code)), SQLBind(challenge),
-                SQLBind(String(decoding: try JSONEncoder().encode(verified), as: UTF8.self)),
-                SQLBind(now.epochMilliseconds), SQLBind(now.addingTimeInterval(Self.lifetime).epochMilliseconds)
-            )
-            .run()
+        try await FlowStateRepository(db: db).insert(
+            id: Secrets.identifier(), authCodeHash: Secrets.digest(code), challenge: challenge,
+            verified: String(decoding: try JSONEncoder().encode(verified), as: UTF8.self), createdAt: now,
+            expiresAt: now.addingTimeInterval(Self.lifetime))
         return code
     }
 
     /// Remembers which session the code's exchange started, in the transaction that starts it. A replay that came
     /// first marked the code, and then the session is not started at all.
     func bind(_ authCode: String, sessionID: String) async throws {
-        let bound = try await db.update("flow_states").set("session_id", to: sessionID)
-            .where("auth_code_hash", .equal, Secrets.digest(authCode)).where("session_id", .is, SQLLiteral.null)
-            .returning("id").all()
-        guard !bound.isEmpty else { throw Refusal.notFound.apiError }
+        guard try await FlowStateRepository(db: db).bind(Secrets.digest(authCode), sessionID: sessionID) else {
+            throw Refusal.notFound.apiError
+        }
     }
 
     /// The mark a replay leaves on a code whose exchange has not started its session yet.
@@ -106,31 +101,20 @@ struct FlowStates {
     /// Uses up the authorization code when the verifier matches, returning what its link proved. A wrong verifier
     /// also uses it up: a code is never worth a second guess.
     func redeem(_ authCode: String, verifier: String) async throws -> Result<ConsumedCode, Refusal> {
-        let now = clock.now.epochMilliseconds
+        let now = clock.now
         let hash = Secrets.digest(authCode)
-        guard
-            let row = try await db.update("flow_states").set("used_at", to: now)
-                .where("auth_code_hash", .equal, hash).where("used_at", .is, SQLLiteral.null)
-                .returning("code_challenge", "verified", "expires_at").first()
-        else {
-            guard
-                let used = try await db.select().column("session_id").from("flow_states")
-                    .where("auth_code_hash", .equal, hash).first()
-            else { return .failure(.notFound) }
-            guard let sessionID = try used.decode(column: "session_id", as: String?.self) else {
+        let flows = FlowStateRepository(db: db)
+        guard let flow = try await flows.use(hash, at: now) else {
+            guard let used = try await flows.exchange(hash) else { return .failure(.notFound) }
+            guard let sessionID = used.sessionID else {
                 // The first exchange is still starting its session: mark the code so that it never does.
-                try await db.update("flow_states").set("session_id", to: Self.replayed)
-                    .where("auth_code_hash", .equal, hash).where("session_id", .is, SQLLiteral.null).run()
+                try await flows.bindIfUnbound(hash, sessionID: Self.replayed)
                 return .failure(.reused(sessionID: nil))
             }
             return .failure(.reused(sessionID: sessionID == Self.replayed ? nil : sessionID))
         }
-        guard try row.decode(column: "expires_at", as: Int64.self) > now else { return .failure(.expired) }
-        guard PKCE.verifies(verifier, challenge: try row.decode(column: "code_challenge", as: String.self)) else {
-            return .failure(.badVerifier)
-        }
-        let verified = try JSONDecoder().decode(
-            ConsumedCode.self, from: Data(try row.decode(column: "verified", as: String.self).utf8))
-        return .success(verified)
+        guard flow.expiresAt > now.epochMilliseconds else { return .failure(.expired) }
+        guard PKCE.verifies(verifier, challenge: flow.codeChallenge) else { return .failure(.badVerifier) }
+        return .success(try JSONDecoder().decode(ConsumedCode.self, from: Data(flow.verified.utf8)))
     }
 }

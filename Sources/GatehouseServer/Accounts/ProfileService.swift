@@ -6,18 +6,27 @@ import SQLKit
 /// re-authentication), and the code that re-authenticates. Account sessions only: the caller comes from
 /// `Access.account()`.
 struct ProfileService: Sendable {
-    let env: AccountsEnvironment
+    let store: Store
+    let clock: any GatehouseClock
+    let settings: AuthSettings
+    let sessions: SessionService
+    let hasher: PasswordHasher
+    let mailer: Mailer
+    let mail: AccountMail
+    let throttling: AccountThrottling
+    let passwords: CredentialRules
+    let users: UserReader
 
     /// The caller's account (account sessions only).
     func user(_ caller: Caller) async throws -> Schemas.User {
-        guard let user = try await env.user(id: caller.accountID) else { throw Self.userNotFound }
+        guard let user = try await users.user(id: caller.accountID) else { throw Self.userNotFound }
         return user
     }
 
     static let userNotFound = APIError(.notFound, code: .userNotFound, message: "User not found")
 
     func account(_ caller: Caller) async throws -> AccountRecord {
-        guard let account = try await AccountRepository(db: env.store.database).find(id: caller.accountID) else {
+        guard let account = try await AccountRepository(db: store.database).find(id: caller.accountID) else {
             throw Self.userNotFound
         }
         return account
@@ -30,10 +39,10 @@ struct ProfileService: Sendable {
         let client = caller.client
         let identity = caller.identity
         var account = try await account(caller)
-        let now = env.clock.now
+        let now = clock.now
         var newEmail: String?
         if let raw = body.email {
-            let email = try await env.deliverableEmail(raw)
+            let email = try await mail.deliverableEmail(raw)
             if email != account.email { newEmail = email }
         }
         var newHash: String?
@@ -44,23 +53,23 @@ struct ProfileService: Sendable {
                 what: "Changing the password or email")
         }
         if let password = body.password {
-            try env.checkPassword(password, email: account.email)
-            if let current = account.passwordHash, case .valid = await env.hasher.verify(password, against: current) {
+            try passwords.checkPassword(password, email: account.email)
+            if let current = account.passwordHash, case .valid = await hasher.verify(password, against: current) {
                 throw APIError(
                     .unprocessableContent, code: .samePassword,
                     message: "New password should be different from the old password")
             }
-            newHash = try await env.hasher.hash(password)
+            newHash = try await hasher.hash(password)
         }
         if let newEmail {
-            try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
-            _ = try await env.claimCooldown("email_change", email: newEmail)
+            try await throttling.limit(
+                "mail", settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
+            _ = try await throttling.claimCooldown("email_change", email: newEmail)
         }
         let passwordChanged = newHash != nil
-        let env = self.env
         let requestedEmail = newEmail
         let hash = newHash
-        account = try await env.transactionQueuingMail { db in
+        account = try await mail.transactionQueuingMail { db in
             // The changes apply to the row as it is now, not as it was read before the slow checks: a disable or
             // another change made meanwhile is kept.
             guard var updated = try await AccountRepository(db: db).find(id: identity.accountID),
@@ -75,12 +84,12 @@ struct ProfileService: Sendable {
             }
             if let hash { updated.passwordHash = hash }
             updated.updatedAt = now
-            let audit = AuditLog(db: db, clock: env.clock)
+            let audit = AuditRepository(db: db, clock: clock)
             if body.data != nil {
                 try await audit.record(client.event(.profileUpdated, accountID: updated.id))
             }
             if passwordChanged {
-                try await env.sessions.revoke(
+                try await sessions.revoke(
                     accountID: updated.id, current: identity.sessionID, scope: .others, db: db)
                 try await audit.record(client.event(.passwordChanged, accountID: updated.id))
             }
@@ -90,24 +99,25 @@ struct ProfileService: Sendable {
             try await audit.record(
                 client.event(
                     .emailChangeRequested, accountID: updated.id, detail: ["new_email": Secrets.emailDigest(newEmail)]))
-            try await env.mailer.enqueue(.emailChangeRequested(newEmail: newEmail), to: updated.email, db: db)
+            try await mailer.enqueue(.emailChangeRequested(newEmail: newEmail), to: updated.email, db: db)
             // A taken address gets no code (it could never be confirmed), and the answer does not say so.
             guard !taken else { return updated }
-            try await env.issueAndMail(
+            try await mail.issueAndMail(
                 to: newEmail, purpose: .emailChange, accountID: updated.id, newEmail: newEmail, db: db
             ) { code in
                 .emailChange(
-                    code: code.code, link: env.verifyLink(token: code.linkToken, type: "email_change", redirectTo: nil),
+                    code: code.code,
+                    link: mail.verifyLink(token: code.linkToken, type: "email_change", redirectTo: nil),
                     newEmail: newEmail)
             }
             return updated
         }
-        return try await env.user(account, db: env.store.database)
+        return try await users.user(account, db: store.database)
     }
 
     /// Whether the session's sign-in was in the last ten minutes, by one of `methods` (nil: any method).
     func signedInRecently(_ identity: Identity, by methods: Set<String>?) -> Bool {
-        let now = Int64(env.clock.now.timeIntervalSince1970)
+        let now = Int64(clock.now.timeIntervalSince1970)
         return identity.claims.amr.contains { (methods?.contains($0.method) ?? true) && now - $0.timestamp <= 600 }
     }
 
@@ -120,27 +130,27 @@ struct ProfileService: Sendable {
     ) async throws {
         if signedInRecently(identity, by: recentMethods) { return }
         if let current = currentPassword {
-            try await env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
-            let key = AccountsEnvironment.passwordKey(account.email)
-            try await env.admit(key, rule: env.passwordRule, client: client, accountID: account.id)
-            if let hash = account.passwordHash, case .valid = await env.hasher.verify(current, against: hash) {
-                try await env.clearThrottle(key)
+            try await throttling.limit("sign-in", settings.limits.signInsPerIP, client: client)
+            let key = AccountThrottling.passwordKey(account.email)
+            try await throttling.admit(key, rule: throttling.passwordRule, client: client, accountID: account.id)
+            if let hash = account.passwordHash, case .valid = await hasher.verify(current, against: hash) {
+                try await throttling.clearThrottle(key)
                 return
             }
-            await env.sessions.audit(
+            await sessions.audit(
                 client.event(refusal, accountID: account.id, detail: ["reason": "wrong_current_password"]))
             throw APIError(.badRequest, code: .invalidCredentials, message: "The current password is not correct")
         }
         if let nonce {
-            let consumed = try await env.consumeCode(
+            let consumed = try await throttling.consumeCode(
                 email: account.email, code: nonce, purposes: [.reauthentication], client: client)
             if consumed != nil { return }
-            await env.sessions.audit(
+            await sessions.audit(
                 client.event(refusal, accountID: account.id, detail: ["reason": "wrong_reauthentication_code"]))
             throw APIError(
                 .badRequest, code: .reauthenticationNotValid, message: "Verification code is invalid or has expired")
         }
-        await env.sessions.audit(
+        await sessions.audit(
             client.event(refusal, accountID: account.id, detail: ["reason": "reauthentication_needed"]))
         throw APIError(
             .unauthorized, code: .reauthenticationNeeded,
@@ -151,14 +161,13 @@ struct ProfileService: Sendable {
     func reauthenticate(_ caller: Caller) async throws {
         let client = caller.client
         let account = try await account(caller)
-        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
-        _ = try await env.claimCooldown("reauthentication", email: account.email)
-        let env = self.env
-        try await env.transactionQueuingMail { db in
-            try await env.issueAndMail(to: account.email, purpose: .reauthentication, accountID: account.id, db: db) {
+        try await throttling.limit("mail", settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
+        _ = try await throttling.claimCooldown("reauthentication", email: account.email)
+        try await mail.transactionQueuingMail { db in
+            try await mail.issueAndMail(to: account.email, purpose: .reauthentication, accountID: account.id, db: db) {
                 .reauthentication(code: $0.code)
             }
-            try await AuditLog(db: db, clock: env.clock).record(
+            try await AuditRepository(db: db, clock: clock).record(
                 client.event(.reauthenticationRequested, accountID: account.id))
         }
     }

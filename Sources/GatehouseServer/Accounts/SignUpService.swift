@@ -5,34 +5,42 @@ import SQLKit
 /// Sign-up and every mailed code a person asks for without being signed in: sign-up, sign-in code (magic link),
 /// a new sign-up code, and password recovery. Each answers the same whether or not the address has an account.
 struct SignUpService: Sendable {
-    let env: AccountsEnvironment
+    let store: Store
+    let clock: any GatehouseClock
+    let settings: AuthSettings
+    let hasher: PasswordHasher
+    let mailer: Mailer
+    let mail: AccountMail
+    let throttling: AccountThrottling
+    let passwords: CredentialRules
+    let users: UserReader
 
     /// Spends what every mail costs: the per-IP budget and the address's cooldown.
     private func spendMail(to email: String, cooldown: String, client: ClientInfo) async throws {
-        try await env.limit("mail", env.settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
-        _ = try await env.claimCooldown(cooldown, email: email)
+        try await throttling.limit("mail", settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
+        _ = try await throttling.claimCooldown(cooldown, email: email)
     }
 
     /// Creates an unverified account and mails a code and link. What the sign-up chose (password, profile) waits on
     /// that code and takes effect only when that code is verified. An existing address gets the same answer (same
     /// ids each time), and its owner a warning mail instead.
     func signUp(_ body: Schemas.SignUpRequest, redirectTo: String?, client: ClientInfo) async throws -> Schemas.User {
-        let email = try await env.deliverableEmail(body.email)
-        if let password = body.password { try env.checkPassword(password, email: email) }
+        let email = try await mail.deliverableEmail(body.email)
+        if let password = body.password { try passwords.checkPassword(password, email: email) }
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
         try await spendMail(to: email, cooldown: "signup", client: client)
-        let now = env.clock.now
+        let now = clock.now
         // The same work whether or not the address is taken, so the answer's time tells nothing.
         var computed: String? = nil
-        if let password = body.password { computed = try await env.hasher.hash(password) }
+        if let password = body.password { computed = try await hasher.hash(password) }
         let metadata = body.data ?? [:]
         let pending = PendingSignup(passwordHash: computed, metadata: metadata)
-        let accountID: String? = try await env.transactionQueuingMail { [env] db in
+        let accountID: String? = try await mail.transactionQueuingMail { [self] db in
             let accounts = AccountRepository(db: db)
             let existing = try await accounts.find(email: email)
             if let existing, existing.emailConfirmedAt != nil {
-                try await env.mailer.enqueue(.signupAttempt(signInLink: env.siteURL), to: email, db: db)
-                try await AuditLog(db: db, clock: env.clock).record(
+                try await mailer.enqueue(.signupAttempt(signInLink: mail.siteURL), to: email, db: db)
+                try await AuditRepository(db: db, clock: clock).record(
                     client.event(.signupExistingEmail, accountID: existing.id))
                 return nil
             }
@@ -43,32 +51,32 @@ struct SignUpService: Sendable {
                     email: email, passwordHash: nil, metadata: [:], confirmedAt: nil, now: now)
             }
             guard let account else { return nil }
-            try await env.issueAndMail(
+            try await mail.issueAndMail(
                 to: email, purpose: .signup, accountID: account.id, pending: pending, codeChallenge: challenge, db: db
             ) { code in
                 .signupConfirmation(
                     code: code.code,
-                    link: env.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirectTo))
+                    link: mail.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirectTo))
             }
-            try await AuditLog(db: db, clock: env.clock).record(client.event(.signup, accountID: account.id))
+            try await AuditRepository(db: db, clock: clock).record(client.event(.signup, accountID: account.id))
             return account.id
         }
-        guard let accountID, var account = try await AccountRepository(db: env.store.database).find(id: accountID)
-        else { return try await env.decoyUser(email: email, metadata: metadata, now: now) }
+        guard let accountID, var account = try await AccountRepository(db: store.database).find(id: accountID)
+        else { return try await users.decoyUser(email: email, metadata: metadata, now: now) }
         account.userMetadata = metadata
-        let identities = try await AccountRepository(db: env.store.database).identities(accountID: account.id)
+        let identities = try await AccountRepository(db: store.database).identities(accountID: account.id)
         return account.wire(identities: identities, confirmationSentAt: now)
     }
 
     /// Mails a sign-in code and magic link, creating the account when allowed. The answer is `{}` either way, and the
     /// mail is queued, so its time does not tell either.
     func sendOTP(_ body: Schemas.OTPRequest, redirectTo: String?, client: ClientInfo) async throws {
-        let email = try await env.deliverableEmail(body.email)
+        let email = try await mail.deliverableEmail(body.email)
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
         try await spendMail(to: email, cooldown: "otp", client: client)
-        let now = env.clock.now
+        let now = clock.now
         let createUser = body.createUser ?? true
-        try await env.transactionQueuingMail { [env] db in
+        try await mail.transactionQueuingMail { [self] db in
             let accounts = AccountRepository(db: db)
             var account = try await accounts.find(email: email)
             if account == nil, createUser {
@@ -79,44 +87,44 @@ struct SignUpService: Sendable {
             // Profile data given here applies only if this code is what confirms a new account.
             let pending =
                 account.emailConfirmedAt == nil ? PendingSignup(passwordHash: nil, metadata: body.data ?? [:]) : nil
-            try await env.issueAndMail(
+            try await mail.issueAndMail(
                 to: email, purpose: .magiclink, accountID: account.id, pending: pending, codeChallenge: challenge,
                 db: db
             ) { code in
                 .magicLink(
                     code: code.code,
-                    link: env.verifyLink(token: code.linkToken, type: "magiclink", redirectTo: redirectTo))
+                    link: mail.verifyLink(token: code.linkToken, type: "magiclink", redirectTo: redirectTo))
             }
-            try await AuditLog(db: db, clock: env.clock).record(client.event(.otpSent, accountID: account.id))
+            try await AuditRepository(db: db, clock: clock).record(client.event(.otpSent, accountID: account.id))
         }
     }
 
     /// Mails a new sign-up code to an unconfirmed address, whatever the address. The code carries no password: a
     /// password chosen at sign-up takes effect only through that sign-up's own code.
     func resend(_ body: Schemas.EmailRequest, redirectTo: String?, client: ClientInfo) async throws {
-        let email = try await env.deliverableEmail(body.email)
+        let email = try await mail.deliverableEmail(body.email)
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
         try await spendMail(to: email, cooldown: "signup", client: client)
-        try await env.mailCode(
+        try await mail.mailCode(
             to: email, purpose: .signup, client: client, auditAction: .signupCodeResent, codeChallenge: challenge,
             eligible: { $0.emailConfirmedAt == nil }
-        ) { [env] code in
+        ) { [self] code in
             .signupConfirmation(
-                code: code.code, link: env.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirectTo))
+                code: code.code, link: mail.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirectTo))
         }
     }
 
     /// Mails a password reset code and link to an address with an account, whatever the address.
     func recover(_ body: Schemas.EmailRequest, redirectTo: String?, client: ClientInfo) async throws {
-        let email = try await env.deliverableEmail(body.email)
+        let email = try await mail.deliverableEmail(body.email)
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
         try await spendMail(to: email, cooldown: "recovery", client: client)
-        try await env.mailCode(
+        try await mail.mailCode(
             to: email, purpose: .recovery, client: client, auditAction: .recoveryRequested, codeChallenge: challenge,
             eligible: { _ in true }
-        ) { [env] code in
+        ) { [self] code in
             .recovery(
-                code: code.code, link: env.verifyLink(token: code.linkToken, type: "recovery", redirectTo: redirectTo))
+                code: code.code, link: mail.verifyLink(token: code.linkToken, type: "recovery", redirectTo: redirectTo))
         }
     }
 }

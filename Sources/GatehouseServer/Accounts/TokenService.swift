@@ -6,40 +6,49 @@ import SQLKit
 /// `POST /auth/v1/token`: the four grants. Password sign-in (counted before the hash runs), refresh-token rotation
 /// with reuse detection, Sign in with Apple (once per identity token), and the PKCE code exchange.
 struct TokenService: Sendable {
-    let env: AccountsEnvironment
+    let store: Store
+    let clock: any GatehouseClock
+    let settings: AuthSettings
+    let sessions: SessionService
+    let hasher: PasswordHasher
+    let appleVerifier: AppleIdentityVerifier
+    let throttling: AccountThrottling
+    let users: UserReader
+    /// Signs in once a magic link's authorization code is exchanged.
+    let verification: VerificationService
 
     static let invalidCredentials = APIError(
         .badRequest, code: .invalidCredentials, message: "Invalid login credentials")
 
     func password(_ body: Schemas.PasswordGrant, client: ClientInfo) async throws -> Schemas.Session {
-        try await env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
+        try await throttling.limit("sign-in", settings.limits.signInsPerIP, client: client)
         let email = EmailAddress.normalize(body.email) ?? body.email
-        let throttleKey = AccountsEnvironment.passwordKey(email)
-        let now = env.clock.now
+        let throttleKey = AccountThrottling.passwordKey(email)
+        let now = clock.now
         // Counted before the password is checked: parallel guesses cannot slip past the backoff.
-        try await env.admit(throttleKey, rule: env.passwordRule, client: client)
-        let account = try await AccountRepository(db: env.store.database).find(email: email)
+        try await throttling.admit(throttleKey, rule: throttling.passwordRule, client: client)
+        let account = try await AccountRepository(db: store.database).find(email: email)
         let verification: PasswordVerification
         if let account, let hash = account.passwordHash, account.disabledAt == nil {
-            verification = await env.hasher.verify(body.password, against: hash)
+            verification = await hasher.verify(body.password, against: hash)
         } else if let account, account.emailConfirmedAt == nil, account.disabledAt == nil,
-            let pending = try await OneTimeCodes(db: env.store.database, clock: env.clock, settings: env.settings)
+            let pending = try await OneTimeCodes(db: store.database, clock: clock, settings: settings)
                 .pendingPasswordHashes(email: email).first
         {
             // The password of a sign-up still waiting for its code: right, it only earns "confirm your email".
-            if case .valid = await env.hasher.verify(body.password, against: pending) {
-                try await env.clearThrottle(throttleKey)
+            if case .valid = await hasher.verify(body.password, against: pending) {
+                try await throttling.clearThrottle(throttleKey)
                 throw APIError(.badRequest, code: .emailNotConfirmed, message: "Email not confirmed")
             }
             verification = .invalid
         } else {
-            await env.hasher.dummyVerify(body.password)
+            await hasher.dummyVerify(body.password)
             verification = .invalid
         }
         guard case .valid(let needsRehash) = verification, let account else {
             let reason =
                 account == nil ? "no_account" : account?.passwordHash == nil ? "no_password" : "wrong_password"
-            await env.sessions.audit(
+            await sessions.audit(
                 client.event(
                     .signInFailed, accountID: account?.id,
                     detail: ["method": "password", "reason": reason, "email": Secrets.emailDigest(email)]))
@@ -50,10 +59,9 @@ struct TokenService: Sendable {
             throw APIError(.badRequest, code: .emailNotConfirmed, message: "Email not confirmed")
         }
         // A failed rehash (an imported hash of a password libxcrypt cannot take) keeps the old hash; sign-in goes on.
-        let rehashed = needsRehash ? try? await env.hasher.hash(body.password) : nil
-        let env = self.env
+        let rehashed = needsRehash ? try? await hasher.hash(body.password) : nil
         let checkedHash = account.passwordHash
-        let issued = try await env.store.transaction { db in
+        let issued = try await store.transaction { db in
             // Only what this sign-in changes is written, against the row as it is now: a password changed or an
             // account disabled while the hash was being checked stays changed.
             let accounts = AccountRepository(db: db)
@@ -63,49 +71,47 @@ struct TokenService: Sendable {
             try await accounts.recordSignIn(account.id, at: now, rehashed: rehashed, replacing: checkedHash)
             try await accounts.touchIdentity(provider: "email", accountID: account.id, at: now)
             try await ThrottleRepository(db: db).clear(throttleKey)
-            try await AuditLog(db: db, clock: env.clock).record(
+            try await AuditRepository(db: db, clock: clock).record(
                 client.event(.signedIn, accountID: account.id, detail: ["method": "password"]))
-            return try await env.sessions.start(
+            return try await sessions.start(
                 accountID: account.id, method: "password", ip: client.ip, userAgent: client.userAgent, db: db)
         }
-        return try await env.sessions.response(for: issued, user: try await env.user(account, db: env.store.database))
+        return try await sessions.response(for: issued, user: try await users.user(account, db: store.database))
     }
 
     /// Exchanges the authorization code a link redirected with, and the app's verifier, for a session.
     func pkce(_ body: Schemas.PKCEGrant, client: ClientInfo) async throws -> Schemas.Session {
-        try await env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
+        try await throttling.limit("verify", settings.limits.verificationsPerIP, client: client)
         guard !body.authCode.isEmpty, !body.codeVerifier.isEmpty else {
             throw APIError.validation("both auth code and code verifier should be non-empty")
         }
-        let env = self.env
-        let outcome = try await env.store.transaction { db in
-            try await FlowStates(db: db, clock: env.clock).redeem(body.authCode, verifier: body.codeVerifier)
+        let outcome = try await store.transaction { db in
+            try await FlowStates(db: db, clock: clock).redeem(body.authCode, verifier: body.codeVerifier)
         }
         switch outcome {
         case .success(let consumed):
             // The session is bound to its code, so a replayed code can end what the first exchange started.
-            return try await VerificationService(env: env).signIn(after: consumed, method: "magiclink", client: client)
-            {
-                [clock = env.clock] sessionID, db in
+            return try await verification.signIn(after: consumed, method: "magiclink", client: client) {
+                [clock] sessionID, db in
                 try await FlowStates(db: db, clock: clock).bind(body.authCode, sessionID: sessionID)
             }
         case .failure(let refusal):
             if case .reused(let sessionID?) = refusal {
-                try await env.store.transaction { [env] db in
-                    try await SessionRepository(db: db).revoke(.session(sessionID), now: env.clock.now)
+                try await store.transaction { [self] db in
+                    try await SessionRepository(db: db).revoke(.session(sessionID), now: clock.now)
                 }
             }
-            await env.sessions.audit(
+            await sessions.audit(
                 client.event(.verifyFailed, accountID: nil, detail: ["type": "pkce", "reason": refusal.reason]))
             throw refusal.apiError
         }
     }
 
     func refresh(_ body: Schemas.RefreshGrant, client: ClientInfo) async throws -> Schemas.Session {
-        try await env.limit("refresh", env.settings.limits.refreshesPerIP, client: client)
+        try await throttling.limit("refresh", settings.limits.refreshesPerIP, client: client)
         let issued: IssuedSession
         do {
-            issued = try await env.sessions.refresh(body.refreshToken) { issued in
+            issued = try await sessions.refresh(body.refreshToken) { issued in
                 client.event(.tokenRefreshed, accountID: issued.accountID, detail: ["session": issued.sessionID])
             }
         } catch SessionService.RefreshFailure.notFound {
@@ -114,46 +120,45 @@ struct TokenService: Sendable {
         } catch SessionService.RefreshFailure.sessionEnded {
             throw APIError(.badRequest, code: .sessionExpired, message: "Invalid Refresh Token: Session Expired")
         } catch SessionService.RefreshFailure.alreadyUsed(let sessionID, let accountID) {
-            await env.sessions.audit(
+            await sessions.audit(
                 client.event(
                     .refreshTokenReused, accountID: accountID,
                     detail: ["session": sessionID, "outcome": "session revoked"]))
             throw APIError(
                 .badRequest, code: .refreshTokenAlreadyUsed, message: "Invalid Refresh Token: Already Used")
         }
-        guard let user = try await env.user(id: issued.accountID) else {
+        guard let user = try await users.user(id: issued.accountID) else {
             throw APIError(
                 .badRequest, code: .refreshTokenNotFound, message: "Invalid Refresh Token: Refresh Token Not Found")
         }
         // A company session refreshes into a company session, with the membership as it is now.
         var membership: Membership?
         if let companyID = issued.companyID {
-            membership = try await CompanyRepository(db: env.store.database).membership(
+            membership = try await CompanyRepository(db: store.database).membership(
                 companyID, accountID: issued.accountID)
             guard membership != nil else {
                 throw APIError(.badRequest, code: .sessionExpired, message: "Invalid Refresh Token: Session Expired")
             }
         }
-        return try await env.sessions.response(for: issued, user: user, membership: membership)
+        return try await sessions.response(for: issued, user: user, membership: membership)
     }
 
     func idToken(_ body: Schemas.IDTokenGrant, client: ClientInfo) async throws -> Schemas.Session {
-        try await env.limit("sign-in", env.settings.limits.signInsPerIP, client: client)
-        guard !env.settings.appleAudiences.isEmpty else {
+        try await throttling.limit("sign-in", settings.limits.signInsPerIP, client: client)
+        guard !settings.appleAudiences.isEmpty else {
             throw APIError(.badRequest, code: .providerDisabled, message: "Sign in with Apple is not configured")
         }
         let apple: AppleIdentity
         do {
-            apple = try await env.apple.verify(body.idToken, nonce: body.nonce)
+            apple = try await appleVerifier.verify(body.idToken, nonce: body.nonce)
         } catch {
-            await env.sessions.audit(
+            await sessions.audit(
                 client.event(.signInFailed, accountID: nil, detail: ["method": "apple", "reason": "\(error)"]))
             throw APIError(.badRequest, code: .badJwt, message: "The Apple identity token is invalid: \(error)")
         }
-        let now = env.clock.now
-        let env = self.env
+        let now = clock.now
         let tokenDigest = Secrets.digest(body.idToken)
-        let (account, issued) = try await env.store.transaction { db in
+        let (account, issued) = try await store.transaction { db in
             // One sign-in per identity token: a token seen before is refused until it expires.
             let accounts = AccountRepository(db: db)
             guard try await accounts.claimIdentityToken(tokenDigest, expiresAt: apple.expiresAt, now: now) else {
@@ -178,23 +183,23 @@ struct TokenService: Sendable {
                     IdentityRecord(
                         id: Secrets.identifier(), accountID: account.id, provider: "apple", providerID: apple.subject,
                         email: email, createdAt: now, lastSignInAt: nil))
-                try await AuditLog(db: db, clock: env.clock).record(
+                try await AuditRepository(db: db, clock: clock).record(
                     client.event(.identityLinked, accountID: account.id, detail: ["provider": "apple"]))
             }
             guard account.disabledAt == nil else {
                 throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
             }
             // Apple confirmed the address, not a sign-up's code: whatever a sign-up had chosen is dropped.
-            try await env.confirmAndSignIn(
+            try await AddressProof(clock: clock).confirmAndSignIn(
                 &account, pending: PendingSignup(passwordHash: nil, metadata: [:]), provider: "apple", now: now, db: db)
-            try await AuditLog(db: db, clock: env.clock).record(
+            try await AuditRepository(db: db, clock: clock).record(
                 client.event(.signedIn, accountID: account.id, detail: ["method": "apple"]))
             return (
                 account,
-                try await env.sessions.start(
+                try await sessions.start(
                     accountID: account.id, method: "oauth", ip: client.ip, userAgent: client.userAgent, db: db)
             )
         }
-        return try await env.sessions.response(for: issued, user: try await env.user(account, db: env.store.database))
+        return try await sessions.response(for: issued, user: try await users.user(account, db: store.database))
     }
 }

@@ -5,14 +5,19 @@ import SQLKit
 /// Mailed codes and links spent: verification by code, the link's landing page and its button, and the sign-in a
 /// verified code earns.
 struct VerificationService: Sendable {
-    let env: AccountsEnvironment
+    let store: Store
+    let clock: any GatehouseClock
+    let settings: AuthSettings
+    let sessions: SessionService
+    let throttling: AccountThrottling
+    let users: UserReader
 
     static let otpExpired = APIError(.forbidden, code: .otpExpired, message: "Token has expired or is invalid")
 
     /// Verifies a mailed code (or a link token as `token_hash`) and signs in. Wrong codes count per code (five
     /// tries) and per address across all its codes (a ceiling a day), each counted before the code is compared.
     func verify(_ body: Schemas.VerifyRequest, client: ClientInfo) async throws -> Schemas.Session {
-        try await env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
+        try await throttling.limit("verify", settings.limits.verificationsPerIP, client: client)
         let type = body._type.rawValue
         guard let purposes = CodePurpose.accepted(byVerifyType: type) else {
             throw APIError.validation("Unsupported verification type '\(type)'")
@@ -20,23 +25,23 @@ struct VerificationService: Sendable {
         let consumed: ConsumedCode?
         var emailDigest: String?
         if let tokenHash = body.tokenHash {
-            consumed = try await env.store.transaction { [env] db in
-                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
+            consumed = try await store.transaction { [self] db in
+                try await OneTimeCodes(db: db, clock: clock, settings: settings)
                     .consume(linkToken: tokenHash, purposes: purposes)
             }
         } else {
             guard let rawEmail = body.email, let token = body.token else {
                 throw APIError.validation("Verify requires an email and a token")
             }
-            let email = try env.validEmail(rawEmail)
+            let email = try CredentialRules.validEmail(rawEmail)
             emailDigest = Secrets.emailDigest(email)
-            consumed = try await env.consumeCode(
+            consumed = try await throttling.consumeCode(
                 email: email, code: token.trimmingCharacters(in: .whitespaces), purposes: purposes, client: client)
         }
         guard let consumed else {
             var detail = ["type": type]
             detail["email"] = emailDigest
-            await env.sessions.audit(client.event(.verifyFailed, accountID: nil, detail: detail))
+            await sessions.audit(client.event(.verifyFailed, accountID: nil, detail: detail))
             throw Self.otpExpired
         }
         return try await signIn(after: consumed, method: body.tokenHash == nil ? "otp" : "magiclink", client: client)
@@ -60,34 +65,34 @@ struct VerificationService: Sendable {
         token: String, type: String, target: String, landsHere: Bool, sameOrigin: Bool, client: ClientInfo
     ) async throws -> LinkOutcome {
         guard sameOrigin else {
-            await env.sessions.audit(
+            await sessions.audit(
                 client.event(.authorizationRefused, accountID: nil, detail: ["reason": "cross_site_link_post"]))
             throw APIError(.forbidden, code: .crossSiteRequest, message: "This form can only be sent from its own page")
         }
-        try await env.limit("verify", env.settings.limits.verificationsPerIP, client: client)
+        try await throttling.limit("verify", settings.limits.verificationsPerIP, client: client)
         var consumed: ConsumedCode?
         if let purposes = CodePurpose.accepted(byVerifyType: type) {
-            consumed = try await env.store.transaction { [env] db in
-                try await OneTimeCodes(db: db, clock: env.clock, settings: env.settings)
+            consumed = try await store.transaction { [self] db in
+                try await OneTimeCodes(db: db, clock: clock, settings: settings)
                     .consume(linkToken: token, purposes: purposes)
             }
         }
         guard let consumed else {
-            await env.sessions.audit(
+            await sessions.audit(
                 client.event(.verifyFailed, accountID: nil, detail: ["type": String(type.prefix(32))]))
             if landsHere {
                 return .spent(
-                    try await OneTimeCodes(db: env.store.database, clock: env.clock, settings: env.settings)
+                    try await OneTimeCodes(db: store.database, clock: clock, settings: settings)
                         .spentState(linkToken: token))
             }
             return .app(
                 Self.failure(target, code: ErrorCode.otpExpired.rawValue, "Email link is invalid or has expired"))
         }
         if let challenge = consumed.codeChallenge, !landsHere {
-            let code = try await env.store.transaction { [env] db in
-                try await FlowStates(db: db, clock: env.clock).create(for: consumed, challenge: challenge)
+            let code = try await store.transaction { [self] db in
+                try await FlowStates(db: db, clock: clock).create(for: consumed, challenge: challenge)
             }
-            await env.sessions.audit(
+            await sessions.audit(
                 client.event(
                     .verified, accountID: consumed.accountID,
                     detail: ["purpose": consumed.purpose.rawValue, "flow": "pkce"]))
@@ -121,10 +126,10 @@ struct VerificationService: Sendable {
         after consumed: ConsumedCode, method: String, client: ClientInfo,
         started: @escaping @Sendable (String, any SQLDatabase) async throws -> Void = { _, _ in }
     ) async throws -> Schemas.Session {
-        let now = env.clock.now
+        let now = clock.now
         let amrMethod =
             consumed.purpose == .recovery ? "recovery" : consumed.purpose == .emailChange ? "email_change" : method
-        let (account, issued) = try await env.store.transaction { [env] db in
+        let (account, issued) = try await store.transaction { [self] db in
             let accounts = AccountRepository(db: db)
             var found: AccountRecord? = nil
             if let id = consumed.accountID { found = try await accounts.find(id: id) }
@@ -133,7 +138,7 @@ struct VerificationService: Sendable {
             guard account.disabledAt == nil else {
                 throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
             }
-            let audit = AuditLog(db: db, clock: env.clock)
+            let audit = AuditRepository(db: db, clock: clock)
             if consumed.purpose == .emailChange, let newEmail = consumed.newEmail {
                 if let other = try await accounts.find(email: newEmail), other.id != account.id {
                     throw APIError(
@@ -152,8 +157,9 @@ struct VerificationService: Sendable {
                         .pendingSignupResolved, accountID: account.id,
                         detail: ["password": pending.passwordHash == nil ? "none" : "set_by_this_code"]))
             }
-            try await env.confirmAndSignIn(&account, pending: pending, provider: "email", now: now, db: db)
-            let issued = try await env.sessions.start(
+            try await AddressProof(clock: clock).confirmAndSignIn(
+                &account, pending: pending, provider: "email", now: now, db: db)
+            let issued = try await sessions.start(
                 accountID: account.id, method: amrMethod, ip: client.ip, userAgent: client.userAgent, db: db)
             try await started(issued.sessionID, db)
             try await audit.record(
@@ -164,6 +170,6 @@ struct VerificationService: Sendable {
             try await audit.record(client.event(.signedIn, accountID: account.id, detail: ["method": amrMethod]))
             return (account, issued)
         }
-        return try await env.sessions.response(for: issued, user: try await env.user(account, db: env.store.database))
+        return try await sessions.response(for: issued, user: try await users.user(account, db: store.database))
     }
 }

@@ -25,6 +25,8 @@ final class API: APIProtocol {
     let credentials: CredentialService
     let sync: SyncService
     let web: WebPages
+    /// The keys `/.well-known/jwks.json` publishes.
+    let keys: SigningKeys
 
     init(_ services: GatehouseServices) throws {
         let env = services.accounts
@@ -32,18 +34,36 @@ final class API: APIProtocol {
         operations = OperationsService(
             store: services.store, metrics: services.metrics, metricsToken: services.configuration.metricsToken,
             openAPIDocument: try GatehouseAPIDocument.yaml())
-        signUps = SignUpService(env: env)
-        verification = VerificationService(env: env)
-        tokens = TokenService(env: env)
-        profiles = ProfileService(env: env)
-        accountDeletion = AccountDeletion(env: env, profiles: profiles)
+        let (mail, throttling, passwords, users) = (env.mail, env.throttling, env.passwords, env.users)
+        signUps = SignUpService(
+            store: env.store, clock: env.clock, settings: env.settings, hasher: env.hasher, mailer: env.mailer,
+            mail: mail, throttling: throttling, passwords: passwords, users: users)
+        verification = VerificationService(
+            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, throttling: throttling,
+            users: users)
+        tokens = TokenService(
+            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, hasher: env.hasher,
+            appleVerifier: env.apple, throttling: throttling, users: users, verification: verification)
+        profiles = ProfileService(
+            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, hasher: env.hasher,
+            mailer: env.mailer, mail: mail, throttling: throttling, passwords: passwords, users: users)
+        accountDeletion = AccountDeletion(
+            store: env.store, clock: env.clock, sessions: env.sessions, mailer: env.mailer, mail: mail,
+            profiles: profiles)
         accountSessions = AccountSessions(store: env.store, clock: env.clock, sessions: env.sessions)
         companies = CompanyService(store: env.store, clock: env.clock, publicURL: env.publicURL, bus: services.bus)
-        shares = ShareService(env: env)
-        credentials = CredentialService(env: env)
+        shares = ShareService(
+            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions,
+            publicURL: env.publicURL, throttling: throttling)
+        credentials = CredentialService(
+            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, hasher: env.hasher,
+            throttling: throttling, passwords: passwords, users: users)
         sync = services.sync
+        keys = env.keys
         web = WebPages(
-            templates: services.templates, env: env, access: access, tokens: tokens, signUps: signUps,
+            templates: services.templates, store: env.store, clock: env.clock, settings: env.settings,
+            sessions: env.sessions, publicURL: env.publicURL, mail: mail, access: access, tokens: tokens,
+            signUps: signUps,
             verification: verification, profiles: profiles, accountSessions: accountSessions,
             deletion: accountDeletion, shares: shares, appURL: services.configuration.appURL,
             appStoreURL: services.configuration.appStoreURL)

@@ -61,40 +61,6 @@ public struct GatehouseConfiguration: Sendable, Equatable {
     }
 }
 
-/// One configuration setting, with its flag name and environment variable.
-public enum ConfigurationKey: String, CaseIterable, Sendable {
-    case host
-    case port
-    case dataDir = "data-dir"
-    case databaseURL = "database-url"
-    case publicURL = "public-url"
-    case logLevel = "log-level"
-    case logFormat = "log-format"
-    case maxBodySize = "max-body-size"
-    case smtpURL = "smtp-url"
-    case mailFrom = "mail-from"
-    case siteURL = "site-url"
-    case redirectURLs = "redirect-urls"
-    case accessTokenTTL = "access-token-ttl"
-    case sessionIdleTimeout = "session-idle-timeout"
-    case sessionLifetime = "session-lifetime"
-    case appleAudiences = "apple-audiences"
-    case appleJWKSURL = "apple-jwks-url"
-    case trustedProxies = "trusted-proxies"
-    case codeFailuresPerDay = "code-failures-per-day"
-    case metricsToken = "metrics-token"
-    case encryptionKeys = "encryption-keys"
-    case syncRetention = "sync-retention"
-    case templatesDir = "templates-dir"
-    case appURL = "app-url"
-    case appStoreURL = "app-store-url"
-
-    /// `GATEHOUSE_DATA_DIR` for `data-dir`, and so on.
-    public var environmentName: String {
-        "GATEHOUSE_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_")
-    }
-}
-
 /// A setting that cannot be used; the message names the setting and never echoes a secret.
 public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
     public let description: String
@@ -105,155 +71,17 @@ extension GatehouseConfiguration {
     /// Resolves settings: a flag wins over its environment variable, which wins over the default.
     /// Empty values count as unset.
     public static func resolve(
-        flags: [ConfigurationKey: String],
+        flags: [Setting: String],
         environment: [String: String]
     ) throws(ConfigurationError) -> GatehouseConfiguration {
         var config = GatehouseConfiguration()
-        for key in ConfigurationKey.allCases {
-            let fromFlag = flags[key].flatMap { $0.isEmpty ? nil : $0 }
-            let fromEnvironment = environment[key.environmentName].flatMap { $0.isEmpty ? nil : $0 }
+        for setting in Setting.allCases {
+            let fromFlag = flags[setting].flatMap { $0.isEmpty ? nil : $0 }
+            let fromEnvironment = environment[setting.environmentName].flatMap { $0.isEmpty ? nil : $0 }
             guard let value = fromFlag ?? fromEnvironment else { continue }
-            let source = fromFlag != nil ? "--\(key.rawValue)" : key.environmentName
-            try config.apply(key, value, source: source)
+            try setting.apply(&config, value, fromFlag != nil ? setting.flag : setting.environmentName)
         }
         return config
-    }
-
-    private static func httpURL(_ value: String, source: String) throws(ConfigurationError) -> String {
-        guard let url = URL(string: value), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
-            throw ConfigurationError("\(source) must be an http:// or https:// URL, got '\(value)'")
-        }
-        return value
-    }
-
-    private static func seconds(
-        _ value: String, source: String, range: ClosedRange<Int>
-    ) throws(ConfigurationError) -> TimeInterval {
-        guard let seconds = Int(value), range.contains(seconds) else {
-            throw ConfigurationError(
-                "\(source) must be a number of seconds from \(range.lowerBound) to \(range.upperBound)")
-        }
-        return TimeInterval(seconds)
-    }
-
-    private mutating func apply(_ key: ConfigurationKey, _ value: String, source: String) throws(ConfigurationError) {
-        switch key {
-        case .host:
-            host = value
-        case .port:
-            guard let port = Int(value), (0...65535).contains(port) else {
-                throw ConfigurationError("\(source) must be a port number from 0 to 65535, got '\(value)'")
-            }
-            self.port = port
-        case .dataDir:
-            dataDirectory = value
-        case .templatesDir:
-            templatesDirectory = value
-        case .appURL:
-            guard let scheme = URLComponents(string: value)?.scheme, !scheme.isEmpty,
-                !["javascript", "data", "vbscript"].contains(scheme.lowercased())
-            else {
-                throw ConfigurationError(
-                    "\(source) must be a URL with a scheme (myapp:// or https://…), got '\(value)'")
-            }
-            appURL = value.hasSuffix("/") ? value : value + "/"
-        case .appStoreURL:
-            appStoreURL = try Self.httpURL(value, source: source)
-        case .databaseURL:
-            guard let scheme = value.split(separator: ":", maxSplits: 1).first.map({ $0.lowercased() }),
-                ["postgres", "postgresql", "sqlite"].contains(scheme), value.contains("://")
-            else {
-                throw ConfigurationError("\(source) must start with postgres:// or sqlite://")
-            }
-            if scheme != "sqlite" {
-                guard (try? SQLPostgresURL.validate(value)) != nil else {
-                    throw ConfigurationError("\(source) is not a usable PostgreSQL URL")
-                }
-            }
-            databaseURL = value
-        case .publicURL:
-            guard let url = URL(string: value), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
-                throw ConfigurationError("\(source) must be an http:// or https:// URL, got '\(value)'")
-            }
-            publicURL = value.hasSuffix("/") ? String(value.dropLast()) : value
-        case .logLevel:
-            guard let level = Logger.Level(rawValue: value.lowercased()) else {
-                let names = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
-                throw ConfigurationError("\(source) must be one of \(names), got '\(value)'")
-            }
-            logLevel = level
-        case .logFormat:
-            guard let format = LogFormat(rawValue: value.lowercased()) else {
-                throw ConfigurationError("\(source) must be text or json, got '\(value)'")
-            }
-            logFormat = format
-        case .maxBodySize:
-            guard let size = Int(value), size >= 1024 else {
-                throw ConfigurationError("\(source) must be a byte count of at least 1024, got '\(value)'")
-            }
-            maxBodySize = size
-        case .smtpURL:
-            guard let url = URL(string: value),
-                ["smtp", "smtps", "smtp+starttls", "smtp+insecure"].contains(url.scheme ?? ""), url.host != nil
-            else {
-                throw ConfigurationError(
-                    "\(source) must be smtp://, smtp+starttls://, smtps:// or smtp+insecure:// with a host")
-            }
-            smtpURL = value
-        case .mailFrom:
-            guard value.contains("@"), !value.contains(where: { "\r\n<>".contains($0) }) else {
-                throw ConfigurationError("\(source) must be a plain email address, got '\(value)'")
-            }
-            mailFrom = value
-        case .siteURL:
-            auth.siteURL = try Self.httpURL(value, source: source)
-        case .redirectURLs:
-            let patterns = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-                .filter { !$0.isEmpty }
-            for pattern in patterns where RedirectAllowList.entry(pattern) == nil {
-                throw ConfigurationError(
-                    "\(source): '\(pattern)' must be a URL with a scheme and host; a * may appear only in its path")
-            }
-            auth.redirectAllowList = patterns
-        case .accessTokenTTL:
-            auth.accessTokenLifetime = try Self.seconds(value, source: source, range: 60...86_400)
-        case .sessionIdleTimeout:
-            auth.sessionIdleTimeout = try Self.seconds(value, source: source, range: 300...31_536_000)
-        case .sessionLifetime:
-            auth.sessionLifetime = try Self.seconds(value, source: source, range: 300...31_536_000)
-        case .appleAudiences:
-            auth.appleAudiences = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-                .filter { !$0.isEmpty }
-        case .appleJWKSURL:
-            auth.appleJWKSURL = try Self.httpURL(value, source: source)
-        case .trustedProxies:
-            var networks: [IPNetwork] = []
-            for item in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !item.isEmpty
-            {
-                guard let network = IPNetwork(item) else {
-                    throw ConfigurationError(
-                        "\(source): '\(item)' is not an IP address or CIDR network such as 10.0.0.0/8")
-                }
-                networks.append(network)
-            }
-            auth.trustedProxies = networks
-        case .codeFailuresPerDay:
-            guard let count = Int(value), (1...100).contains(count) else {
-                throw ConfigurationError("\(source) must be a number from 1 to 100 (NIST SP 800-63B's ceiling)")
-            }
-            auth.limits.codeFailuresPerDay = count
-        case .metricsToken:
-            guard value.count >= 16 else { throw ConfigurationError("\(source) must be at least 16 characters") }
-            metricsToken = value
-        case .encryptionKeys:
-            let keys = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
-                !$0.isEmpty
-            }
-            _ = try SecretBox(base64Keys: keys)
-            encryptionKeys = keys
-        case .syncRetention:
-            sync.retention = try Self.seconds(value, source: source, range: 3600...315_360_000)
-        }
     }
 }
 

@@ -31,6 +31,32 @@ struct ShareLinkRecord: Sendable {
     }
 }
 
+/// A company as one of its participants' lists shows it.
+struct CompanySummaryRecord: Sendable {
+    let id: String
+    let name: String
+    let tier: CompanyTier
+    let logoURL: String?
+    /// The account's role in it.
+    let role: MemberRole
+    let memberCount: Int
+    /// Whether the account has a company credential there.
+    let hasCredential: Bool
+    let requiresCredential: Bool
+}
+
+/// A member as the other members see them.
+struct MemberRecord: Sendable {
+    let accountID: String
+    let displayName: String
+    /// Whether their company credential carries a picture.
+    let hasImage: Bool
+    let role: MemberRole
+    let deptMask: Int64
+    let managerMask: Int64
+    let joinedAt: Date
+}
+
 /// SQL for companies, memberships and share links. Every company-scoped method takes the company id and filters
 /// by it in the query itself.
 struct CompanyRepository {
@@ -151,7 +177,7 @@ struct CompanyRepository {
     }
 
     /// The companies an account owns or participates in, with what its list shows, in one query.
-    func summaries(accountID: String) async throws -> [Schemas.CompanySummary] {
+    func summaries(accountID: String) async throws -> [CompanySummaryRecord] {
         try await db.raw(
             """
             SELECT c.id, c.name, c.tier, c.logo_url, c.requires_credential, m.role,
@@ -161,21 +187,35 @@ struct CompanyRepository {
             WHERE m.account_id = \(bind: accountID)
             ORDER BY c.name, c.id
             """
-        ).all().map { row in
-            Schemas.CompanySummary(
-                id: try row.decode(column: "id", as: String.self),
-                name: try row.decode(column: "name", as: String.self),
-                tier: Schemas.Tier(CompanyTier(rawValue: try row.decode(column: "tier", as: String.self)) ?? .free),
-                logoUrl: try row.decode(column: "logo_url", as: String?.self),
-                role: Schemas.Role(MemberRole(rawValue: try row.decode(column: "role", as: String.self)) ?? .readOnly),
-                memberCount: try row.decode(column: "member_count", as: Int.self),
-                hasCredential: try row.decode(column: "credentials", as: Int.self) > 0,
-                requiresCredential: try row.decode(column: "requires_credential", as: Int.self) != 0)
+        ).all(decoding: SummaryRow.self).map { row in
+            CompanySummaryRecord(
+                id: row.id, name: row.name, tier: CompanyTier(rawValue: row.tier) ?? .free, logoURL: row.logoURL,
+                role: MemberRole(rawValue: row.role) ?? .readOnly, memberCount: row.memberCount,
+                hasCredential: row.credentials > 0, requiresCredential: row.requiresCredential != 0)
         }
     }
 
-    /// A company's members as other members see them: display name and picture, never username or email.
-    func members(_ companyID: String, publicURL: String) async throws -> [Schemas.MemberInfo] {
+    private struct SummaryRow: Decodable {
+        let id: String
+        let name: String
+        let tier: String
+        let logoURL: String?
+        let requiresCredential: Int
+        let role: String
+        let memberCount: Int
+        let credentials: Int
+
+        enum CodingKeys: String, CodingKey {
+            case id, name, tier, role, credentials
+            case logoURL = "logo_url"
+            case requiresCredential = "requires_credential"
+            case memberCount = "member_count"
+        }
+    }
+
+    /// A company's members as other members see them: display name and whether they have a picture, never username
+    /// or email.
+    func members(_ companyID: String) async throws -> [MemberRecord] {
         try await db.raw(
             """
             SELECT m.account_id, m.role, m.dept_mask, m.manager_mask, m.joined_at, a.user_metadata,
@@ -185,18 +225,30 @@ struct CompanyRepository {
             WHERE m.company_id = \(bind: companyID)
             ORDER BY m.joined_at, m.account_id
             """
-        ).all().map { row in
-            let accountID = try row.decode(column: "account_id", as: String.self)
-            let metadata = try row.decode(column: "user_metadata", as: String.self)
-            return Schemas.MemberInfo(
-                accountId: accountID,
-                displayName: Self.displayName(metadata),
-                imageUrl: try row.decode(column: "images", as: Int.self) > 0
-                    ? "\(publicURL)/v1/companies/\(companyID)/members/\(accountID)/image" : nil,
-                role: Schemas.Role(MemberRole(rawValue: try row.decode(column: "role", as: String.self)) ?? .readOnly),
-                deptMask: try row.decode(column: "dept_mask", as: Int64.self),
-                managerMask: try row.decode(column: "manager_mask", as: Int64.self),
-                joinedAt: Date(epochMilliseconds: try row.decode(column: "joined_at", as: Int64.self)))
+        ).all(decoding: MemberRow.self).map { row in
+            MemberRecord(
+                accountID: row.accountID, displayName: Self.displayName(row.userMetadata), hasImage: row.images > 0,
+                role: MemberRole(rawValue: row.role) ?? .readOnly, deptMask: row.deptMask,
+                managerMask: row.managerMask, joinedAt: Date(epochMilliseconds: row.joinedAt))
+        }
+    }
+
+    private struct MemberRow: Decodable {
+        let accountID: String
+        let role: String
+        let deptMask: Int64
+        let managerMask: Int64
+        let joinedAt: Int64
+        let userMetadata: String
+        let images: Int
+
+        enum CodingKeys: String, CodingKey {
+            case role, images
+            case accountID = "account_id"
+            case deptMask = "dept_mask"
+            case managerMask = "manager_mask"
+            case joinedAt = "joined_at"
+            case userMetadata = "user_metadata"
         }
     }
 

@@ -23,7 +23,7 @@ struct CompanyService: Sendable {
     ) async throws -> T {
         let result = try await store.transaction { [clock, bus] db in
             let result = try await body(db)
-            if let event { try await AuditLog(db: db, clock: clock).record(event) }
+            if let event { try await AuditRepository(db: db, clock: clock).record(event) }
             for message in messages { try await bus.announce(message, db: db) }
             return result
         }
@@ -35,7 +35,9 @@ struct CompanyService: Sendable {
 
     /// Every company the caller owns or participates in.
     func list(_ caller: Caller) async throws -> Schemas.CompanyList {
-        .init(companies: try await CompanyRepository(db: store.database).summaries(accountID: caller.accountID))
+        .init(
+            companies: try await CompanyRepository(db: store.database).summaries(accountID: caller.accountID)
+                .map(Schemas.CompanySummary.init))
     }
 
     /// Creates a company owned by the caller, on the Free tier.
@@ -138,7 +140,9 @@ struct CompanyService: Sendable {
     // MARK: Members
 
     func members(_ caller: CompanyCaller) async throws -> Schemas.MemberList {
-        .init(members: try await CompanyRepository(db: store.database).members(caller.companyID, publicURL: publicURL))
+        .init(
+            members: try await CompanyRepository(db: store.database).members(caller.companyID)
+                .map { Schemas.MemberInfo($0, companyID: caller.companyID, publicURL: publicURL) })
     }
 
     /// Changes a member's role or masks, as `CompanyRules.judge` allows the caller.
@@ -169,11 +173,11 @@ struct CompanyService: Sendable {
             // What they may see changed: their change tokens re-filter and their live streams close.
             try await SyncRepository(db: db).bumpEpoch(caller.companyID, accountID: targetID)
         }
-        let members = try await CompanyRepository(db: store.database).members(caller.companyID, publicURL: publicURL)
-        guard let member = members.first(where: { $0.accountId == targetID }) else {
+        let members = try await CompanyRepository(db: store.database).members(caller.companyID)
+        guard let member = members.first(where: { $0.accountID == targetID }) else {
             throw APIError.notFound("No such member")
         }
-        return member
+        return Schemas.MemberInfo(member, companyID: caller.companyID, publicURL: publicURL)
     }
 
     /// The owner removes a participant; their company sessions end at once.
@@ -234,10 +238,31 @@ struct CompanyService: Sendable {
 
     /// The company's audit trail: everything for the owner, one's own events for participants.
     func audit(_ caller: CompanyCaller, before: Int64?, limit: Int?) async throws -> Schemas.AuditPage {
-        let limit = try AuditLog.pageSize(limit)
-        let events = try await AuditLog(db: store.database, clock: clock).page(
+        let limit = try Schemas.AuditPage.size(limit)
+        let events = try await AuditRepository(db: store.database, clock: clock).page(
             companyID: caller.companyID, accountID: caller.membership.isOwner ? nil : caller.accountID,
             before: before, limit: limit)
-        return .init(events: events, nextBefore: events.count == limit ? events.last?.id : nil)
+        return Schemas.AuditPage(events, limit: limit)
+    }
+}
+
+extension Schemas.CompanySummary {
+    init(_ record: CompanySummaryRecord) {
+        self.init(
+            id: record.id, name: record.name, tier: Schemas.Tier(record.tier), logoUrl: record.logoURL,
+            role: Schemas.Role(record.role), memberCount: record.memberCount, hasCredential: record.hasCredential,
+            requiresCredential: record.requiresCredential)
+    }
+}
+
+extension Schemas.MemberInfo {
+    /// The member as the API shows them; their picture is served under `publicURL`.
+    init(_ record: MemberRecord, companyID: String, publicURL: String) {
+        self.init(
+            accountId: record.accountID, displayName: record.displayName,
+            imageUrl: record.hasImage
+                ? "\(publicURL)/v1/companies/\(companyID)/members/\(record.accountID)/image" : nil,
+            role: Schemas.Role(record.role), deptMask: record.deptMask, managerMask: record.managerMask,
+            joinedAt: record.joinedAt)
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
 import GatehouseAPI
-import SQLKit
 
 /// What `gatehouse companies …` and `gatehouse users …` do, on the same store the server uses.
 public struct Operator: Sendable {
@@ -35,9 +34,9 @@ public struct Operator: Sendable {
             created:             \(company.createdAt.iso8601)
             members:
             """
-        for member in try await companies.members(id, publicURL: "") {
+        for member in try await companies.members(id) {
             text +=
-                "\n  \(member.accountId)  \(member.role.rawValue)  dept=\(member.deptMask) manager=\(member.managerMask)"
+                "\n  \(member.accountID)  \(member.role.rawValue)  dept=\(member.deptMask) manager=\(member.managerMask)"
         }
         return text
     }
@@ -51,7 +50,7 @@ public struct Operator: Sendable {
             company.tier = tier
             company.updatedAt = Date()
             try await companies.update(company)
-            try await AuditLog(db: db, clock: SystemClock()).record(
+            try await AuditRepository(db: db, clock: SystemClock()).record(
                 AuditEvent(
                     .tierChanged, companyID: id, detail: ["from": old.rawValue, "to": tier.rawValue, "by": "operator"]))
             return true
@@ -60,15 +59,11 @@ public struct Operator: Sendable {
 
     /// One line per account: id, state, email.
     public func users(limit: Int = 1000) async throws -> [String] {
-        try await store.database.select().columns("id", "email", "email_confirmed_at", "disabled_at").from("accounts")
-            .orderBy("created_at").limit(limit).all().map { row in
-                let state =
-                    try row.decode(column: "disabled_at", as: Int64?.self) != nil
-                    ? "disabled"
-                    : try row.decode(column: "email_confirmed_at", as: Int64?.self) != nil ? "confirmed" : "unconfirmed"
-                return
-                    "\(try row.decode(column: "id", as: String.self))  \(state)  \(try row.decode(column: "email", as: String.self))"
-            }
+        try await AccountRepository(db: store.database).oldestFirst(limit: limit).map { account in
+            let state =
+                account.disabledAt != nil ? "disabled" : account.emailConfirmedAt != nil ? "confirmed" : "unconfirmed"
+            return "\(account.id)  \(state)  \(account.email)"
+        }
     }
 
     /// An account, found by id or email, with its companies and live sessions.
@@ -100,7 +95,7 @@ public struct Operator: Sendable {
             let found = try await accounts.find(idOrEmail: idOrEmail)
             guard let account = found else { return nil }
             let ended = try await SessionRepository(db: db).revoke(.account(account.id), now: Date()).count
-            try await AuditLog(db: db, clock: SystemClock()).record(
+            try await AuditRepository(db: db, clock: SystemClock()).record(
                 AuditEvent(
                     .signedOutEverywhere, accountID: account.id, detail: ["by": "operator", "sessions": String(ended)]))
             return ended
@@ -118,7 +113,7 @@ public struct Operator: Sendable {
             account.updatedAt = now
             try await accounts.update(account)
             try await SessionRepository(db: db).revoke(.account(account.id), now: now)
-            try await AuditLog(db: db, clock: SystemClock()).record(
+            try await AuditRepository(db: db, clock: SystemClock()).record(
                 AuditEvent(.accountDisabled, accountID: account.id, detail: ["by": "operator"]))
             return true
         }

@@ -4,14 +4,19 @@ import SQLKit
 
 /// Share links: who may make them, what a holder sees before joining, and joining within the tier's limits.
 struct ShareService: Sendable {
-    let env: AccountsEnvironment
+    let store: Store
+    let clock: any GatehouseClock
+    let settings: AuthSettings
+    let sessions: SessionService
+    let publicURL: String
+    let throttling: AccountThrottling
 
     static let shareExpired = APIError(
         .gone, code: .shareExpired, message: "This share link has expired, was revoked, or is used up")
 
     /// The company, when the caller may manage its links (the owner, or a manager if the company allows).
     private func rights(_ caller: CompanyCaller) async throws -> CompanyRecord {
-        guard let company = try await CompanyRepository(db: env.store.database).company(caller.companyID) else {
+        guard let company = try await CompanyRepository(db: store.database).company(caller.companyID) else {
             throw CompanyService.companyNotFound
         }
         guard CompanyRules.canManageShares(caller.membership, policy: company.policy) else {
@@ -25,7 +30,7 @@ struct ShareService: Sendable {
     func list(_ caller: CompanyCaller) async throws -> Schemas.ShareLinkList {
         _ = try await rights(caller)
         return .init(
-            shares: try await CompanyRepository(db: env.store.database).shares(caller.companyID).map { link in
+            shares: try await CompanyRepository(db: store.database).shares(caller.companyID).map { link in
                 Schemas.ShareLinkInfo(
                     id: link.id, permission: Schemas.Permission(link.permission), expiresAt: link.expiresAt,
                     maxUses: link.maxUses, uses: link.uses, revoked: link.revokedAt != nil, createdAt: link.createdAt)
@@ -47,29 +52,29 @@ struct ShareService: Sendable {
             throw APIError.validation("max_uses must be 1 to 10000")
         }
         let permission = SharePermission(body.permission)
-        let now = env.clock.now
+        let now = clock.now
         let token = Secrets.token()
         let link = ShareLinkRecord(
             id: Secrets.identifier(), companyID: company.id, permission: permission, createdBy: caller.accountID,
             createdAt: now, expiresAt: body.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) },
             maxUses: body.maxUses, uses: 0, revokedAt: nil)
         let event = caller.event(.shareCreated, detail: ["share": link.id, "permission": permission.rawValue])
-        try await env.store.transaction { [clock = env.clock] db in
+        try await store.transaction { [clock] db in
             try await CompanyRepository(db: db).insert(link, tokenHash: Secrets.digest(token))
-            try await AuditLog(db: db, clock: clock).record(event)
+            try await AuditRepository(db: db, clock: clock).record(event)
         }
         return Schemas.ShareLinkInfo(
-            id: link.id, permission: body.permission, token: token, url: "\(env.publicURL)/share/\(token)",
+            id: link.id, permission: body.permission, token: token, url: "\(publicURL)/share/\(token)",
             expiresAt: link.expiresAt, maxUses: link.maxUses, uses: 0, revoked: false, createdAt: now)
     }
 
     func revoke(_ shareID: String, by caller: CompanyCaller) async throws {
         _ = try await rights(caller)
         let event = caller.event(.shareRevoked, detail: ["share": shareID])
-        let revoked = try await env.store.transaction { [clock = env.clock] db in
+        let revoked = try await store.transaction { [clock] db in
             let revoked = try await CompanyRepository(db: db).revokeShare(
                 caller.companyID, shareID: shareID, now: clock.now)
-            if revoked { try await AuditLog(db: db, clock: clock).record(event) }
+            if revoked { try await AuditRepository(db: db, clock: clock).record(event) }
             return revoked
         }
         guard revoked else { throw APIError.notFound("No such share link") }
@@ -85,12 +90,12 @@ struct ShareService: Sendable {
     func landing(_ token: String, client: ClientInfo) async throws -> (preview: Schemas.SharePreview, expiresAt: Date?)?
     {
         // A share token is a secret: looking one up is limited per IP like every other secret check.
-        try await env.limit("share", env.settings.limits.verificationsPerIP, client: client)
-        let companies = CompanyRepository(db: env.store.database)
-        guard let link = try await companies.share(tokenHash: Secrets.digest(token)), link.usable(at: env.clock.now),
+        try await throttling.limit("share", settings.limits.verificationsPerIP, client: client)
+        let companies = CompanyRepository(db: store.database)
+        guard let link = try await companies.share(tokenHash: Secrets.digest(token)), link.usable(at: clock.now),
             let company = try await companies.company(link.companyID)
         else { return nil }
-        let inviter = try await AccountRepository(db: env.store.database).find(id: link.createdBy)
+        let inviter = try await AccountRepository(db: store.database).find(id: link.createdBy)
         let preview = Schemas.SharePreview(
             companyName: company.name, logoUrl: company.logoURL,
             inviterName: inviter.map { CompanyRepository.displayName(AccountRepository.encode($0.userMetadata)) }
@@ -102,27 +107,27 @@ struct ShareService: Sendable {
     /// Joins the company with the link's permission, within the tier's participant limit. A refusal the holder hit
     /// (tier, limit, expiry) is a security decision: it goes in the trail.
     func accept(_ token: String, by caller: Caller) async throws -> Schemas.CompanySummary {
-        try await env.limit("share", env.settings.limits.verificationsPerIP, client: caller.client)
+        try await throttling.limit("share", settings.limits.verificationsPerIP, client: caller.client)
         let companyID: String
         do {
-            companyID = try await join(token: token, caller: caller, now: env.clock.now)
+            companyID = try await join(token: token, caller: caller, now: clock.now)
         } catch let error as APIError {
-            let link = try? await CompanyRepository(db: env.store.database).share(tokenHash: Secrets.digest(token))
-            await env.sessions.audit(
+            let link = try? await CompanyRepository(db: store.database).share(tokenHash: Secrets.digest(token))
+            await sessions.audit(
                 AuditEvent(
                     .shareRefused, accountID: caller.accountID, companyID: link?.companyID, ip: caller.client.ip,
                     userAgent: caller.client.userAgent, detail: ["reason": error.code]))
             throw error
         }
-        let summaries = try await CompanyRepository(db: env.store.database).summaries(accountID: caller.accountID)
+        let summaries = try await CompanyRepository(db: store.database).summaries(accountID: caller.accountID)
         guard let summary = summaries.first(where: { $0.id == companyID }) else {
             throw CompanyService.companyNotFound
         }
-        return summary
+        return Schemas.CompanySummary(summary)
     }
 
     private func join(token: String, caller: Caller, now: Date) async throws -> String {
-        try await env.store.transaction { [clock = env.clock] db in
+        try await store.transaction { [clock] db in
             let companies = CompanyRepository(db: db)
             guard let link = try await companies.share(tokenHash: Secrets.digest(token)), link.usable(at: now) else {
                 throw Self.shareExpired
@@ -149,7 +154,7 @@ struct ShareService: Sendable {
             }
             guard try await companies.useShare(company.id, shareID: link.id, now: now) else { throw Self.shareExpired }
             try await companies.addMember(company.id, accountID: caller.accountID, role: link.permission.role, now: now)
-            try await AuditLog(db: db, clock: clock).record(
+            try await AuditRepository(db: db, clock: clock).record(
                 AuditEvent(
                     .shareAccepted, accountID: caller.accountID, companyID: company.id, ip: caller.client.ip,
                     userAgent: caller.client.userAgent,

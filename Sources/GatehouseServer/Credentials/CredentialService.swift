@@ -4,7 +4,14 @@ import SQLKit
 
 /// The per-company credential (the seeds' UserPass) and company login: its rules, its throttle and its transactions.
 struct CredentialService: Sendable {
-    let env: AccountsEnvironment
+    let store: Store
+    let clock: any GatehouseClock
+    let settings: AuthSettings
+    let sessions: SessionService
+    let hasher: PasswordHasher
+    let throttling: AccountThrottling
+    let passwords: CredentialRules
+    let users: UserReader
 
     static let invalidCredentials = APIError(
         .badRequest, code: .invalidCredentials, message: "Invalid username or password")
@@ -25,7 +32,7 @@ struct CredentialService: Sendable {
 
     /// The company and the caller's membership, or 404 for a company the caller does not belong to.
     private func membership(_ companyID: String, _ accountID: String) async throws -> (CompanyRecord, Membership) {
-        let companies = CompanyRepository(db: env.store.database)
+        let companies = CompanyRepository(db: store.database)
         guard let membership = try await companies.membership(companyID, accountID: accountID),
             let company = try await companies.company(companyID)
         else { throw CompanyService.companyNotFound }
@@ -34,9 +41,9 @@ struct CredentialService: Sendable {
 
     /// The account rules, with the company's minimum length when it asks for more.
     private func checkPassword(_ password: String, policy: CompanyPolicy, forbidden: [String]) throws {
-        var rules = env.settings.passwordPolicy
+        var rules = settings.passwordPolicy
         rules.minimumLength = max(rules.minimumLength, policy.passwordMinLength)
-        try env.checkPassword(password, forbidden: forbidden, policy: rules)
+        try passwords.checkPassword(password, forbidden: forbidden, policy: rules)
     }
 
     // MARK: Creating and reading one's credential
@@ -51,18 +58,18 @@ struct CredentialService: Sendable {
         guard (1...64).contains(username.unicodeScalars.count),
             !username.contains(where: { $0.isNewline || $0.asciiValue.map { $0 < 32 } == true })
         else { throw APIError.validation("username must be 1 to 64 characters without control characters") }
-        let email = try body.email.map { try env.validEmail($0) }
+        let email = try body.email.map { try CredentialRules.validEmail($0) }
         try checkPassword(
             body.password, policy: company.policy,
             forbidden: [username, email, email.map(EmailAddress.localPart), caller.identity.email].compactMap { $0 })
         let image = try body.image.map(Self.decodeImage)
-        let now = env.clock.now
+        let now = clock.now
         let credential = CompanyCredential(
             companyID: cid, accountID: caller.accountID, username: username,
-            passwordHash: try await env.hasher.hash(body.password), email: email, superUser: membership.isOwner,
+            passwordHash: try await hasher.hash(body.password), email: email, superUser: membership.isOwner,
             hasImage: image != nil, createdAt: now)
         let audit = event(.credentialCreated, caller.client, accountID: caller.accountID, companyID: cid)
-        try await env.store.transaction { [clock = env.clock] db in
+        try await store.transaction { [clock] db in
             let credentials = CredentialRepository(db: db)
             if try await credentials.find(cid, accountID: caller.accountID) != nil {
                 throw APIError(
@@ -72,7 +79,7 @@ struct CredentialService: Sendable {
                 throw APIError(.conflict, code: .usernameTaken, message: "That username is taken in this company")
             }
             try await credentials.insert(credential, image: image?.data, imageType: image?.type, now: now)
-            try await AuditLog(db: db, clock: clock).record(audit)
+            try await AuditRepository(db: db, clock: clock).record(audit)
         }
         return Self.info(credential)
     }
@@ -94,7 +101,7 @@ struct CredentialService: Sendable {
     /// The caller's own credential; nobody else's is ever readable.
     func show(_ caller: CompanyCaller) async throws -> Schemas.CredentialInfo {
         guard
-            let credential = try await CredentialRepository(db: env.store.database).find(
+            let credential = try await CredentialRepository(db: store.database).find(
                 caller.companyID, accountID: caller.accountID)
         else { throw Self.noCredential }
         return Self.info(credential)
@@ -103,13 +110,13 @@ struct CredentialService: Sendable {
     /// Removes the caller's credential and ends their sessions in this company.
     func delete(_ caller: CompanyCaller) async throws {
         let audit = caller.event(.credentialDeleted)
-        try await env.store.transaction { [clock = env.clock] db in
+        try await store.transaction { [clock] db in
             guard try await CredentialRepository(db: db).find(caller.companyID, accountID: caller.accountID) != nil
             else { throw Self.noCredential }
             try await CredentialRepository(db: db).delete(caller.companyID, accountID: caller.accountID)
             try await CompanyRepository(db: db).endSessions(
                 caller.companyID, accountID: caller.accountID, except: nil, now: clock.now)
-            try await AuditLog(db: db, clock: clock).record(audit)
+            try await AuditRepository(db: db, clock: clock).record(audit)
         }
     }
 
@@ -117,35 +124,36 @@ struct CredentialService: Sendable {
     func changePassword(_ body: Schemas.ChangeCredentialPasswordRequest, by caller: CompanyCaller) async throws {
         let cid = caller.companyID
         let accountID = caller.accountID
-        guard let credential = try await CredentialRepository(db: env.store.database).find(cid, accountID: accountID),
-            let company = try await CompanyRepository(db: env.store.database).company(cid)
+        guard let credential = try await CredentialRepository(db: store.database).find(cid, accountID: accountID),
+            let company = try await CompanyRepository(db: store.database).company(cid)
         else { throw Self.noCredential }
         // The current password is a guess like any login: counted first, backing off the same way.
         let throttleKey = Self.throttleKey(cid, accountID)
-        try await env.limit("company-login", env.settings.limits.signInsPerIP, client: caller.client)
-        try await env.admit(throttleKey, rule: env.passwordRule, client: caller.client, accountID: accountID)
-        guard case .valid = await env.hasher.verify(body.currentPassword, against: credential.passwordHash) else {
-            await env.sessions.audit(caller.event(.credentialPasswordChangeFailed))
+        try await throttling.limit("company-login", settings.limits.signInsPerIP, client: caller.client)
+        try await throttling.admit(
+            throttleKey, rule: throttling.passwordRule, client: caller.client, accountID: accountID)
+        guard case .valid = await hasher.verify(body.currentPassword, against: credential.passwordHash) else {
+            await sessions.audit(caller.event(.credentialPasswordChangeFailed))
             throw Self.invalidCredentials
         }
-        try await env.clearThrottle(throttleKey)
+        try await throttling.clearThrottle(throttleKey)
         try checkPassword(
             body.newPassword, policy: company.policy,
             forbidden: [credential.username, credential.email, caller.identity.email].compactMap { $0 })
-        let hash = try await env.hasher.hash(body.newPassword)
+        let hash = try await hasher.hash(body.newPassword)
         let audit = caller.event(.credentialPasswordChanged)
-        try await env.store.transaction { [clock = env.clock] db in
+        try await store.transaction { [clock] db in
             try await CredentialRepository(db: db).setPassword(cid, accountID: accountID, hash: hash, now: clock.now)
             try await CompanyRepository(db: db).endSessions(
                 cid, accountID: accountID, except: caller.identity.sessionID, now: clock.now)
-            try await AuditLog(db: db, clock: clock).record(audit)
+            try await AuditRepository(db: db, clock: clock).record(audit)
         }
     }
 
     /// The picture a member chose for this company, for other members.
     func image(of target: String, for caller: CompanyCaller) async throws -> (data: Data, type: String) {
         guard
-            let (data, type) = try await CredentialRepository(db: env.store.database).image(
+            let (data, type) = try await CredentialRepository(db: store.database).image(
                 caller.companyID, accountID: target)
         else { throw APIError.notFound("No picture") }
         return (data, type)
@@ -158,7 +166,7 @@ struct CredentialService: Sendable {
     /// account session, as its child: it ends with it, never outlives it, and its timeouts are capped by the server's.
     /// A company session cannot open another one (the caller is an account session).
     func login(_ cid: String, _ body: Schemas.CompanyLoginRequest, by caller: Caller) async throws -> Schemas.Session {
-        try await env.limit("company-login", env.settings.limits.signInsPerIP, client: caller.client)
+        try await throttling.limit("company-login", settings.limits.signInsPerIP, client: caller.client)
         let (company, membership) = try await membership(cid, caller.accountID)
         let throttleKey = Self.throttleKey(cid, caller.accountID)
         var username: String?
@@ -169,18 +177,18 @@ struct CredentialService: Sendable {
             companyID: cid, username: username, idleTimeout: company.policy.sessionIdleTimeout,
             lifetime: company.policy.sessionLifetime)
         let audit = event(.companyLogin, caller.client, accountID: caller.accountID, companyID: cid)
-        let issued = try await env.store.transaction { [env] db in
+        let issued = try await store.transaction { [self] db in
             try await ThrottleRepository(db: db).clear(throttleKey)
-            try await AuditLog(db: db, clock: env.clock).record(audit)
-            return try await env.sessions.start(
+            try await AuditRepository(db: db, clock: clock).record(audit)
+            return try await sessions.start(
                 accountID: caller.accountID, method: "company_password", ip: caller.client.ip,
                 userAgent: caller.client.userAgent, db: db, company: scope, parent: caller.identity.sessionID)
         }
-        guard let account = try await AccountRepository(db: env.store.database).find(id: caller.accountID) else {
+        guard let account = try await AccountRepository(db: store.database).find(id: caller.accountID) else {
             throw APIError(.notFound, code: .userNotFound, message: "User not found")
         }
-        return try await env.sessions.response(
-            for: issued, user: try await env.user(account, db: env.store.database), membership: membership)
+        return try await sessions.response(
+            for: issued, user: try await users.user(account, db: store.database), membership: membership)
     }
 
     /// Checks the username and password (counted before the hash runs, so parallel guesses cannot slip past the
@@ -191,27 +199,28 @@ struct CredentialService: Sendable {
         guard let given = body.username, let password = body.password else {
             throw APIError.validation("This company requires a username and password")
         }
-        try await env.admit(throttleKey, rule: env.passwordRule, client: caller.client, accountID: caller.accountID)
-        let credential = try await CredentialRepository(db: env.store.database).find(cid, accountID: caller.accountID)
+        try await throttling.admit(
+            throttleKey, rule: throttling.passwordRule, client: caller.client, accountID: caller.accountID)
+        let credential = try await CredentialRepository(db: store.database).find(cid, accountID: caller.accountID)
         let verification: PasswordVerification
         if let credential, credential.username == given {
-            verification = await env.hasher.verify(password, against: credential.passwordHash)
+            verification = await hasher.verify(password, against: credential.passwordHash)
         } else {
-            await env.hasher.dummyVerify(password)
+            await hasher.dummyVerify(password)
             verification = .invalid
         }
         guard case .valid(let needsRehash) = verification, let credential else {
             let reason =
                 credential == nil
                 ? "no_credential" : credential?.username == given ? "wrong_password" : "wrong_username"
-            await env.sessions.audit(
+            await sessions.audit(
                 event(
                     .companyLoginFailed, caller.client, accountID: caller.accountID, companyID: cid,
                     detail: ["reason": reason]))
             throw Self.invalidCredentials
         }
-        if needsRehash, let rehashed = try? await env.hasher.hash(password) {
-            try await env.store.transaction { [clock = env.clock] db in
+        if needsRehash, let rehashed = try? await hasher.hash(password) {
+            try await store.transaction { [clock] db in
                 try await CredentialRepository(db: db).setPassword(
                     cid, accountID: caller.accountID, hash: rehashed, now: clock.now)
             }

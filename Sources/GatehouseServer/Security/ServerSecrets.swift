@@ -1,7 +1,6 @@
 import Crypto
 import Foundation
 import NIOConcurrencyHelpers
-import SQLKit
 
 /// Named random keys the server makes once per store (the refresh-token derivation key, the decoy key), kept in
 /// `server_secrets` sealed by the key-encryption key, and cached in memory once read.
@@ -20,20 +19,15 @@ public final class ServerSecrets: Sendable {
     func key(_ name: String) async throws -> SymmetricKey {
         if let key = cache.withLockedValue({ $0[name] }) { return key }
         let context = "server_secret:\(name)"
-        let candidate = try box.seal(Secrets.token(), context: context)
-        try await store.database.insert(into: "server_secrets").columns("name", "value")
-            .values(SQLBind(name), SQLBind(candidate)).ignoringConflicts(with: "name").run()
-        guard
-            let stored = try await store.database.select().column("value").from("server_secrets")
-                .where("name", .equal, name).first(decodingColumn: "value", as: String.self)
-        else { throw SecretBoxError.corrupt }
+        let secrets = SecretRepository(db: store.database)
+        try await secrets.insertUnlessPresent(name, value: try box.seal(Secrets.token(), context: context))
+        guard let stored = try await secrets.value(name) else { throw SecretBoxError.corrupt }
         let clear: String
         if stored.hasPrefix(SecretBox.prefix) {
             clear = try box.open(stored, context: context)
         } else {
             clear = stored
-            try await store.database.update("server_secrets").set("value", to: try box.seal(clear, context: context))
-                .where("name", .equal, name).where("value", .equal, stored).run()
+            try await secrets.replace(name, stored: stored, with: try box.seal(clear, context: context))
         }
         let key = SymmetricKey(data: Data(clear.utf8))
         cache.withLockedValue { $0[name] = key }
@@ -43,23 +37,16 @@ public final class ServerSecrets: Sendable {
     /// Seals every server secret and signing key with the newest key-encryption key; returns how many were rewritten.
     public static func reencrypt(_ store: Store, box: SecretBox) async throws -> Int {
         // Each sealed column: its table, key column, value column, and the context its values are bound to.
-        let columns = [
-            ("server_secrets", "name", "value", "server_secret:"),
-            ("signing_keys", "kid", "private_key", "signing_key:"),
-            ("mail_queue", "id", "message", "mail:"),
-        ]
         return try await store.transaction { db in
+            let secrets = SecretRepository(db: db)
             var rewritten = 0
-            for (table, keyColumn, valueColumn, contextPrefix) in columns {
-                for row in try await db.select().columns(keyColumn, valueColumn).from(table).all() {
-                    let key = try row.decode(column: keyColumn, as: String.self)
-                    let value = try row.decode(column: valueColumn, as: String.self)
+            for column in SecretRepository.SealedColumn.allCases {
+                for (key, value) in try await secrets.values(of: column) {
                     guard !box.isCurrent(value) else { continue }
                     // A value an older release stored in the clear is sealed now.
-                    let context = contextPrefix + key
+                    let context = column.contextPrefix + key
                     let clear = value.hasPrefix(SecretBox.prefix) ? try box.open(value, context: context) : value
-                    try await db.update(table).set(valueColumn, to: try box.seal(clear, context: context))
-                        .where(keyColumn, .equal, key).run()
+                    try await secrets.reseal(column, key: key, with: try box.seal(clear, context: context))
                     rewritten += 1
                 }
             }

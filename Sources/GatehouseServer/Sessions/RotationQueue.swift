@@ -5,9 +5,10 @@ import NIOConcurrencyHelpers
 /// PostgreSQL). A refresh's cost at the store was its turn at the lock, whose handoffs between threads took longer than
 /// the statement itself, so under load the turns, not the work, set the rate.
 ///
-/// A batch is all or nothing in the store. When the trigger refuses any of its rows (another request rotated that
-/// token first, or its session was revoked meanwhile), nothing of it was written, and its rotations are written
-/// again one at a time, so that each request gets its own verdict. Refusals are rare: client races and revocations.
+/// A batch is all or nothing in the store, one transaction. When the store refuses any of its rows (another request
+/// rotated that token first, or its session was revoked meanwhile), nothing of it was written, and its rotations are
+/// written again one at a time, so that each request gets its own verdict. Refusals are rare: client races and
+/// revocations.
 final class RotationQueue: Sendable {
     /// The most rotations in one statement: 11 parameters each stays far below both stores' limits.
     static let batchLimit = 128
@@ -64,12 +65,24 @@ final class RotationQueue: Sendable {
         return outcomes
     }
 
-    /// One statement for `rotations`, at the store's write turn.
+    /// One transaction for `rotations`: the check, then one statement. When the statement fails after the check
+    /// allowed it, a session was revoked in between (or, on SQLite, another process wrote): checked once more, the
+    /// store answers with the verdict. An unreachable store is not asked twice.
     private func apply(_ rotations: [PendingRotation]) async -> Result<SessionRepository.Rotation, any Error> {
         do {
-            return .success(try await store.write { db in try await SessionRepository(db: db).rotate(rotations) })
+            return .success(try await rotate(rotations))
+        } catch let error where !StoreOutage.isUnavailable(error) {
+            do {
+                return .success(try await rotate(rotations))
+            } catch {
+                return .failure(error)
+            }
         } catch {
             return .failure(error)
         }
+    }
+
+    private func rotate(_ rotations: [PendingRotation]) async throws -> SessionRepository.Rotation {
+        try await store.transaction { db in try await SessionRepository(db: db).rotate(rotations) }
     }
 }

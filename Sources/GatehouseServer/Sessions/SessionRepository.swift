@@ -42,6 +42,28 @@ struct PendingRotation: Sendable {
     let audit: AuditEvent
 }
 
+/// An account session as its owner's list shows it, with the times that say whether it is still usable.
+struct AccountSessionRow: Decodable, Sendable {
+    let id: String
+    let userAgent: String?
+    let ip: String?
+    let createdAt: Int64
+    let refreshedAt: Int64
+    let expiresAt: Int64
+    let revokedAt: Int64?
+    let idleTimeout: Int64?
+
+    enum CodingKeys: String, CodingKey {
+        case id, ip
+        case userAgent = "user_agent"
+        case createdAt = "created_at"
+        case refreshedAt = "refreshed_at"
+        case expiresAt = "expires_at"
+        case revokedAt = "revoked_at"
+        case idleTimeout = "idle_timeout"
+    }
+}
+
 /// A refresh token's row: which session it belongs to and when it was rotated.
 struct RefreshTokenRow {
     let sessionID: String
@@ -92,11 +114,17 @@ struct SessionRepository {
         case sessionEnded
     }
 
-    /// Rotates each of `rotations` in one statement (migration 6's trigger, once per row): marks its token rotated,
-    /// stores the successor, touches the session and its parent, and records its audit event. All or nothing: when
-    /// the trigger refuses any row, no row is written and the refusal is returned (for a batch, it names no row).
+    /// Rotates each of `rotations`, all or nothing; call it inside a transaction. First the presented tokens and their
+    /// sessions are read, the tokens locked (on PostgreSQL; on SQLite the transaction holds the write lock), so
+    /// parallel presentations of one token are decided by the store: the first to commit rotates, the others then
+    /// read it rotated. When any token was rotated already (or is gone) or any session ended, nothing is written and
+    /// that verdict is returned, checking the rows in order (for a batch, it names no row). Otherwise one statement
+    /// rotates them all (migration 6's trigger, once per row): marks each token rotated, stores its successor,
+    /// touches the session and its parent, and records the audit event. The trigger checks the same again: it fails
+    /// only when a session was revoked between the check and the statement, and then the caller checks again.
     func rotate(_ rotations: [PendingRotation]) async throws -> Rotation {
         guard !rotations.isEmpty else { return .rotated }
+        if let refusal = try await refusal(of: rotations) { return refusal }
         var insert = db.insert(into: "refresh_rotations")
             .columns(
                 "old_hash", "new_hash", "session_id", "parent_id", "at", "action", "account_id", "company_id", "ip",
@@ -111,16 +139,50 @@ struct SessionRepository {
                 SQLBind(audit.userAgent.map { String($0.prefix(512)) }),
                 SQLBind(String(decoding: try JSONEncoder.sortedKeys.encode(audit.detail), as: UTF8.self)))
         }
-        do {
-            try await insert.run()
-            return .rotated
-        } catch {
-            // The trigger's refusals come back as errors carrying its message; anything else is unexpected.
-            let text = String(reflecting: error)
-            if text.contains(RefreshRotationSQL.alreadyRotated) { return .alreadyRotated }
-            if text.contains(RefreshRotationSQL.sessionEnded) { return .sessionEnded }
-            throw error
+        try await insert.run()
+        return .rotated
+    }
+
+    /// A presented token's row and its session's end, as the rotation check reads them.
+    private struct PresentedToken: Decodable {
+        let tokenHash: String
+        let rotatedAt: Int64?
+        let sessionID: String
+        let sessionRevokedAt: Int64?
+
+        enum CodingKeys: String, CodingKey {
+            case tokenHash = "token_hash"
+            case rotatedAt = "rotated_at"
+            case sessionID = "session_id"
+            case sessionRevokedAt = "session_revoked_at"
         }
+    }
+
+    /// Why `rotations` cannot all be rotated, or nil when they can: the first token in order that was rotated already
+    /// or is gone, or whose session ended. On PostgreSQL the tokens stay locked until the transaction ends (in digest
+    /// order, so two batches never wait on each other in a circle), so a parallel rotation of the same token waits
+    /// for this one and then reads its outcome. Sessions are read, not locked: a revocation never waits for a refresh.
+    private func refusal(of rotations: [PendingRotation]) async throws -> Rotation? {
+        let lock = db.dialect.name == "postgresql" ? "FOR NO KEY UPDATE OF rt" : ""
+        let rows = try await db.raw(
+            """
+            SELECT rt.token_hash, rt.rotated_at, s.id AS session_id, s.revoked_at AS session_revoked_at
+            FROM refresh_tokens rt JOIN sessions s ON s.id = rt.session_id
+            WHERE rt.token_hash IN (\(binds: rotations.map { Secrets.digest($0.token) }))
+            ORDER BY rt.token_hash \(unsafeRaw: lock)
+            """
+        ).all(decoding: PresentedToken.self)
+        let presented = Dictionary(rows.map { ($0.tokenHash, $0) }, uniquingKeysWith: { first, _ in first })
+        var earlier: Set<String> = []
+        for rotation in rotations {
+            // A token twice in one batch (a client race): its second rotation finds it rotated by the first.
+            let hash = Secrets.digest(rotation.token)
+            guard let token = presented[hash], token.rotatedAt == nil, earlier.insert(hash).inserted else {
+                return .alreadyRotated
+            }
+            guard token.sessionID == rotation.sessionID, token.sessionRevokedAt == nil else { return .sessionEnded }
+        }
+        return nil
     }
 
     // MARK: Checking and listing
@@ -196,7 +258,7 @@ struct SessionRepository {
     }
 
     /// The account's unrevoked, unexpired account sessions (not company logins), newest first.
-    func accountSessions(_ accountID: String, now: Int64) async throws -> [any SQLRow] {
+    func accountSessions(_ accountID: String, now: Int64) async throws -> [AccountSessionRow] {
         try await db.select()
             .columns("id", "user_agent", "ip", "created_at", "refreshed_at", "expires_at", "revoked_at", "idle_timeout")
             .from("sessions")
@@ -205,7 +267,7 @@ struct SessionRepository {
             .where("parent_id", .is, SQLLiteral.null)
             .where("expires_at", .greaterThan, now)
             .orderBy("created_at", .descending)
-            .all()
+            .all(decoding: AccountSessionRow.self)
     }
 
     /// How many of the account's sessions are neither revoked nor past their lifetime.

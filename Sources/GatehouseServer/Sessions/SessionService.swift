@@ -71,7 +71,7 @@ final class SessionService: Sendable {
     /// Records an audit event in its own transaction; a failure to record is logged, never the request's failure.
     func audit(_ event: AuditEvent) async {
         do {
-            try await store.transaction { [clock] db in try await AuditLog(db: db, clock: clock).record(event) }
+            try await store.transaction { [clock] db in try await AuditRepository(db: db, clock: clock).record(event) }
         } catch {
             store.logger.warning(
                 "audit event not recorded", metadata: ["action": "\(event.action)", "error": "\(error)"])
@@ -142,8 +142,9 @@ final class SessionService: Sendable {
 
     /// Rotates `token`: a fresh token normally, the current one for a race inside the grace window, and the end of
     /// the whole session for an old token presented again. The token and its session are read without the write
-    /// lock; the rotation is one row of a batched statement (`RotationQueue`) that refuses if another request rotated
-    /// the token first (then it reads again and decides again) or the session was revoked since the read.
+    /// lock; the rotation is one row of a batched transaction (`RotationQueue`) whose verdict says whether another
+    /// request rotated the token first (then it reads again and decides again) or the session was revoked since the
+    /// read.
     func refresh(_ token: String, audit event: @escaping @Sendable (IssuedSession) -> AuditEvent) async throws
         -> IssuedSession
     {
@@ -321,21 +322,14 @@ final class SessionService: Sendable {
         return try await sessions.accountSessions(accountID, now: now)
             .filter { row in
                 SessionLiveness.isLive(
-                    revokedAt: try row.decode(column: "revoked_at", as: Int64?.self),
-                    expiresAt: try row.decode(column: "expires_at", as: Int64.self),
-                    refreshedAt: try row.decode(column: "refreshed_at", as: Int64.self),
-                    idleSeconds: SessionLiveness.idleSeconds(
-                        own: try row.decode(column: "idle_timeout", as: Int64?.self), server: serverIdle),
-                    now: now)
+                    revokedAt: row.revokedAt, expiresAt: row.expiresAt, refreshedAt: row.refreshedAt,
+                    idleSeconds: SessionLiveness.idleSeconds(own: row.idleTimeout, server: serverIdle), now: now)
             }
             .map { row in
-                let id = try row.decode(column: "id", as: String.self)
-                return Schemas.SessionInfo(
-                    id: id, userAgent: try row.decode(column: "user_agent", as: String?.self),
-                    ip: try row.decode(column: "ip", as: String?.self),
-                    createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)),
-                    refreshedAt: Date(epochMilliseconds: try row.decode(column: "refreshed_at", as: Int64.self)),
-                    current: id == root)
+                Schemas.SessionInfo(
+                    id: row.id, userAgent: row.userAgent, ip: row.ip,
+                    createdAt: Date(epochMilliseconds: row.createdAt),
+                    refreshedAt: Date(epochMilliseconds: row.refreshedAt), current: row.id == root)
             }
     }
 }

@@ -100,9 +100,8 @@ public actor SigningKeys {
             let pem = try Self.openPEM(row.pem, kid: row.kid, box: box)
             if !row.pem.hasPrefix(SecretBox.prefix) {
                 // Written in the clear by an older release: seal it now.
-                try await store.database.update("signing_keys")
-                    .set("private_key", to: try Self.sealPEM(pem, kid: row.kid, box: box))
-                    .where("kid", .equal, row.kid).run()
+                try await SigningKeyRepository(db: store.database)
+                    .reseal(row.kid, privateKey: try Self.sealPEM(pem, kid: row.kid, box: box))
             }
             let key = try ES256PrivateKey(pem: pem)
             await fresh.add(ecdsa: key, kid: JWKIdentifier(string: row.kid))
@@ -119,35 +118,21 @@ public actor SigningKeys {
         loadedAt = clock.now
     }
 
-    struct KeyRow {
-        let kid: String
-        let pem: String
-        let retiredAt: Date?
-    }
-
-    static func publishedRows(_ db: any SQLDatabase, now: Date, tokenLifetime: TimeInterval) async throws -> [KeyRow] {
-        let oldestKept = now.addingTimeInterval(-tokenLifetime - 60).epochMilliseconds
-        return try await db.select().columns("kid", "private_key", "retired_at").from("signing_keys")
-            .where { $0.where("retired_at", .is, SQLLiteral.null).orWhere("retired_at", .greaterThan, oldestKept) }
-            .orderBy("created_at").all().map { row in
-                KeyRow(
-                    kid: try row.decode(column: "kid", as: String.self),
-                    pem: try row.decode(column: "private_key", as: String.self),
-                    retiredAt: try row.decode(column: "retired_at", as: Int64?.self).map(Date.init(epochMilliseconds:)))
-            }
+    /// The keys tokens may still carry: the active ones, and those retired less than a token's lifetime (and a
+    /// minute) ago.
+    static func publishedRows(_ db: any SQLDatabase, now: Date, tokenLifetime: TimeInterval) async throws
+        -> [SigningKeyRow]
+    {
+        try await SigningKeyRepository(db: db).keys(retiredAfter: now.addingTimeInterval(-tokenLifetime - 60))
     }
 
     /// Adds a key when none is active. Concurrent instances may race; the loser's insert is harmless.
     static func createKey(_ store: Store, box: SecretBox, now: Date) async throws {
         let kid = String(Secrets.token().prefix(16))
-        try await store.database.insert(into: "signing_keys")
-            .columns("kid", "algorithm", "private_key", "created_at")
-            .values(
-                SQLBind(kid), SQLBind("ES256"),
-                SQLBind(try sealPEM(ES256PrivateKey().pemRepresentation, kid: kid, box: box)),
-                SQLBind(now.epochMilliseconds)
-            )
-            .run()
+        try await SigningKeyRepository(db: store.database)
+            .insert(
+                kid, privateKey: try sealPEM(ES256PrivateKey().pemRepresentation, kid: kid, box: box),
+                createdAt: now.epochMilliseconds)
     }
 
     /// The private key as stored: sealed with the key-encryption key, bound to its key id.
@@ -165,19 +150,13 @@ public actor SigningKeys {
         new: String, retired: [String]
     ) {
         try await store.transaction { db in
-            let retired = try await db.select().column("kid").from("signing_keys")
-                .where("retired_at", .is, SQLLiteral.null).all(decodingColumn: "kid", as: String.self)
-            try await db.update("signing_keys").set("retired_at", to: now.epochMilliseconds)
-                .where("retired_at", .is, SQLLiteral.null).run()
+            let keys = SigningKeyRepository(db: db)
+            let retired = try await keys.retireActive(at: now)
             let kid = String(Secrets.token().prefix(16))
-            try await db.insert(into: "signing_keys")
-                .columns("kid", "algorithm", "private_key", "created_at")
-                .values(
-                    SQLBind(kid), SQLBind("ES256"),
-                    SQLBind(try sealPEM(ES256PrivateKey().pemRepresentation, kid: kid, box: box)),
-                    SQLBind(now.epochMilliseconds + 1)
-                )
-                .run()
+            // A millisecond after the retirement, so the new key sorts last.
+            try await keys.insert(
+                kid, privateKey: try sealPEM(ES256PrivateKey().pemRepresentation, kid: kid, box: box),
+                createdAt: now.epochMilliseconds + 1)
             return (kid, retired)
         }
     }

@@ -337,8 +337,9 @@ public enum Migrations {
     ]
 }
 
-/// The view and trigger of migration 6, in each store's own dialect; the messages they abort with are what
-/// `SessionRepository.rotate` reads.
+/// The view and trigger of migration 6, in each store's own dialect. `SessionRepository.rotate` checks what the
+/// trigger checks before it inserts, in the same transaction, and returns that verdict as a value; the trigger's
+/// refusals stay as a last guard (the schema is what older releases wrote) and are never read.
 enum RefreshRotationSQL {
     static let alreadyRotated = "gatehouse: refresh token already rotated"
     static let sessionEnded = "gatehouse: session ended"

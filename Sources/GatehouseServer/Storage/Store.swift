@@ -148,21 +148,6 @@ public final class Store: Service, Sendable {
         }
     }
 
-    /// Runs `body`, one statement in autocommit, as a writer: on SQLite it takes its turn at the write lock like a
-    /// transaction but without BEGIN and COMMIT, so the lock is held for that one statement alone.
-    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        guard case .sqlite = location else { return try await body(database) }
-        await writeLock.lock()
-        do {
-            let result = try await body(database)
-            await writeLock.unlock()
-            return result
-        } catch {
-            await writeLock.unlock()
-            throw error
-        }
-    }
-
     private func transaction<T: Sendable>(
         begin: String, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
@@ -172,9 +157,8 @@ public final class Store: Service, Sendable {
             do {
                 let result = try await TransactionChanges.$current.withValue(changes) { try await body(db) }
                 if case .postgres = location {
-                    for payload in changes.collected.payloads {
-                        try await db.raw("SELECT pg_notify(\(bind: Self.notifyChannel), \(bind: payload))").run()
-                    }
+                    let notifications = NotificationRepository(db: db)
+                    for payload in changes.collected.payloads { try await notifications.notify(payload) }
                 }
                 try await db.raw("COMMIT").run()
                 return result

@@ -49,7 +49,7 @@ struct SyncBus: Sendable {
     /// Inside the transaction: other instances hear of it when, and only if, it commits.
     func announce(_ message: Message, db: any SQLDatabase) async throws {
         guard case .postgres = store.location else { return }
-        try await db.raw("SELECT pg_notify(\(bind: Self.channel), \(bind: message.payload))").run()
+        try await NotificationRepository(db: db).notify(message.payload)
     }
 
     /// After the commit: this instance's subscribers.

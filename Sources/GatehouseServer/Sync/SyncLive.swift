@@ -26,7 +26,7 @@ extension SyncService {
         let current: Int64
         let epoch: Int64
         do {
-            current = try await sync.counters(cid).seq
+            current = try await Self.counters(cid, in: sync).seq
             guard let access = try await sync.access(cid, accountID: caller.accountID) else { throw Access.notMember }
             epoch = access.epoch
         } catch {

@@ -2,6 +2,19 @@ import Foundation
 import GatehouseAPI
 import SQLKit
 
+/// Where a company's change log stands.
+struct SyncCounters: Decodable, Sendable {
+    /// The last seq given to a transaction.
+    let seq: Int64
+    /// The newest seq whose tombstones are compacted away.
+    let compacted: Int64
+
+    enum CodingKeys: String, CodingKey {
+        case seq = "sync_seq"
+        case compacted = "sync_compacted_seq"
+    }
+}
+
 /// The SQL of records, the change log and mutation results. Every query names the company.
 struct SyncRepository {
     let db: any SQLDatabase
@@ -24,27 +37,18 @@ struct SyncRepository {
 
     // MARK: Counters
 
-    /// Takes the company's next seq. The row stays locked until the transaction ends, so transactions of one company
-    /// commit in seq order: a reader that sees seq n sees everything before it.
-    func nextSeq(_ companyID: String) async throws -> Int64 {
-        guard
-            let seq = try await db.raw(
-                "UPDATE companies SET sync_seq = sync_seq + 1 WHERE id = \(bind: companyID) RETURNING sync_seq"
-            ).first(decodingColumn: "sync_seq", as: Int64.self)
-        else { throw APIError.notFound("No such company") }
-        return seq
+    /// Takes the company's next seq; nil when there is no such company. The row stays locked until the transaction
+    /// ends, so transactions of one company commit in seq order: a reader that sees seq n sees everything before it.
+    func nextSeq(_ companyID: String) async throws -> Int64? {
+        try await db.raw(
+            "UPDATE companies SET sync_seq = sync_seq + 1 WHERE id = \(bind: companyID) RETURNING sync_seq"
+        ).first(decodingColumn: "sync_seq", as: Int64.self)
     }
 
-    /// The company's last committed seq and the newest seq compacted away.
-    func counters(_ companyID: String) async throws -> (seq: Int64, compacted: Int64) {
-        guard
-            let row = try await db.select().columns("sync_seq", "sync_compacted_seq").from("companies")
-                .where("id", .equal, companyID).first()
-        else { throw APIError.notFound("No such company") }
-        return (
-            try row.decode(column: "sync_seq", as: Int64.self),
-            try row.decode(column: "sync_compacted_seq", as: Int64.self)
-        )
+    /// The company's last committed seq and the newest seq compacted away; nil when there is no such company.
+    func counters(_ companyID: String) async throws -> SyncCounters? {
+        try await db.select().columns("sync_seq", "sync_compacted_seq").from("companies")
+            .where("id", .equal, companyID).first(decoding: SyncCounters.self)
     }
 
     /// The member's access epoch and whether their company credential makes them a super user; nil for no member.
@@ -159,8 +163,8 @@ struct SyncRepository {
         ).all().map(Self.decode)
     }
 
-    /// Live records visible under `mask`, by id, after `after` and up to `through` (inclusive), optionally of one type.
-    func live(
+    /// Records not deleted, visible under `mask`, by id, after `after` and up to `through` (inclusive), optionally of one type.
+    func existing(
         _ companyID: String, mask: Int64, types: [String]? = nil, after: String?, through: String? = nil, limit: Int
     ) async throws -> [StoredRecord] {
         var query = db.select().columns(Self.columns).from("records").where("company_id", .equal, companyID)
@@ -233,6 +237,11 @@ struct SyncRepository {
         }
         try await db.delete(from: "sync_mutations").where("created_at", .lessThan, millis).run()
         return dropped
+    }
+
+    /// Forgets the mutation results of an account that is deleted, in every company.
+    func forgetMutations(accountID: String) async throws {
+        try await db.delete(from: "sync_mutations").where("account_id", .equal, accountID).run()
     }
 
     // MARK: Decoding

@@ -147,13 +147,13 @@ enum SyncRules {
             guard actor.visibility.sees(current.deptMask) else { return (nil, .refused(.recordForbidden)) }
             guard current.type == mutation.type else { return (nil, .refused(.typeMismatch)) }
         }
-        let live = current.flatMap { $0.deleted ? nil : $0 }
-        if let wanted = mutation.deptMask, !mayGrant(wanted, replacing: live?.deptMask, actor: actor) {
+        let existing = current.flatMap { $0.deleted ? nil : $0 }
+        if let wanted = mutation.deptMask, !mayGrant(wanted, replacing: existing?.deptMask, actor: actor) {
             return (nil, .refused(.deptMaskForbidden))
         }
         switch mutation.op {
         case .delete:
-            guard var record = live else { return (nil, .applied) }
+            guard var record = existing else { return (nil, .applied) }
             record.fields = [:]
             record.fieldSeqs = [:]
             record.deleted = true
@@ -161,12 +161,12 @@ enum SyncRules {
             record.updatedAt = now
             return (record, .applied)
         case .upsert:
-            guard let live else {
+            guard let existing else {
                 // A deleted record stays deleted against edits made before the delete was seen (delete wins).
                 if let current, current.deleted, mutation.base < current.seq { return (nil, .refused(.recordDeleted)) }
                 return create(mutation, by: actor, seq: seq, now: now)
             }
-            return merge(mutation, into: live, seq: seq, now: now, batchWritten: batchWritten)
+            return merge(mutation, into: existing, seq: seq, now: now, batchWritten: batchWritten)
         }
     }
 

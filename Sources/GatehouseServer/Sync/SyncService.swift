@@ -26,6 +26,14 @@ struct SyncService: Sendable {
         .gone, code: .resyncRequired,
         message: "The token is older than the retained change log; run the digest exchange (POST …/sync/digest)")
 
+    static let noSuchCompany = APIError.notFound("No such company")
+
+    /// The company's counters; a company deleted while the request ran answers 404.
+    static func counters(_ companyID: String, in sync: SyncRepository) async throws -> SyncCounters {
+        guard let counters = try await sync.counters(companyID) else { throw noSuchCompany }
+        return counters
+    }
+
     /// What the caller may see and write, and the access epoch it was read at.
     private struct View {
         let actor: SyncActor
@@ -54,7 +62,8 @@ struct SyncService: Sendable {
 
     private func token(_ text: String?, for caller: CompanyCaller, key: SymmetricKey) throws -> SyncToken? {
         guard let text else { return nil }
-        guard let token = SyncToken.decode(text, key: key), token.c == caller.companyID, token.a == caller.accountID
+        guard let token = SyncToken.decode(text, key: key), token.company == caller.companyID,
+            token.account == caller.accountID
         else { throw Self.invalidToken }
         return token
     }
@@ -70,7 +79,7 @@ struct SyncService: Sendable {
         let view = try await view(caller)
         let sync = SyncRepository(db: store.database)
         // Read before the page: the token never claims a seq whose rows the page did not see.
-        let counters = try await sync.counters(caller.companyID)
+        let counters = try await Self.counters(caller.companyID, in: sync)
         let types = try Self.types(body.types)
         let sent = try token(body.token, for: caller, key: key)
         let token =
@@ -79,27 +88,30 @@ struct SyncService: Sendable {
                 company: caller.companyID, account: caller.accountID, seq: 0, epoch: view.epoch, mask: view.mask,
                 types: types)
         // A token covers the types it was issued for; another set needs its own first sync.
-        guard token.t == types else {
+        guard token.types == types else {
             throw APIError(
                 .badRequest, code: .invalidSyncToken, message: "The sync token was issued for another set of types")
         }
         // A device holding data (any token) needs every tombstone since its seq.
-        if sent != nil, token.s < counters.compacted || token.s > counters.seq { throw Self.resyncRequired }
+        if sent != nil, token.seq < counters.compacted || token.seq > counters.seq { throw Self.resyncRequired }
         let page: Schemas.SyncPullResponse
-        if token.m != view.mask || token.rescope != nil {
+        if token.mask != view.mask || token.rescope != nil {
             page = try await rescope(token, view: view, limit: limit, key: key, sync: sync)
         } else {
             page = try await changes(after: token, view: view, seq: counters.seq, limit: limit, key: key, sync: sync)
         }
         // Compaction may have committed meanwhile: a page read past its horizon could lack tombstones.
-        if sent != nil, try await sync.counters(caller.companyID).compacted > token.s { throw Self.resyncRequired }
+        if sent != nil, try await Self.counters(caller.companyID, in: sync).compacted > token.seq {
+            throw Self.resyncRequired
+        }
         return page
     }
 
     private func changes(
         after token: SyncToken, view: View, seq current: Int64, limit: Int, key: SymmetricKey, sync: SyncRepository
     ) async throws -> Schemas.SyncPullResponse {
-        let rows = try await sync.changes(token.c, since: token.s, mask: view.mask, types: token.t, limit: limit + 1)
+        let rows = try await sync.changes(
+            token.company, since: token.seq, mask: view.mask, types: token.types, limit: limit + 1)
         let page: [StoredRecord]
         let reached: Int64
         let hasMore: Bool
@@ -109,22 +121,23 @@ struct SyncService: Sendable {
             (page, reached, hasMore) = (rows, max(current, rows.last?.seq ?? 0), false)
         case .prefix(let count):
             page = Array(rows.prefix(count))
-            (reached, hasMore) = (page.last?.seq ?? token.s, true)
+            (reached, hasMore) = (page.last?.seq ?? token.seq, true)
         case .wholeTransaction(let seq):
-            page = try await sync.changes(token.c, at: seq, since: token.s, mask: view.mask, types: token.t)
+            page = try await sync.changes(token.company, at: seq, since: token.seq, mask: view.mask, types: token.types)
             (reached, hasMore) = (seq, true)
         }
         var changes: [Schemas.RecordChange] = []
         var revoked: [String] = []
         for record in page {
-            switch SyncRules.pullItem(record, since: token.s, visibility: view.actor.visibility) {
+            switch SyncRules.pullItem(record, since: token.seq, visibility: view.actor.visibility) {
             case .change(let record): changes.append(Self.change(record))
             case .revoked(let id): revoked.append(id)
             case .skip: break
             }
         }
         let next = SyncToken(
-            company: token.c, account: token.a, seq: reached, epoch: view.epoch, mask: view.mask, types: token.t)
+            company: token.company, account: token.account, seq: reached, epoch: view.epoch, mask: view.mask,
+            types: token.types)
         return .init(changes: changes, revoked: revoked, token: next.encoded(key: key), hasMore: hasMore)
     }
 
@@ -138,7 +151,7 @@ struct SyncService: Sendable {
         if let progress = token.rescope, progress.target != view.mask { throw Self.resyncRequired }
         let position = token.rescope.map { ($0.seq, $0.id) } ?? (0, "")
         let rows = try await sync.rescope(
-            token.c, createdBy: token.s, old: token.m, new: view.mask, types: token.t, after: position,
+            token.company, createdBy: token.seq, old: token.mask, new: view.mask, types: token.types, after: position,
             limit: limit + 1)
         let page = rows.prefix(SyncRules.rowsWithin(Self.pageBytes, sizes: rows.map(\.storedSize), limit: limit))
         var changes: [Schemas.RecordChange] = []
@@ -151,7 +164,8 @@ struct SyncService: Sendable {
             }
         }
         var next = SyncToken(
-            company: token.c, account: token.a, seq: token.s, epoch: view.epoch, mask: view.mask, types: token.t)
+            company: token.company, account: token.account, seq: token.seq, epoch: view.epoch, mask: view.mask,
+            types: token.types)
         if rows.count > page.count, let last = page.last {
             next = token.rescoping(to: view.mask, after: (last.seq, last.id))
         }
@@ -186,7 +200,7 @@ struct SyncService: Sendable {
         guard view.actor.canWrite else {
             // Nothing to write; mutations sent before the member became read-only still answer their first result.
             let sync = SyncRepository(db: store.database)
-            let current = try await sync.counters(caller.companyID).seq
+            let current = try await Self.counters(caller.companyID, in: sync).seq
             let earlier = try await sync.results(
                 caller.companyID, accountID: caller.accountID, clientID: body.clientId, mids: mutations.map(\.mid))
             return .init(
@@ -197,7 +211,7 @@ struct SyncService: Sendable {
         let now = clock.now
         let (results, committed) = try await store.transaction { [bus] db in
             let sync = SyncRepository(db: db)
-            let seq = try await sync.nextSeq(caller.companyID)
+            guard let seq = try await sync.nextSeq(caller.companyID) else { throw Self.noSuchCompany }
             let earlier = try await sync.results(
                 caller.companyID, accountID: caller.accountID, clientID: body.clientId, mids: mutations.map(\.mid))
             var records = try await sync.records(
@@ -291,10 +305,10 @@ struct SyncService: Sendable {
         // The exchange covers the log up to where it began; the pull afterwards brings what came later.
         let start: Int64
         if let token = try token(body.token, for: caller, key: key) {
-            guard token.t == types else { throw Self.invalidToken }
-            start = token.s
+            guard token.types == types else { throw Self.invalidToken }
+            start = token.seq
         } else {
-            start = try await sync.counters(caller.companyID).seq
+            start = try await Self.counters(caller.companyID, in: sync).seq
         }
         var known: [String: Int64] = [:]
         for entry in body.known {
@@ -305,7 +319,7 @@ struct SyncService: Sendable {
         }
         let after = body.after.flatMap(SyncRules.recordID)
         let upper = body.complete ? nil : known.keys.max()
-        let rows = try await sync.live(
+        let rows = try await sync.existing(
             caller.companyID, mask: view.mask, types: types, after: after, through: upper,
             limit: Self.digestPageSize + 1)
         let processed = rows.prefix(Self.digestPageSize)
@@ -330,7 +344,7 @@ struct SyncService: Sendable {
             throw APIError.validation("type must be 1 to 64 characters of [A-Za-z0-9_], starting with a letter")
         }
         let view = try await view(caller)
-        let records = try await SyncRepository(db: store.database).live(
+        let records = try await SyncRepository(db: store.database).existing(
             caller.companyID, mask: view.mask, types: type.map { [$0] }, after: after?.lowercased(), limit: limit)
         return .init(
             records: records.map(Self.info), nextAfter: records.count == limit ? records.last?.id : nil)

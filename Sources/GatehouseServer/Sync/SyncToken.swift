@@ -6,44 +6,57 @@ import Foundation
 /// node: restarts and deploys never invalidate it.
 struct SyncToken: Codable, Sendable, Equatable {
     /// The company.
-    var c: String
+    var company: String
     /// The member it was issued to: another member's token is refused.
-    var a: String
+    var account: String
     /// The seq the device has every change up to.
-    var s: Int64
+    var seq: Int64
     /// The member's access epoch when the token was issued.
-    var e: Int64
+    var epoch: Int64
     /// The visibility mask the device's data was filtered with.
-    var m: Int64
+    var mask: Int64
     /// The record types the device syncs, sorted; nil for all.
-    var t: [String]?
+    var types: [String]?
     /// While the device's data is re-filtered for a new mask: that mask, and the (seq, id) reached so far.
-    var rm: Int64?
-    var rs: Int64?
-    var ri: String?
+    var rescopeMask: Int64?
+    var rescopeSeq: Int64?
+    var rescopeID: String?
+
+    /// The compact names tokens carry on the wire; tokens already handed out decode with them.
+    enum CodingKeys: String, CodingKey {
+        case company = "c"
+        case account = "a"
+        case seq = "s"
+        case epoch = "e"
+        case mask = "m"
+        case types = "t"
+        case rescopeMask = "rm"
+        case rescopeSeq = "rs"
+        case rescopeID = "ri"
+    }
 
     init(company: String, account: String, seq: Int64, epoch: Int64, mask: Int64, types: [String]? = nil) {
-        c = company
-        a = account
-        s = seq
-        e = epoch
-        m = mask
-        t = types
+        self.company = company
+        self.account = account
+        self.seq = seq
+        self.epoch = epoch
+        self.mask = mask
+        self.types = types
     }
 
     /// The token part-way through re-filtering toward `target`.
     func rescoping(to target: Int64, after position: (seq: Int64, id: String)) -> SyncToken {
         var token = self
-        token.rm = target
-        token.rs = position.seq
-        token.ri = position.id
+        token.rescopeMask = target
+        token.rescopeSeq = position.seq
+        token.rescopeID = position.id
         return token
     }
 
     /// The re-filtering in progress: its target mask and the position reached.
     var rescope: (target: Int64, seq: Int64, id: String)? {
-        guard let rm, let rs, let ri else { return nil }
-        return (rm, rs, ri)
+        guard let rescopeMask, let rescopeSeq, let rescopeID else { return nil }
+        return (rescopeMask, rescopeSeq, rescopeID)
     }
 
     /// `payload.mac`, both base64url.

@@ -8,7 +8,12 @@ import HTTPTypes
 /// action goes through the same services, limits and audit as the API.
 struct WebPages: Sendable {
     let templates: Templates
-    let env: AccountsEnvironment
+    let store: Store
+    let clock: any GatehouseClock
+    let settings: AuthSettings
+    let sessions: SessionService
+    let publicURL: String
+    let mail: AccountMail
     let access: Access
     let tokens: TokenService
     let signUps: SignUpService
@@ -22,7 +27,7 @@ struct WebPages: Sendable {
     /// Where to get the app.
     let appStoreURL: String?
 
-    var session: WebSession { WebSession(secure: env.publicURL.lowercased().hasPrefix("https://")) }
+    var session: WebSession { WebSession(secure: publicURL.lowercased().hasPrefix("https://")) }
 
     /// The current request's headers (cookies, Origin).
     private var requestHeaders: HTTPFields { RequestScope.current?.head.headerFields ?? [:] }
@@ -84,7 +89,7 @@ struct WebPages: Sendable {
         case .expired:
             return message(
                 page: "expired", title: "This link has expired",
-                ["Links work for \(env.settings.codeLifetimeMinutes) minutes after they were sent."],
+                ["Links work for \(settings.codeLifetimeMinutes) minutes after they were sent."],
                 newLink: purpose, signInLink: true)
         }
     }
@@ -92,8 +97,8 @@ struct WebPages: Sendable {
     /// The client of a form post; a post from another site is refused before anything else happens.
     private func formClient() async throws -> ClientInfo {
         let client = try access.client()
-        guard LinkPage.isSameOrigin(requestHeaders, publicURL: env.publicURL) else {
-            await env.sessions.audit(
+        guard LinkPage.isSameOrigin(requestHeaders, publicURL: publicURL) else {
+            await sessions.audit(
                 client.event(.authorizationRefused, accountID: nil, detail: ["reason": "cross_site_form_post"]))
             throw message(
                 page: "refused", title: "This form can only be sent from its own page",
@@ -132,8 +137,8 @@ struct WebPages: Sendable {
     /// person's one tap on Continue does. It also shows the link's six digits, for typing into the app on another
     /// device. A link that no longer works gets a page saying whether it was used or expired.
     func linkLanding(token: String, type: String, redirectTo: String?) async throws -> WebAnswer {
-        let target = env.redirectTarget(redirectTo)
-        let codes = OneTimeCodes(db: env.store.database, clock: env.clock, settings: env.settings)
+        let target = mail.redirectTarget(redirectTo)
+        let codes = OneTimeCodes(db: store.database, clock: clock, settings: settings)
         guard let purposes = CodePurpose.accepted(byVerifyType: type), !token.isEmpty,
             try await codes.isLive(linkToken: token, purposes: purposes)
         else { return spentLink(try await codes.spentState(linkToken: token), type: type) }
@@ -150,7 +155,7 @@ struct WebPages: Sendable {
             [
                 "token": token, "type": type, "redirect_to": target, "code": code,
                 "code_spoken": code.map(String.init).joined(separator: " "),
-                "expires_minutes": env.settings.codeLifetimeMinutes,
+                "expires_minutes": settings.codeLifetimeMinutes,
             ])
         var answer = WebAnswer.page(html)
         // The button's post is answered with a redirect to the app, which the policy's form-action must allow.
@@ -163,10 +168,10 @@ struct WebPages: Sendable {
     /// shows the result (a recovery link goes on to the new-password form).
     func continueLink(token: String, type: String, redirectTo: String?) async throws -> WebAnswer {
         let client = try access.client()
-        let target = env.redirectTarget(redirectTo)
+        let target = mail.redirectTarget(redirectTo)
         let outcome = try await verification.continueLink(
             token: token, type: type, target: target, landsHere: landsHere(target),
-            sameOrigin: LinkPage.isSameOrigin(requestHeaders, publicURL: env.publicURL), client: client)
+            sameOrigin: LinkPage.isSameOrigin(requestHeaders, publicURL: publicURL), client: client)
         switch outcome {
         case .app(let redirect):
             return .redirect(redirect)
@@ -193,7 +198,7 @@ struct WebPages: Sendable {
 
     /// Whether a link's target is this server itself (no app redirect was set), so the result is shown here.
     func landsHere(_ target: String) -> Bool {
-        guard let own = URLComponents(string: env.publicURL), let given = URLComponents(string: target) else {
+        guard let own = URLComponents(string: publicURL), let given = URLComponents(string: target) else {
             return false
         }
         return own.scheme?.lowercased() == given.scheme?.lowercased()
@@ -326,12 +331,12 @@ struct WebPages: Sendable {
         let recovery = profiles.signedInRecently(caller.identity, by: ["recovery"])
         var fields: [String: Any] = [
             "email": record.email, "recovery": recovery, "ask_current": !recovery && record.passwordHash != nil,
-            "min_length": env.settings.passwordPolicy.minimumLength,
+            "min_length": settings.passwordPolicy.minimumLength,
         ]
         if let error {
             if error.code == ErrorCode.weakPassword.rawValue {
                 fields["error"] = "Choose another password:"
-                fields["reasons"] = error.message.components(separatedBy: AccountsEnvironment.reasonSeparator)
+                fields["reasons"] = error.message.components(separatedBy: CredentialRules.reasonSeparator)
                 fields["has_reasons"] = true
             } else if error.code == ErrorCode.reauthenticationNeeded.rawValue {
                 fields["error"] =

@@ -1,0 +1,96 @@
+import Foundation
+import SQLKit
+
+/// The mail the account flows send: the transaction that queues it, the codes it carries, and the links in it.
+struct AccountMail: Sendable {
+    let store: Store
+    let clock: any GatehouseClock
+    let settings: AuthSettings
+    let mailer: Mailer
+    let publicURL: String
+    /// The allow-list with the site URL's own origin and path, parsed once.
+    let redirects: RedirectAllowList
+
+    var siteURL: String { settings.siteURL ?? publicURL }
+
+    /// Runs `body` in one transaction that may queue mail, then wakes the mail worker once it has committed, so the
+    /// mail leaves when what it announces is stored, and never before.
+    func transactionQueuingMail<T: Sendable>(
+        _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
+        let result = try await store.transaction(body)
+        mailer.queue.wake()
+        return result
+    }
+
+    /// Mails a code of `purpose` to the account at `email` when it exists, is not disabled and is `eligible`;
+    /// otherwise does nothing, so the caller answers the same either way. The mail is queued with the code.
+    func mailCode(
+        to email: String, purpose: CodePurpose, client: ClientInfo, auditAction: AuditAction,
+        codeChallenge: String? = nil,
+        eligible: @escaping @Sendable (AccountRecord) -> Bool,
+        template: @escaping @Sendable (IssuedCode) -> Mailer.Template
+    ) async throws {
+        try await transactionQueuingMail { [self] db in
+            guard let account = try await AccountRepository(db: db).find(email: email), account.disabledAt == nil,
+                eligible(account)
+            else { return }
+            try await AuditRepository(db: db, clock: clock).record(client.event(auditAction, accountID: account.id))
+            try await issueAndMail(
+                to: email, purpose: purpose, accountID: account.id, codeChallenge: codeChallenge, db: db,
+                template: template)
+        }
+    }
+
+    /// Issues a code for `purpose` and queues its mail, in the caller's transaction.
+    func issueAndMail(
+        to email: String, purpose: CodePurpose, accountID: String, newEmail: String? = nil,
+        pending: PendingSignup? = nil, codeChallenge: String? = nil, db: any SQLDatabase,
+        template: (IssuedCode) -> Mailer.Template
+    ) async throws {
+        let code = try await OneTimeCodes(db: db, clock: clock, settings: settings)
+            .issue(
+                email: email, purpose: purpose, accountID: accountID, newEmail: newEmail, pending: pending,
+                codeChallenge: codeChallenge)
+        // A sign-up's own choice, else the account's (an email change mails an address no account has yet). English
+        // when neither names one: the mailer's own lookup by address would only find this account again.
+        var locale = Mailer.locale(in: pending?.metadata)
+        if locale == nil {
+            locale = Mailer.locale(in: try await AccountRepository(db: db).find(id: accountID)?.userMetadata) ?? "en"
+        }
+        try await mailer.enqueue(template(code), to: email, locale: locale, db: db)
+    }
+
+    /// A link into `GET /auth/v1/verify`, carrying the link token and where to land afterwards.
+    func verifyLink(token: String, type: String, redirectTo: String?) -> String {
+        var components = URLComponents(string: publicURL + "/auth/v1/verify")
+        components?.queryItems = [
+            URLQueryItem(name: "token", value: token), URLQueryItem(name: "type", value: type),
+            URLQueryItem(name: "redirect_to", value: redirectTarget(redirectTo)),
+        ]
+        return components?.string ?? publicURL
+    }
+
+    /// `candidate` when the allow-list (or the site URL's own origin and path) admits it; nil otherwise.
+    func allowedRedirect(_ candidate: String?) -> String? {
+        guard let candidate, !candidate.isEmpty else { return nil }
+        return redirects.admits(candidate) ? candidate : nil
+    }
+
+    /// Where a link goes after it is used: `candidate` when allowed, else the site URL.
+    func redirectTarget(_ candidate: String?) -> String {
+        allowedRedirect(candidate) ?? siteURL
+    }
+
+    /// A valid address mail can be sent to: one with non-ASCII characters needs a mail server with SMTPUTF8.
+    func deliverableEmail(_ raw: String) async throws -> String {
+        let email = try CredentialRules.validEmail(raw)
+        guard await mailer.canDeliver(to: email) else {
+            throw APIError(
+                .unprocessableContent, code: .emailAddressNotSupported,
+                message: "Mail cannot be sent to addresses with non-ASCII characters from this server")
+        }
+        return email
+    }
+
+}

@@ -1,0 +1,30 @@
+import Foundation
+import GatehouseAPI
+
+extension AccountRecord {
+    /// The account as its owner sees it, in Supabase's user shape.
+    func wire(identities: [IdentityRecord], confirmationSentAt: Date? = nil) -> Schemas.User {
+        let providers = identities.map(\.provider).uniqued()
+        return Schemas.User(
+            id: id, aud: "authenticated", role: "authenticated", email: email, emailConfirmedAt: emailConfirmedAt,
+            confirmedAt: emailConfirmedAt, confirmationSentAt: confirmationSentAt, phone: "",
+            lastSignInAt: lastSignInAt,
+            appMetadata: [
+                "provider": .string(providers.first ?? "email"), "providers": .array(providers.map { .string($0) }),
+            ],
+            userMetadata: userMetadata,
+            identities: identities.map { identity in
+                var data: [String: JSONValue] = ["sub": .string(identity.providerID)]
+                if let email = identity.email {
+                    data["email"] = .string(email)
+                    data["email_verified"] = .bool(emailConfirmedAt != nil)
+                }
+                return Schemas.Identity(
+                    identityId: identity.id, id: identity.providerID, userId: id, identityData: data,
+                    provider: identity.provider == "apple" ? .apple : .email, email: identity.email,
+                    lastSignInAt: identity.lastSignInAt, createdAt: identity.createdAt,
+                    updatedAt: identity.lastSignInAt ?? identity.createdAt)
+            },
+            createdAt: createdAt, updatedAt: updatedAt, isAnonymous: false)
+    }
+}

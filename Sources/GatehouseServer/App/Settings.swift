@@ -1,0 +1,402 @@
+import Foundation
+import Logging
+
+/// One setting of `gatehouse serve` and of the commands that open the store: its flag, its `GATEHOUSE_*` variable,
+/// its default, what it means, and how a value is checked and applied.
+///
+/// `Setting.allCases` is the only list of settings: the command line parses its flags from it, `resolve` reads the
+/// variables from it, `--help` prints it, and a test holds README.md's configuration table equal to it.
+public struct Setting: Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// What a setting is when neither its flag nor its variable gives a value.
+    public enum Default: Sendable, Hashable {
+        /// A value the setting accepts and that `GatehouseConfiguration()` already holds, with an optional gloss.
+        case value(String, note: String? = nil)
+        /// No value: the feature is off, or falls back as the meaning says.
+        case unset(note: String? = nil)
+        /// Follows from other settings; Markdown, as the README shows it.
+        case derived(String)
+
+        /// The README's default column.
+        public var markdown: String {
+            switch self {
+            case .value(let value, let note): "`\(value)`" + (note.map { " (\($0))" } ?? "")
+            case .unset(let note): "unset" + (note.map { " (\($0))" } ?? "")
+            case .derived(let text): text
+            }
+        }
+    }
+
+    /// Checks one value and stores it; `source` is the flag or variable it came from, for the error message.
+    typealias Apply =
+        @Sendable (inout GatehouseConfiguration, _ value: String, _ source: String) throws(ConfigurationError) -> Void
+
+    /// The flag without its dashes: `data-dir` for `--data-dir`.
+    public let rawValue: String
+    public let defaultValue: Default
+    /// What the setting does, in Markdown: the README's meaning column, and `--help` without the backticks.
+    public let meaning: String
+    let apply: Apply
+
+    init(_ name: String, default defaultValue: Default, meaning: String, apply: @escaping Apply) {
+        self.rawValue = name
+        self.defaultValue = defaultValue
+        self.meaning = meaning
+        self.apply = apply
+    }
+
+    /// The setting whose flag is `--name`, if there is one.
+    public init?(rawValue name: String) {
+        guard let setting = Self.allCases.first(where: { $0.rawValue == name }) else { return nil }
+        self = setting
+    }
+
+    /// `--data-dir`.
+    public var flag: String { "--" + rawValue }
+
+    /// `GATEHOUSE_DATA_DIR` for `data-dir`, and so on.
+    public var environmentName: String {
+        "GATEHOUSE_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_")
+    }
+
+    public var description: String { flag }
+
+    public static func == (lhs: Setting, rhs: Setting) -> Bool { lhs.rawValue == rhs.rawValue }
+    public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+}
+
+/// The name the settings had before they were declared in one list; tests and callers still use it.
+public typealias ConfigurationKey = Setting
+
+extension Setting {
+    /// Every setting, in the order of README.md's table and of `--help`.
+    public static let allCases: [Setting] = [
+        host, port, dataDir, databaseURL, publicURL, logLevel, logFormat, maxBodySize, smtpURL, mailFrom, siteURL,
+        redirectURLs, accessTokenTTL, sessionIdleTimeout, sessionLifetime, appleAudiences, appleJWKSURL,
+        trustedProxies, codeFailuresPerDay, metricsToken, encryptionKeys, syncRetention, templatesDir, appURL,
+        appStoreURL,
+    ]
+
+    public static let host = Setting("host", default: .value("127.0.0.1"), meaning: "address to listen on") {
+        config, value, _ in config.host = value
+    }
+
+    public static let port = Setting(
+        "port", default: .value("8080"), meaning: "port to listen on; `0` picks a free one (the start line names it)"
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard let port = Int(value), (0...65535).contains(port) else {
+            throw ConfigurationError("\(source) must be a port number from 0 to 65535, got '\(value)'")
+        }
+        config.port = port
+    }
+
+    public static let dataDir = Setting(
+        "data-dir", default: .value("./gatehouse-data"),
+        meaning: "folder (made 0700) for the SQLite store (`gatehouse.sqlite`, 0600), the key file and the mail outbox"
+    ) { config, value, _ in config.dataDirectory = value }
+
+    public static let databaseURL = Setting(
+        "database-url", default: .unset(),
+        meaning: """
+            `postgres://user:pass@host:5432/db` to use PostgreSQL; `sqlite:///path/file.sqlite` for another SQLite file
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard let scheme = value.split(separator: ":", maxSplits: 1).first.map({ $0.lowercased() }),
+            ["postgres", "postgresql", "sqlite"].contains(scheme), value.contains("://")
+        else {
+            throw ConfigurationError("\(source) must start with postgres:// or sqlite://")
+        }
+        if scheme != "sqlite" {
+            guard (try? SQLPostgresURL.validate(value)) != nil else {
+                throw ConfigurationError("\(source) is not a usable PostgreSQL URL")
+            }
+        }
+        config.databaseURL = value
+    }
+
+    public static let publicURL = Setting(
+        "public-url", default: .derived("`http://HOST:PORT`"),
+        meaning: "the URL users reach the server at, used in mailed links and the token issuer"
+    ) { (config, value, source) throws(ConfigurationError) in
+        let url = try httpURL(value, source: source)
+        config.publicURL = url.hasSuffix("/") ? String(url.dropLast()) : url
+    }
+
+    public static let logLevel = Setting(
+        "log-level", default: .value("info"),
+        meaning: "`trace`, `debug`, `info`, `notice`, `warning`, `error`, `critical`"
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard let level = Logger.Level(rawValue: value.lowercased()) else {
+            let names = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
+            throw ConfigurationError("\(source) must be one of \(names), got '\(value)'")
+        }
+        config.logLevel = level
+    }
+
+    public static let logFormat = Setting(
+        "log-format", default: .value("text"), meaning: "`text`, or `json` for one JSON object per line"
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard let format = GatehouseConfiguration.LogFormat(rawValue: value.lowercased()) else {
+            throw ConfigurationError("\(source) must be text or json, got '\(value)'")
+        }
+        config.logFormat = format
+    }
+
+    public static let maxBodySize = Setting(
+        "max-body-size", default: .value("1048576"), meaning: "largest request body in bytes; larger ones get 413"
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard let size = Int(value), size >= 1024 else {
+            throw ConfigurationError("\(source) must be a byte count of at least 1024, got '\(value)'")
+        }
+        config.maxBodySize = size
+    }
+
+    public static let smtpURL = Setting(
+        "smtp-url", default: .unset(),
+        meaning: """
+            `smtp://user:pass@host:587` (STARTTLS required, except to a relay on loopback), `smtps://…` (TLS from the \
+            start), `smtp+insecure://…` (plain text, explicitly); unset writes each mail to \
+            `<data-dir>/outbox/*.eml` and logs the file name (never the code)
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard let url = URL(string: value),
+            ["smtp", "smtps", "smtp+starttls", "smtp+insecure"].contains(url.scheme ?? ""), url.host != nil
+        else {
+            throw ConfigurationError(
+                "\(source) must be smtp://, smtp+starttls://, smtps:// or smtp+insecure:// with a host")
+        }
+        config.smtpURL = value
+    }
+
+    public static let mailFrom = Setting(
+        "mail-from", default: .value("no-reply@gatehouse.local"), meaning: "sender of every mail"
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard value.contains("@"), !value.contains(where: { "\r\n<>".contains($0) }) else {
+            throw ConfigurationError("\(source) must be a plain email address, got '\(value)'")
+        }
+        config.mailFrom = value
+    }
+
+    public static let siteURL = Setting(
+        "site-url", default: .derived("the public URL"),
+        meaning: "where magic links land when no allowed `redirect_to` is given"
+    ) { (config, value, source) throws(ConfigurationError) in config.auth.siteURL = try httpURL(value, source: source) }
+
+    public static let redirectURLs = Setting(
+        "redirect-urls", default: .unset(),
+        meaning: """
+            comma-separated URLs a magic link may redirect to, matched by scheme, host and port exactly; a `*` is a \
+            wildcard inside the path only (`https://app.example/auth/*`); custom app schemes (`myapp://callback`) \
+            match exactly
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        let patterns = list(value)
+        for pattern in patterns where RedirectAllowList.entry(pattern) == nil {
+            throw ConfigurationError(
+                "\(source): '\(pattern)' must be a URL with a scheme and host; a * may appear only in its path")
+        }
+        config.auth.redirectAllowList = patterns
+    }
+
+    public static let accessTokenTTL = Setting(
+        "access-token-ttl", default: .value("900"), meaning: "access token lifetime, seconds"
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.auth.accessTokenLifetime = try seconds(value, source: source, range: 60...86_400)
+    }
+
+    public static let sessionIdleTimeout = Setting(
+        "session-idle-timeout", default: .value("1209600", note: "14 days"),
+        meaning: "a session not refreshed for this long ends"
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.auth.sessionIdleTimeout = try seconds(value, source: source, range: 300...31_536_000)
+    }
+
+    public static let sessionLifetime = Setting(
+        "session-lifetime", default: .value("7776000", note: "90 days"),
+        meaning: "a session ends this long after sign-in, whatever its use"
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.auth.sessionLifetime = try seconds(value, source: source, range: 300...31_536_000)
+    }
+
+    public static let appleAudiences = Setting(
+        "apple-audiences", default: .unset(note: "off"),
+        meaning: "comma-separated bundle ids accepted in Sign in with Apple identity tokens"
+    ) { config, value, _ in config.auth.appleAudiences = list(value) }
+
+    public static let appleJWKSURL = Setting(
+        "apple-jwks-url", default: .value("https://appleid.apple.com/auth/keys"),
+        meaning: "where Apple's signing keys are fetched (cached for an hour)"
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.auth.appleJWKSURL = try httpURL(value, source: source)
+    }
+
+    public static let trustedProxies = Setting(
+        "trusted-proxies", default: .unset(),
+        meaning: """
+            comma-separated proxy addresses or CIDRs (`10.0.0.0/8,127.0.0.1`); from them, the client is the \
+            rightmost `X-Forwarded-For` entry that is not a trusted proxy. Unset ignores the header
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        var networks: [IPNetwork] = []
+        for item in list(value) {
+            guard let network = IPNetwork(item) else {
+                throw ConfigurationError(
+                    "\(source): '\(item)' is not an IP address or CIDR network such as 10.0.0.0/8")
+            }
+            networks.append(network)
+        }
+        config.auth.trustedProxies = networks
+    }
+
+    public static let codeFailuresPerDay = Setting(
+        "code-failures-per-day", default: .value("100"),
+        meaning: "wrong mailed codes allowed per address in a day, across all its codes (1–100)"
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard let count = Int(value), (1...100).contains(count) else {
+            throw ConfigurationError("\(source) must be a number from 1 to 100 (NIST SP 800-63B's ceiling)")
+        }
+        config.auth.limits.codeFailuresPerDay = count
+    }
+
+    public static let metricsToken = Setting(
+        "metrics-token", default: .unset(),
+        meaning: "bearer token `GET /metrics` requires; unset, `/metrics` answers 403"
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard value.count >= 16 else { throw ConfigurationError("\(source) must be at least 16 characters") }
+        config.metricsToken = value
+    }
+
+    public static let encryptionKeys = Setting(
+        "encryption-keys", default: .derived("`<data-dir>/gatehouse.key`"),
+        meaning: """
+            base64 32-byte keys, newest first, that encrypt signing keys, server keys and queued mail in the store; \
+            unset uses a 0600 key file made on first start. Prefer the variable to the flag (flags show in `ps`)
+            """
+    ) { (config, value, _) throws(ConfigurationError) in
+        let keys = list(value)
+        _ = try SecretBox(base64Keys: keys)
+        config.encryptionKeys = keys
+    }
+
+    public static let syncRetention = Setting(
+        "sync-retention", default: .value("2592000", note: "30 days"),
+        meaning: """
+            seconds the change log keeps tombstones and mutation results; a device whose token is older gets the \
+            digest exchange (its ids and seqs in, the difference out), never a full download
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.sync.retention = try seconds(value, source: source, range: 3600...315_360_000)
+    }
+
+    public static let templatesDir = Setting(
+        "templates-dir", default: .unset(),
+        meaning: """
+            a folder of page and mail templates (`pages/NAME.mustache`, \
+            `mail/LOCALE/NAME.{subject,text,html}.mustache`); each file replaces the built-in one of its name, the \
+            rest stay. A template that does not parse stops the start with its file name
+            """
+    ) { config, value, _ in config.templatesDirectory = value }
+
+    public static let appURL = Setting(
+        "app-url", default: .unset(),
+        meaning: """
+            the app's link base (`myapp://` or a universal-link `https://…/`); a share link's page offers "Open in \
+            the app" at `<app-url>share/<token>`. Unset hides the button
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard let scheme = URLComponents(string: value)?.scheme, !scheme.isEmpty,
+            !["javascript", "data", "vbscript"].contains(scheme.lowercased())
+        else {
+            throw ConfigurationError("\(source) must be a URL with a scheme (myapp:// or https://…), got '\(value)'")
+        }
+        config.appURL = value.hasSuffix("/") ? value : value + "/"
+    }
+
+    public static let appStoreURL = Setting(
+        "app-store-url", default: .unset(), meaning: "where a share link's page says to get the app"
+    ) { (config, value, source) throws(ConfigurationError) in config.appStoreURL = try httpURL(value, source: source) }
+}
+
+extension Setting {
+    private static func httpURL(_ value: String, source: String) throws(ConfigurationError) -> String {
+        guard let url = URL(string: value), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+            throw ConfigurationError("\(source) must be an http:// or https:// URL, got '\(value)'")
+        }
+        return value
+    }
+
+    private static func seconds(
+        _ value: String, source: String, range: ClosedRange<Int>
+    ) throws(ConfigurationError) -> TimeInterval {
+        guard let seconds = Int(value), range.contains(seconds) else {
+            throw ConfigurationError(
+                "\(source) must be a number of seconds from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return TimeInterval(seconds)
+    }
+
+    /// The non-empty items of a comma-separated value, trimmed.
+    private static func list(_ value: String) -> [String] {
+        value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+}
+
+extension Setting {
+    /// The settings a command line gives: `--name value` or `--name=value`, a repeated flag's last value winning.
+    /// Anything else is a usage error worded as swift-argument-parser words its own.
+    public static func flags(in arguments: [String]) throws(ConfigurationError) -> [Setting: String] {
+        var flags: [Setting: String] = [:]
+        var rest = arguments[...]
+        while let argument = rest.popFirst() {
+            if argument == "--" {
+                // What follows a terminator is positional, and a server command takes no positional argument.
+                if let extra = rest.first { throw ConfigurationError("Unexpected argument '\(extra)'") }
+                break
+            }
+            guard argument.hasPrefix("-"), argument.count > 1 else {
+                throw ConfigurationError("Unexpected argument '\(argument)'")
+            }
+            let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0])
+            guard name.hasPrefix("--"), let setting = Setting(rawValue: String(name.dropFirst(2))) else {
+                throw ConfigurationError("Unknown option '\(name)'")
+            }
+            if parts.count == 2 {
+                flags[setting] = String(parts[1])
+            } else if let value = rest.first, !value.hasPrefix("-") {
+                flags[setting] = value
+                rest.removeFirst()
+            } else {
+                throw ConfigurationError("Missing value for '\(setting.flag) <value>'")
+            }
+        }
+        return flags
+    }
+
+    /// The arguments with every setting flag that follows the subcommand's name moved to the end (before any `--`),
+    /// its value joined to it as `--name=value`. swift-argument-parser fills a command's positional arguments before
+    /// it collects the arguments it does not know, and drops an unknown option that stands in front of one; the
+    /// settings are such arguments to it, so they must come last.
+    public static func settingsLast(_ arguments: [String]) -> [String] {
+        var others: [String] = []
+        var settings: [String] = []
+        var rest = arguments[...]
+        var afterCommandName = false
+        while let argument = rest.popFirst() {
+            if argument == "--" { return others + settings + [argument] + rest }
+            let name = argument.dropFirst(2).prefix { $0 != "=" }
+            guard afterCommandName, argument.hasPrefix("--"), Setting(rawValue: String(name)) != nil else {
+                if !argument.hasPrefix("-") { afterCommandName = true }
+                others.append(argument)
+                continue
+            }
+            if !argument.contains("="), let value = rest.first, !value.hasPrefix("-") {
+                settings.append(argument + "=" + value)
+                rest.removeFirst()
+            } else {
+                // With a value already, or without one, which `flags(in:)` reports.
+                settings.append(argument)
+            }
+        }
+        return others + settings
+    }
+}

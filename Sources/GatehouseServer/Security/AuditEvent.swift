@@ -1,0 +1,55 @@
+import Foundation
+import GatehouseAPI
+
+/// One audited decision or change. Details never hold a secret; emails appear only as digests.
+public struct AuditEvent: Sendable {
+    public var action: String
+    public var accountID: String?
+    public var companyID: String?
+    public var ip: String?
+    public var userAgent: String?
+    public var detail: [String: String]
+
+    public init(
+        _ action: AuditAction, accountID: String? = nil, companyID: String? = nil, ip: String? = nil,
+        userAgent: String? = nil, detail: [String: String] = [:]
+    ) {
+        self.action = action.rawValue
+        self.accountID = accountID
+        self.companyID = companyID
+        self.ip = ip
+        self.userAgent = userAgent
+        self.detail = detail
+    }
+}
+
+/// An audit event as stored, for the trails an account or a company owner reads.
+struct AuditRecord: Sendable {
+    let id: Int64
+    let occurredAt: Date
+    let action: String
+    let companyID: String?
+    let ip: String?
+    let userAgent: String?
+    let detail: [String: String]
+}
+
+extension Schemas.AuditPage {
+    /// A page's size: 1…100, 50 when not given; anything else is refused as the contract says.
+    static func size(_ limit: Int?) throws -> Int {
+        guard let limit else { return 50 }
+        guard (1...100).contains(limit) else { throw APIError.validation("limit must be a whole number from 1 to 100") }
+        return limit
+    }
+
+    /// One page of `limit` events; a full page says where the next one starts.
+    init(_ records: [AuditRecord], limit: Int) {
+        self.init(
+            events: records.map {
+                Schemas.AuditEntry(
+                    id: $0.id, occurredAt: $0.occurredAt, action: $0.action, companyId: $0.companyID, ip: $0.ip,
+                    userAgent: $0.userAgent, detail: .init(additionalProperties: $0.detail))
+            },
+            nextBefore: records.count == limit ? records.last?.id : nil)
+    }
+}

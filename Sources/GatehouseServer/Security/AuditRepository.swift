@@ -1,0 +1,85 @@
+import Foundation
+import SQLKit
+
+/// Writes and pages through audit events.
+struct AuditRepository {
+    let db: any SQLDatabase
+    /// When `record` says an event occurred.
+    let clock: any GatehouseClock
+
+    func record(_ event: AuditEvent) async throws {
+        let detail = String(decoding: try JSONEncoder.sortedKeys.encode(event.detail), as: UTF8.self)
+        try await db.insert(into: "audit_events")
+            .columns("occurred_at", "action", "account_id", "company_id", "ip", "user_agent", "detail")
+            .values(
+                SQLBind(clock.now.epochMilliseconds), SQLBind(event.action), SQLBind(event.accountID),
+                SQLBind(event.companyID), SQLBind(event.ip), SQLBind(event.userAgent.map { String($0.prefix(512)) }),
+                SQLBind(detail)
+            )
+            .run()
+    }
+
+    /// The trail forgets the person: the account's events lose their IP address and user agent, and every event that
+    /// names the address by its digest (failed sign-ins record it without an account) loses that digest. What
+    /// happened, and when, stays.
+    func forget(accountID: String, emailDigest digest: String) async throws {
+        try await db.update("audit_events").set("ip", to: SQLLiteral.null).set("user_agent", to: SQLLiteral.null)
+            .where("account_id", .equal, accountID).run()
+        let named = try await db.select().columns("id", "detail").from("audit_events")
+            .where("detail", .like, "%\(digest)%").all()
+        for row in named {
+            let id = try row.decode(column: "id", as: Int64.self)
+            let text = try row.decode(column: "detail", as: String?.self) ?? "{}"
+            var detail = (try? JSONDecoder().decode([String: String].self, from: Data(text.utf8))) ?? [:]
+            detail = detail.filter { $0.value != digest }
+            try await db.update("audit_events")
+                .set("detail", to: String(decoding: try JSONEncoder.sortedKeys.encode(detail), as: UTF8.self))
+                .where("id", .equal, id).run()
+        }
+    }
+
+    /// The account's own events, newest first, `limit` at a time, before the event id `before`.
+    func page(accountID: String, before: Int64?, limit: Int) async throws -> [AuditRecord] {
+        try await page(companyID: nil, accountID: accountID, before: before, limit: limit)
+    }
+
+    /// Events of one company (all of them, or one account's), or of one account anywhere, newest first.
+    func page(companyID: String?, accountID: String?, before: Int64?, limit: Int) async throws -> [AuditRecord] {
+        var query = db.select().columns("id", "occurred_at", "action", "company_id", "ip", "user_agent", "detail")
+            .from("audit_events")
+        if let companyID { query = query.where("company_id", .equal, companyID) }
+        if let accountID { query = query.where("account_id", .equal, accountID) }
+        if let before { query = query.where("id", .lessThan, before) }
+        return try await query.orderBy("id", .descending).limit(limit).all(decoding: Row.self).map { row in
+            AuditRecord(
+                id: row.id, occurredAt: Date(epochMilliseconds: row.occurredAt), action: row.action,
+                companyID: row.companyID, ip: row.ip, userAgent: row.userAgent,
+                detail: row.detail.flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
+                    ?? [:])
+        }
+    }
+
+    private struct Row: Decodable {
+        let id: Int64
+        let occurredAt: Int64
+        let action: String
+        let companyID: String?
+        let ip: String?
+        let userAgent: String?
+        let detail: String?
+
+        enum CodingKeys: String, CodingKey {
+            case id, action, ip, detail
+            case occurredAt = "occurred_at"
+            case companyID = "company_id"
+            case userAgent = "user_agent"
+        }
+    }
+}
+
+extension Store {
+    /// Records an event from an operator command, on the system clock.
+    public func recordAudit(_ event: AuditEvent) async throws {
+        try await transaction { db in try await AuditRepository(db: db, clock: SystemClock()).record(event) }
+    }
+}

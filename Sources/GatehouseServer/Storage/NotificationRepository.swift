@@ -1,0 +1,11 @@
+import SQLKit
+
+/// The SQL of announcements to the other instances: PostgreSQL's `NOTIFY` on `Store.notifyChannel`.
+struct NotificationRepository {
+    let db: any SQLDatabase
+
+    /// Announces `payload`; inside a transaction the other instances hear it when, and only if, it commits.
+    func notify(_ payload: String) async throws {
+        try await db.raw("SELECT pg_notify(\(bind: Store.notifyChannel), \(bind: payload))").run()
+    }
+}
