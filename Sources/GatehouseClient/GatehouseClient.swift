@@ -25,10 +25,11 @@ public final class GatehouseClient: Sendable {
     }
 
     /// `middlewares` run after the SDK's own (tests count requests with one); tests also shorten the margin and the
-    /// retry backoff.
+    /// retry backoff, and may hand the requests to the server's router in process instead of URLSession.
     init(
         url: URL, sessionStore: any SessionStore, refreshMargin: TimeInterval, middlewares: [any ClientMiddleware],
-        retryBase: Duration = .seconds(1), retryMax: Duration = .seconds(60), expiryWarning: TimeInterval = 300
+        retryBase: Duration = .seconds(1), retryMax: Duration = .seconds(60), expiryWarning: TimeInterval = 300,
+        transport: (any ClientTransport)? = nil
     ) {
         self.url = url
         self.retryBase = retryBase
@@ -36,7 +37,7 @@ public final class GatehouseClient: Sendable {
         client = Client(
             serverURL: url,
             configuration: .init(dateTranscoder: .iso8601WithFractionalSeconds),
-            transport: URLSessionTransport(),
+            transport: transport ?? URLSessionTransport(),
             middlewares: [GatehouseMiddleware()] + middlewares)
         let hub = AuthEventHub()
         let account = SessionManager(

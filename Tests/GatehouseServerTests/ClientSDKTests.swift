@@ -6,7 +6,8 @@ import Testing
 
 @testable import GatehouseClient
 
-/// The SDK against a live server: sessions through the failures supabase-swift's users report most.
+/// The SDK against the server (through its router; on a port where the server goes away and comes back): sessions
+/// through the failures supabase-swift's users report most.
 @Suite("GatehouseClient sessions")
 struct ClientSDKTests {
     /// Counts the refresh requests a client sends.
@@ -31,11 +32,13 @@ struct ClientSDKTests {
         func companion(named name: String) -> any SessionStore { self }
     }
 
+    /// A client of the harness's server: through its router, or over URLSession when it is live.
     private static func client(
-        _ base: String, store: any SessionStore, middlewares: [any ClientMiddleware] = []
+        _ h: AccountHarness, store: any SessionStore, middlewares: [any ClientMiddleware] = []
     ) throws -> GatehouseClient {
         GatehouseClient(
-            url: try #require(URL(string: base)), sessionStore: store, refreshMargin: 60, middlewares: middlewares)
+            url: try #require(URL(string: h.server.baseURL)), sessionStore: store, refreshMargin: 60,
+            middlewares: middlewares, transport: h.sdkTransport)
     }
 
     private static func storeFile() -> URL {
@@ -52,13 +55,13 @@ struct ClientSDKTests {
 
     @Test("Sign-up by code: the session is kept in a 0600 file and restored at the next launch")
     func signUpAndRestore() async throws {
-        try await AccountHarness.with(live: true) { h in
+        try await AccountHarness.with { h in
             let file = Self.storeFile()
-            let client = try Self.client(h.server.baseURL, store: FileSessionStore(url: file))
+            let client = try Self.client(h, store: FileSessionStore(url: file))
             let (_, session) = try await Self.signedUp(h, client)
             let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
             #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
-            let relaunched = try Self.client(h.server.baseURL, store: FileSessionStore(url: file))
+            let relaunched = try Self.client(h, store: FileSessionStore(url: file))
             #expect(try await relaunched.auth.restoreSession() == session)
             var events = relaunched.auth.events.makeAsyncIterator()
             #expect(await events.next() == .initialSession(session))
@@ -68,9 +71,9 @@ struct ClientSDKTests {
 
     @Test("Two refreshes race: one refresh request, the same new session for both, no sign-out")
     func refreshRace() async throws {
-        try await AccountHarness.with(live: true) { h in
+        try await AccountHarness.with { h in
             let counter = RefreshCounter()
-            let client = try Self.client(h.server.baseURL, store: MemorySessionStore(), middlewares: [counter])
+            let client = try Self.client(h, store: MemorySessionStore(), middlewares: [counter])
             let (_, first) = try await Self.signedUp(h, client)
             async let one = client.auth.refreshSession()
             async let two = client.auth.refreshSession()
@@ -88,11 +91,11 @@ struct ClientSDKTests {
         var restarted: LiveServer?
         do {
             let store = MemorySessionStore()
-            let (_, session) = try await Self.signedUp(h, try Self.client(h.server.baseURL, store: store))
+            let (_, session) = try await Self.signedUp(h, try Self.client(h, store: store))
             let configuration = h.server.services.configuration
             try await h.stop()
             // The app launches with the server unreachable: the session stays, every refresh fails as network.
-            let client = try Self.client(h.server.baseURL, store: store)
+            let client = try Self.client(h, store: store)
             #expect(try await client.auth.restoreSession() == session)
             for _ in 0..<10 {
                 await #expect(throws: GatehouseError.self) { try await client.auth.refreshSession() }
@@ -153,9 +156,9 @@ struct ClientSDKTests {
 
     @Test("A global sign-out on another device: this client's next refresh ends its session, with the reason")
     func signedOutElsewhere() async throws {
-        try await AccountHarness.with(live: true) { h in
+        try await AccountHarness.with { h in
             let store = MemorySessionStore()
-            let client = try Self.client(h.server.baseURL, store: store)
+            let client = try Self.client(h, store: store)
             let (email, _) = try await Self.signedUp(h, client)
             let other = try SignedIn(try await h.client.password(email, "correct horse battery"))
             #expect(try await h.client.logout(other.access, scope: "global").status == 204)
@@ -174,8 +177,8 @@ struct ClientSDKTests {
 
     @Test("The account API: magic link by PKCE from the opened URL, recovery, re-authentication, profile, devices")
     func accountAPI() async throws {
-        try await AccountHarness.with(live: true, PKCETests.configure) { h in
-            let client = try Self.client(h.server.baseURL, store: MemorySessionStore())
+        try await AccountHarness.with(PKCETests.configure) { h in
+            let client = try Self.client(h, store: MemorySessionStore())
             let (email, _) = try await Self.signedUp(h, client)
             try await client.auth.signOut()
 
@@ -234,13 +237,12 @@ struct ClientSDKTests {
 
     private static func appleSignIn(_ apple: FakeAppleKeys) async throws {
         try await AccountHarness.with(
-            live: true,
             {
                 $0.auth.appleAudiences = ["com.example.app"]
                 $0.auth.appleJWKSURL = apple.jwksURL
             }
         ) { h in
-            let client = try Self.client(h.server.baseURL, store: MemorySessionStore())
+            let client = try Self.client(h, store: MemorySessionStore())
             let email = AccountHarness.newEmail("apple")
             let nonce = AppleNonce()
             #expect(nonce.raw != AppleNonce().raw && nonce.hashed.count == 64)
@@ -259,11 +261,11 @@ struct ClientSDKTests {
 
     @Test("Each session carries its end, and the SDK warns before it (seed 004 §29)")
     func expiringSoon() async throws {
-        let h = try await AccountHarness.start(live: true) { $0.auth.sessionLifetime = 600 }
+        let h = try await AccountHarness.start { $0.auth.sessionLifetime = 600 }
         do {
             let client = GatehouseClient(
                 url: try #require(URL(string: h.server.baseURL)), sessionStore: MemorySessionStore(),
-                refreshMargin: 60, middlewares: [], expiryWarning: 900)
+                refreshMargin: 60, middlewares: [], expiryWarning: 900, transport: h.sdkTransport)
             let events = client.auth.events
             let (_, session) = try await Self.signedUp(h, client)
             let endsAt = try #require(session.endsAt)
@@ -289,8 +291,8 @@ struct ClientSDKTests {
 
     @Test("Typed errors, and a session store that fails to write reaches the app")
     func errors() async throws {
-        try await AccountHarness.with(live: true) { h in
-            let client = try Self.client(h.server.baseURL, store: MemorySessionStore())
+        try await AccountHarness.with { h in
+            let client = try Self.client(h, store: MemorySessionStore())
             let (email, _) = try await Self.signedUp(h, client)
             await #expect(throws: GatehouseError.invalidCredentials) {
                 try await client.auth.signIn(email: email, password: "not the password")
@@ -305,7 +307,7 @@ struct ClientSDKTests {
                 }
                 #expect(!reasons.isEmpty)
             }
-            let failing = try Self.client(h.server.baseURL, store: FailingStore())
+            let failing = try Self.client(h, store: FailingStore())
             do throws(GatehouseError) {
                 try await failing.auth.signIn(email: email, password: "correct horse battery")
                 Issue.record("the store's failure was swallowed")

@@ -14,6 +14,9 @@ struct AccountHarness {
     let http: any Transport
     let mailbox: any Mailbox
 
+    /// What the SDK sends its requests through: the router in process, or (live) URLSession to the port.
+    var sdkTransport: RouterClientTransport? { server is RouterServer ? RouterClientTransport(http: http) : nil }
+
     static func start(live: Bool = false, _ configure: (inout GatehouseConfiguration) -> Void = { _ in }) async throws
         -> AccountHarness
     {

@@ -2,6 +2,7 @@ import Foundation
 import GatehouseServer
 import HTTPTypes
 import NIOConcurrencyHelpers
+import NIOHTTP1
 import OpenAPIRuntime
 import Testing
 
@@ -34,6 +35,30 @@ final class DeviceNetwork: ClientMiddleware, Sendable {
         }
         if drop { throw Unreachable() }
         return answer
+    }
+}
+
+/// The SDK's requests handed to the server's router in this process (`RouterServer`), in place of URLSession: the
+/// generated client, its middlewares and the SDK's session handling all run; only the socket is left out.
+struct RouterClientTransport: ClientTransport {
+    let http: any Transport
+
+    func send(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String) async throws
+        -> (HTTPResponse, HTTPBody?)
+    {
+        var url = baseURL.absoluteString
+        if url.hasSuffix("/") { url.removeLast() }
+        url += request.path ?? "/"
+        var text: String?
+        if let body { text = String(decoding: try await Data(collecting: body, upTo: 16 << 20), as: UTF8.self) }
+        let reply = try await http.send(
+            HTTPMethod(rawValue: request.method.rawValue), url, body: nil, rawBody: text,
+            headers: request.headerFields.map { ($0.name.rawName, $0.value) })
+        var fields = HTTPFields()
+        for (name, value) in reply.headers {
+            if let name = HTTPField.Name(name) { fields[name] = value }
+        }
+        return (HTTPResponse(status: .init(code: reply.status), headerFields: fields), HTTPBody(reply.body))
     }
 }
 
