@@ -2,7 +2,7 @@
     import Foundation
     import Security
 
-    /// The session in the Keychain, as seed 004 asks: a generic-password item that is `ThisDeviceOnly` and never
+    /// The session in the Keychain: a generic-password item that is `ThisDeviceOnly` and never
     /// synchronizable (no iCloud Keychain, no backups). By default it is readable after the first unlock, so
     /// prewarmed and background launches can refresh. A keychain still locked answers `sessionLocked`: the session is
     /// there but unreadable until the device is unlocked, which is never a sign-out.

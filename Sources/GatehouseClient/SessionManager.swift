@@ -22,7 +22,7 @@ actor SessionManager {
     let retryMax: Duration
     /// The background refresher, while there is a session.
     private var keeper: Task<Void, Never>?
-    /// Warn this many seconds before the session's end (seed 004 §29: five minutes).
+    /// Warn this many seconds before the session's end (five minutes, as the README's SDK section says).
     let expiryWarning: TimeInterval
     /// The session end already warned of.
     private var warned: Date?

@@ -259,7 +259,7 @@ struct ClientSDKTests {
         }
     }
 
-    @Test("Each session carries its end, and the SDK warns before it (seed 004 §29)")
+    @Test("Each session carries its end, and the SDK warns five minutes before it")
     func expiringSoon() async throws {
         let h = try await AccountHarness.start { $0.auth.sessionLifetime = 600 }
         do {

@@ -28,7 +28,7 @@ struct IssuedCode {
     let linkToken: String
 }
 
-/// What a sign-up chose, held on its own code until that code is verified (no pre-hijacking: DESIGN §10).
+/// What a sign-up chose, held on its own code until that code is verified (no pre-hijacking: docs/security.md).
 struct PendingSignup: Codable, Sendable, Equatable {
     var passwordHash: String?
     var metadata: [String: JSONValue]

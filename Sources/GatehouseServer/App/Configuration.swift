@@ -85,7 +85,7 @@ extension GatehouseConfiguration {
     }
 }
 
-/// Account and session policy (DESIGN §10). Defaults are documented in the README.
+/// Account and session policy (docs/security.md). Defaults are documented in the README.
 public struct AuthSettings: Sendable, Equatable {
     /// Access token lifetime, seconds.
     public var accessTokenLifetime: TimeInterval = 15 * 60
@@ -120,7 +120,7 @@ public struct AuthSettings: Sendable, Equatable {
     public init() {}
 }
 
-/// Company records and their change log (DESIGN §12).
+/// Company records and their change log (README, "Company records that sync").
 public struct SyncSettings: Sendable, Equatable {
     /// Tombstones and mutation results older than this are compacted away, seconds; a device whose token is older
     /// gets the digest exchange instead of the changes it missed.

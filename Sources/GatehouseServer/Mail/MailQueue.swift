@@ -3,7 +3,7 @@ import Logging
 import SQLKit
 import ServiceLifecycle
 
-/// Mail waits in the store, encrypted, and a worker sends it off the request path (DESIGN §10): an answer takes the
+/// Mail waits in the store, encrypted, and a worker sends it off the request path (docs/security.md): an answer takes the
 /// same time whether or not a mail was due, and a mail server outage delays mail without losing any. Every instance
 /// runs a worker; a row is leased before it is sent, so two instances never send the same mail.
 final class MailQueue: Service, Sendable {

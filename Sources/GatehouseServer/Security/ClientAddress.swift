@@ -57,7 +57,7 @@ public struct IPNetwork: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Where a request really came from, behind zero or more trusted proxies (DESIGN §10): the rightmost
+/// Where a request really came from, behind zero or more trusted proxies (docs/security.md): the rightmost
 /// `X-Forwarded-For` entry that is not a trusted proxy. The header is read only when the socket's peer is itself a
 /// trusted proxy, so a client that talks to the server directly cannot name any address it likes.
 enum ClientAddress {

@@ -11,7 +11,7 @@ enum RefreshDecision: Equatable {
     case reuseDetected
 }
 
-/// The refresh rotation rule (DESIGN §10), with the clock passed in.
+/// The refresh rotation rule (docs/security.md), with the clock passed in.
 enum RefreshRotation {
     static func decide(rotatedAt: Date?, now: Date, grace: TimeInterval) -> RefreshDecision {
         guard let rotatedAt else { return .rotate }
