@@ -41,8 +41,7 @@ struct AccountDeletion: Sendable {
             guard ownedNow.isEmpty else { throw Self.ownsCompanies(ownedNow) }
             // Mail still waiting for the address (a retry after a mail server outage, a link asked for just before)
             // would arrive after the confirmation and point at an account that is gone.
-            try await db.delete(from: "mail_queue")
-                .where("recipient_digest", .equal, Secrets.emailDigest(account.email)).run()
+            try await MailQueueRepository(db: db).deleteAll(recipientDigest: Secrets.emailDigest(account.email))
             try await mailer.enqueue(.accountDeleted, to: account.email, db: db)
             let ended = try await SessionRepository(db: db).revoke(.account(account.id), now: clock.now)
             try await SyncRepository(db: db).forgetMutations(accountID: account.id)

@@ -36,13 +36,8 @@ final class MailQueue: Service, Sendable {
         let now = clock.now.epochMilliseconds
         let sealed = try box.seal(
             String(decoding: try JSONEncoder().encode(message), as: UTF8.self), context: "mail:\(id)")
-        try await db.insert(into: "mail_queue")
-            .columns("id", "recipient_digest", "message", "created_at", "attempts", "next_attempt_at")
-            .values(
-                SQLBind(id), SQLBind(Secrets.emailDigest(message.to)), SQLBind(sealed), SQLBind(now), SQLBind(Int64(0)),
-                SQLBind(now)
-            )
-            .run()
+        try await MailQueueRepository(db: db).insert(
+            id: id, recipientDigest: Secrets.emailDigest(message.to), sealed: sealed, now: now)
     }
 
     /// Tells the worker that mail was committed; call after the transaction that queued it.
@@ -75,41 +70,33 @@ final class MailQueue: Service, Sendable {
     /// Leases and sends the oldest due mail; false when none is due.
     func sendNext() async throws -> Bool {
         let now = clock.now.epochMilliseconds
-        let due = try await store.database.select().columns("id", "message", "attempts", "created_at")
-            .from("mail_queue").where("next_attempt_at", .lessThanOrEqual, now)
-            .where { $0.where("claimed_until", .is, SQLLiteral.null).orWhere("claimed_until", .lessThan, now) }
-            .orderBy("next_attempt_at").limit(1).first()
-        guard let row = due else { return false }
-        let id = try row.decode(column: "id", as: String.self)
-        let leased = try await store.database.update("mail_queue")
-            .set("claimed_until", to: now + Int64(Self.lease * 1000))
-            .where("id", .equal, id)
-            .where { $0.where("claimed_until", .is, SQLLiteral.null).orWhere("claimed_until", .lessThan, now) }
-            .returning("id").all()
-        guard !leased.isEmpty else { return true }
-        let attempts = try row.decode(column: "attempts", as: Int64.self) + 1
+        let queue = MailQueueRepository(db: store.database)
+        guard let due = try await queue.nextDue(now: now) else { return false }
+        let id = due.id
+        guard try await queue.lease(id, now: now, until: now + Int64(Self.lease * 1000)) else { return true }
+        let attempts = due.attempts + 1
         let message: MailMessage
         do {
-            let clear = try box.open(try row.decode(column: "message", as: String.self), context: "mail:\(id)")
+            let clear = try box.open(due.message, context: "mail:\(id)")
             message = try JSONDecoder().decode(MailMessage.self, from: Data(clear.utf8))
         } catch {
             logger.error(
                 "queued mail cannot be read and is dropped", metadata: ["mail.id": "\(id)", "error": "\(error)"])
-            try await store.database.delete(from: "mail_queue").where("id", .equal, id).run()
+            try await queue.delete(id)
             return true
         }
         let recipient = Secrets.emailDigest(message.to)
         do {
             try await transport.send(message)
-            try await store.database.delete(from: "mail_queue").where("id", .equal, id).run()
+            try await queue.delete(id)
             logger.debug("mail sent", metadata: ["mail.id": "\(id)", "mail.to": "\(recipient)"])
         } catch let error as MailError where error.kind == .unavailable {
-            let created = Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self))
+            let created = Date(epochMilliseconds: due.createdAt)
             if clock.now.timeIntervalSince(created) > Self.giveUpAfter {
                 logger.error(
                     "mail given up after retrying",
                     metadata: ["mail.id": "\(id)", "mail.to": "\(recipient)", "error": "\(error)"])
-                try await store.database.delete(from: "mail_queue").where("id", .equal, id).run()
+                try await queue.delete(id)
                 return true
             }
             let delay = Self.retryDelay(attempt: Int(attempts))
@@ -118,17 +105,15 @@ final class MailQueue: Service, Sendable {
                 metadata: [
                     "mail.id": "\(id)", "mail.to": "\(recipient)", "retry_in": "\(Int(delay))s", "error": "\(error)",
                 ])
-            try await store.database.update("mail_queue").set("attempts", to: attempts)
-                .set("next_attempt_at", to: clock.now.addingTimeInterval(delay).epochMilliseconds)
-                .set("claimed_until", to: SQLLiteral.null)
-                .where("id", .equal, id).run()
+            try await queue.reschedule(
+                id, attempts: attempts, next: clock.now.addingTimeInterval(delay).epochMilliseconds)
             // Nothing else is likely to get through right now either.
             return false
         } catch {
             logger.error(
                 "mail refused for good and dropped",
                 metadata: ["mail.id": "\(id)", "mail.to": "\(recipient)", "error": "\(error)"])
-            try await store.database.delete(from: "mail_queue").where("id", .equal, id).run()
+            try await queue.delete(id)
         }
         return true
     }
