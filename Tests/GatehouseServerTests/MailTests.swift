@@ -1,14 +1,7 @@
 import Foundation
-import Logging
 import Testing
 
 @testable import GatehouseServer
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 @Suite("Mail message rendering")
 struct MailMessageTests {
@@ -96,7 +89,9 @@ struct MailMessageTests {
                 #expect(line.last != " " && line.last != "\t", "unencoded trailing whitespace: \(line)")
                 #expect(line.utf8.allSatisfy { ($0 >= 0x20 && $0 < 0x7F) || $0 == 0x09 })
             }
-            #expect(decodeQuotedPrintable(body) == text.replacingOccurrences(of: "\r\n", with: "\n"))
+            // Hard line breaks read back as "\n" (a soft one, "=\r\n", becomes "=\n", which the decoder removes).
+            let decoded = ReceivedMail.decodeQuotedPrintable(body.replacingOccurrences(of: "\r\n", with: "\n"))
+            #expect(decoded == text.replacingOccurrences(of: "\r\n", with: "\n"))
         }
     }
 
@@ -364,7 +359,7 @@ struct OutboxTests {
         let base = try TemporaryFolder()
         defer { base.remove() }
         let folder = base.path + "/nested/outbox"
-        let log = MailLogCapture()
+        let log = CapturedLog()
         let outbox = OutboxTransport(directory: folder, logger: log.logger)
         let message = MailMessage(
             from: "noreply@gatehouse.test", to: "ada.lovelace@example.com", subject: "Your sign-in code 482913",
@@ -382,13 +377,15 @@ struct OutboxTests {
         #expect(content.contains("Enter this code: 482913\r\n"))
         #expect(content.contains("To: ada.lovelace@example.com\r\n"))
 
-        let lines = log.lines
-        try #require(lines.count == 1)
-        #expect(lines[0].level == .info)
-        #expect(lines[0].text.contains(path))
-        #expect(lines[0].text.contains("example.com"))
+        let lines = log.entries
+        try #require(lines.count == 1 && log.all.count == 1)
+        #expect(lines[0]["level"] == "info")
+        // The message and its metadata, read back from the JSON line.
+        let text = lines[0].filter { $0.key != "time" }.sorted { $0.key < $1.key }.map(\.value).joined(separator: " ")
+        #expect(text.contains(path))
+        #expect(text.contains("example.com"))
         for secret in ["482913", "sign-in", "ada.lovelace", "Enter this code", "Gatehouse\n"] {
-            #expect(!lines[0].text.contains(secret), "the log line shows \(secret)")
+            #expect(!text.contains(secret), "the log line shows \(secret)")
         }
     }
 
@@ -396,13 +393,13 @@ struct OutboxTests {
     func invalidAddress() async throws {
         let base = try TemporaryFolder()
         defer { base.remove() }
-        let log = MailLogCapture()
+        let log = CapturedLog()
         let outbox = OutboxTransport(directory: base.path + "/outbox", logger: log.logger)
         let message = MailMessage(from: "a@b.test", to: "x@y.test\r\nBcc: e@f.test", subject: "s", text: "t", html: "h")
         let error = await #expect(throws: MailError.self) { try await outbox.send(message) }
         #expect(error?.kind == .invalidAddress)
         #expect(!FileManager.default.fileExists(atPath: base.path + "/outbox"))
-        #expect(log.lines.isEmpty)
+        #expect(log.all.isEmpty)
     }
 }
 
@@ -425,16 +422,16 @@ struct SMTPTransportTests {
         from: "noreply@gatehouse.test", to: "ada@example.com", subject: "Votre code : 482913 ✓", text: text,
         html: "<p>Code: <b>482913</b></p>\n<p>.dot</p>")
 
-    private static func configuration(_ sink: MailSink, _ security: SMTPConfiguration.Security) -> SMTPConfiguration {
+    private static func configuration(_ sink: SMTPSink, _ security: SMTPConfiguration.Security) -> SMTPConfiguration {
         SMTPConfiguration(host: "127.0.0.1", port: sink.port, security: security, timeout: .seconds(10))
     }
 
     @Test("delivers a message intact through a real SMTP server, without TLS when none is offered")
     func delivers() async throws {
-        let sink = try await MailSink.start()
+        let sink = try await SMTPSink.start()
         defer { sink.stop() }
         try await SMTPTransport(configuration: Self.configuration(sink, .startTLSIfOffered)).send(Self.message)
-        let received = try await sink.messages(count: 1)[0]
+        let received = try await sink.records(count: 1)[0]
         #expect(received.mailFrom == "noreply@gatehouse.test")
         #expect(received.rcptTos == ["ada@example.com"])
         #expect(received.from == "noreply@gatehouse.test")
@@ -456,14 +453,14 @@ struct SMTPTransportTests {
     func internationalAddresses() async throws {
         var message = Self.message
         message.to = "adá@exämple.com"
-        let offering = try await MailSink.start(["--smtputf8"])
+        let offering = try await SMTPSink.start(["--smtputf8"])
         defer { offering.stop() }
         let transport = SMTPTransport(configuration: Self.configuration(offering, .startTLSIfOffered))
         #expect(await transport.acceptsInternationalAddresses())
         try await transport.send(message)
-        #expect(try await offering.messages(count: 1)[0].rcptTos == ["adá@exämple.com"])
+        #expect(try await offering.records(count: 1)[0].rcptTos == ["adá@exämple.com"])
 
-        let plain = try await MailSink.start()
+        let plain = try await SMTPSink.start()
         defer { plain.stop() }
         let refusing = SMTPTransport(configuration: Self.configuration(plain, .startTLSIfOffered))
         #expect(await refusing.acceptsInternationalAddresses() == false)
@@ -477,7 +474,7 @@ struct SMTPTransportTests {
         .enabled(if: nonLoopbackAddress() != nil, "needs a non-loopback address on this machine"))
     func plainTextOnlyToLoopback() async throws {
         let address = try #require(nonLoopbackAddress())
-        let sink = try await MailSink.start(["--bind", address])
+        let sink = try await SMTPSink.start(["--bind", address])
         defer { sink.stop() }
         let transport = SMTPTransport(
             configuration: SMTPConfiguration(
@@ -485,17 +482,17 @@ struct SMTPTransportTests {
         let error = await #expect(throws: MailError.self) { try await transport.send(Self.message) }
         #expect(error?.kind == .unavailable)
         #expect(error?.stage == "STARTTLS")
-        #expect(try await sink.messages(count: 0).isEmpty)
+        #expect(try await sink.records(count: 0).isEmpty)
         // The operator can still say plain text is fine, explicitly.
         try await SMTPTransport(
             configuration: SMTPConfiguration(host: address, port: sink.port, security: .none, timeout: .seconds(10))
         ).send(Self.message)
-        #expect(try await sink.messages(count: 1)[0].tls == false)
+        #expect(try await sink.records(count: 1)[0].tls == false)
     }
 
     @Test("sends several messages, one connection each")
     func severalMessages() async throws {
-        let sink = try await MailSink.start()
+        let sink = try await SMTPSink.start()
         defer { sink.stop() }
         let transport = SMTPTransport(configuration: Self.configuration(sink, .none))
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -506,13 +503,13 @@ struct SMTPTransportTests {
             }
             try await group.waitForAll()
         }
-        let recipients = try await sink.messages(count: 3).flatMap(\.rcptTos)
+        let recipients = try await sink.records(count: 3).flatMap(\.rcptTos)
         #expect(Set(recipients) == ["user0@example.com", "user1@example.com", "user2@example.com"])
     }
 
     @Test("a refused recipient (550) is a permanent rejection naming the stage and code")
     func rejectedRecipient() async throws {
-        let sink = try await MailSink.start()
+        let sink = try await SMTPSink.start()
         defer { sink.stop() }
         var message = Self.message
         message.to = "reject-me@example.com"
@@ -529,7 +526,7 @@ struct SMTPTransportTests {
 
     @Test("a transient refusal (451) means unavailable")
     func deferredRecipient() async throws {
-        let sink = try await MailSink.start()
+        let sink = try await SMTPSink.start()
         defer { sink.stop() }
         var message = Self.message
         message.to = "defer@example.com"
@@ -542,7 +539,7 @@ struct SMTPTransportTests {
 
     @Test("a port where nothing listens fails quickly as unavailable")
     func nothingListens() async throws {
-        let port = try unusedLoopbackPort()
+        let port = try freeLoopbackPort()
         // A generous timeout: the refusal itself, not a timeout, must end the attempt, as the detail says.
         let configuration = SMTPConfiguration(host: "127.0.0.1", port: port, timeout: .seconds(60))
         let error = await #expect(throws: MailError.self) {
@@ -555,7 +552,7 @@ struct SMTPTransportTests {
 
     @Test("a server that never greets times out as unavailable")
     func silentServer() async throws {
-        let sink = try await MailSink.start(["--silent"])
+        let sink = try await SMTPSink.start(["--silent"])
         defer { sink.stop() }
         var configuration = Self.configuration(sink, .startTLSIfOffered)
         configuration.timeout = .milliseconds(300)
@@ -570,7 +567,7 @@ struct SMTPTransportTests {
 
     @Test("STARTTLS upgrades the connection and then authenticates with AUTH PLAIN")
     func startTLSWithAuth() async throws {
-        let sink = try await MailSink.start([
+        let sink = try await SMTPSink.start([
             "--tls", "starttls", "--require-starttls", "--auth", "gatehouse:s3cret-pass", "--auth-require-tls",
         ])
         defer { sink.stop() }
@@ -579,7 +576,7 @@ struct SMTPTransportTests {
         configuration.username = "gatehouse"
         configuration.password = "s3cret-pass"
         try await SMTPTransport(configuration: configuration).send(Self.message)
-        let received = try await sink.messages(count: 1)[0]
+        let received = try await sink.records(count: 1)[0]
         #expect(received.tls == true)
         #expect(received.authMechanism == "PLAIN")
         #expect(received.authLogin == "gatehouse")
@@ -588,17 +585,17 @@ struct SMTPTransportTests {
 
     @Test("startTLSIfOffered upgrades when the server offers STARTTLS")
     func startTLSIfOffered() async throws {
-        let sink = try await MailSink.start(["--tls", "starttls"])
+        let sink = try await SMTPSink.start(["--tls", "starttls"])
         defer { sink.stop() }
         var configuration = Self.configuration(sink, .startTLSIfOffered)
         configuration.certificateVerification = false
         try await SMTPTransport(configuration: configuration).send(Self.message)
-        #expect(try await sink.messages(count: 1)[0].tls == true)
+        #expect(try await sink.records(count: 1)[0].tls == true)
     }
 
     @Test("an untrusted certificate fails the upgrade as unavailable when verification is on")
     func untrustedCertificate() async throws {
-        let sink = try await MailSink.start(["--tls", "starttls"])
+        let sink = try await SMTPSink.start(["--tls", "starttls"])
         defer { sink.stop() }
         let error = await #expect(throws: MailError.self) {
             try await SMTPTransport(configuration: Self.configuration(sink, .startTLS)).send(Self.message)
@@ -606,12 +603,12 @@ struct SMTPTransportTests {
         #expect(error?.kind == .unavailable)
         #expect(error?.stage == "STARTTLS")
         #expect(error?.detail == "TLS handshake failed: certificate verify failed")
-        #expect(try await sink.messages(count: 0).isEmpty)
+        #expect(try await sink.records(count: 0).isEmpty)
     }
 
     @Test("an untrusted certificate fails implicit TLS as unavailable at the greeting")
     func untrustedCertificateImplicitTLS() async throws {
-        let sink = try await MailSink.start(["--tls", "implicit"])
+        let sink = try await SMTPSink.start(["--tls", "implicit"])
         defer { sink.stop() }
         let error = await #expect(throws: MailError.self) {
             try await SMTPTransport(configuration: Self.configuration(sink, .implicitTLS)).send(Self.message)
@@ -623,7 +620,7 @@ struct SMTPTransportTests {
 
     @Test("plain-text data sent behind the STARTTLS go-ahead is refused, not read as if it came over TLS")
     func startTLSInjection() async throws {
-        let sink = try await MailSink.start(["--inject-after-starttls"])
+        let sink = try await SMTPSink.start(["--inject-after-starttls"])
         defer { sink.stop() }
         var configuration = Self.configuration(sink, .startTLS)
         configuration.certificateVerification = false
@@ -637,46 +634,46 @@ struct SMTPTransportTests {
 
     @Test("implicit TLS (SMTPS) delivers")
     func implicitTLS() async throws {
-        let sink = try await MailSink.start(["--tls", "implicit", "--auth", "gatehouse:pw"])
+        let sink = try await SMTPSink.start(["--tls", "implicit", "--auth", "gatehouse:pw"])
         defer { sink.stop() }
         var configuration = Self.configuration(sink, .implicitTLS)
         configuration.certificateVerification = false
         configuration.username = "gatehouse"
         configuration.password = "pw"
         try await SMTPTransport(configuration: configuration).send(Self.message)
-        let received = try await sink.messages(count: 1)[0]
+        let received = try await sink.records(count: 1)[0]
         #expect(received.tls == true)
         #expect(received.authLogin == "gatehouse")
     }
 
     @Test("requiring STARTTLS from a server that does not offer it fails before sending anything")
     func startTLSRequiredButMissing() async throws {
-        let sink = try await MailSink.start()
+        let sink = try await SMTPSink.start()
         defer { sink.stop() }
         let error = await #expect(throws: MailError.self) {
             try await SMTPTransport(configuration: Self.configuration(sink, .startTLS)).send(Self.message)
         }
         #expect(error?.kind == .unavailable)
         #expect(error?.stage == "STARTTLS")
-        #expect(try await sink.messages(count: 0).isEmpty)
+        #expect(try await sink.records(count: 0).isEmpty)
     }
 
     @Test("AUTH LOGIN is used when it is the only mechanism, in plain text only because the server is loopback")
     func authLoginOnLoopback() async throws {
-        let sink = try await MailSink.start(["--auth", "gatehouse:pw", "--auth-mechanisms", "LOGIN"])
+        let sink = try await SMTPSink.start(["--auth", "gatehouse:pw", "--auth-mechanisms", "LOGIN"])
         defer { sink.stop() }
         var configuration = Self.configuration(sink, .none)
         configuration.username = "gatehouse"
         configuration.password = "pw"
         try await SMTPTransport(configuration: configuration).send(Self.message)
-        let received = try await sink.messages(count: 1)[0]
+        let received = try await sink.records(count: 1)[0]
         #expect(received.authMechanism == "LOGIN")
         #expect(received.authLogin == "gatehouse")
     }
 
     @Test("wrong credentials are rejected without the error showing them")
     func wrongPassword() async throws {
-        let sink = try await MailSink.start(["--auth", "gatehouse:right-password"])
+        let sink = try await SMTPSink.start(["--auth", "gatehouse:right-password"])
         defer { sink.stop() }
         var configuration = Self.configuration(sink, .none)
         configuration.username = "gatehouse"
@@ -694,7 +691,7 @@ struct SMTPTransportTests {
 
     @Test("credentials with a server that offers no AUTH fail instead of sending unauthenticated")
     func noAuthOffered() async throws {
-        let sink = try await MailSink.start(["--auth", "gatehouse:pw", "--auth-require-tls"])
+        let sink = try await SMTPSink.start(["--auth", "gatehouse:pw", "--auth-require-tls"])
         defer { sink.stop() }
         var configuration = Self.configuration(sink, .startTLSIfOffered)
         configuration.username = "gatehouse"
@@ -704,7 +701,7 @@ struct SMTPTransportTests {
         }
         #expect(error?.kind == .unavailable)
         #expect(error?.stage == "AUTH")
-        #expect(try await sink.messages(count: 0).isEmpty)
+        #expect(try await sink.records(count: 0).isEmpty)
     }
 }
 
@@ -757,26 +754,6 @@ private struct RenderedMail {
     }
 }
 
-/// The tests' own quoted-printable decoder, with hard line breaks read back as "\n".
-private func decodeQuotedPrintable(_ encoded: String) -> String {
-    let bytes = Array(
-        encoded.replacingOccurrences(of: "=\r\n", with: "").replacingOccurrences(of: "\r\n", with: "\n").utf8)
-    var output: [UInt8] = []
-    var index = 0
-    while index < bytes.count {
-        if bytes[index] == UInt8(ascii: "="), index + 2 < bytes.count,
-            let value = UInt8(String(decoding: bytes[(index + 1)...(index + 2)], as: UTF8.self), radix: 16)
-        {
-            output.append(value)
-            index += 3
-        } else {
-            output.append(bytes[index])
-            index += 1
-        }
-    }
-    return String(decoding: output, as: UTF8.self)
-}
-
 /// A small deterministic generator, so a failing round-trip case can be reproduced.
 private struct SplitMix64 {
     var state: UInt64
@@ -793,233 +770,4 @@ private struct SplitMix64 {
 private func permissions(of path: String) throws -> Int {
     let attributes = try FileManager.default.attributesOfItem(atPath: path)
     return (attributes[.posixPermissions] as? NSNumber)?.intValue ?? -1
-}
-
-private struct TemporaryFolder {
-    let path: String
-
-    init() throws {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-mail-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    func remove() {
-        try? FileManager.default.removeItem(atPath: path)
-    }
-}
-
-/// Collects log lines (message and metadata) so a test can check what would have been logged.
-private final class MailLogCapture: @unchecked Sendable {
-    struct Line {
-        var level: Logger.Level
-        var text: String
-    }
-
-    private let lock = NSLock()
-    private var captured: [Line] = []
-
-    var lines: [Line] { lock.withLock { captured } }
-
-    var logger: Logger {
-        var logger = Logger(label: "mail-test") { _ in Handler(capture: self) }
-        logger.logLevel = .trace
-        return logger
-    }
-
-    fileprivate func append(_ line: Line) {
-        lock.withLock { captured.append(line) }
-    }
-
-    struct Handler: LogHandler {
-        let capture: MailLogCapture
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let all = metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 })
-            let fields = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-            capture.append(Line(level: event.level, text: "\(event.message) \(fields)"))
-        }
-    }
-}
-
-/// A port on 127.0.0.1 that was free a moment ago, so nothing listens there.
-private func unusedLoopbackPort() throws -> Int {
-    #if os(Linux)
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    #else
-        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
-    #endif
-    guard descriptor >= 0 else { throw POSIXError(.EIO) }
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-            bind(descriptor, socketAddress, length) == 0 && getsockname(descriptor, socketAddress, &length) == 0
-        }
-    }
-    guard bound else { throw POSIXError(.EADDRNOTAVAIL) }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
-
-extension NSLock {
-    /// A flag that one thread sets and another reads.
-    fileprivate final class Flag: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value = false
-        var isSet: Bool { lock.withLock { value } }
-        func set() { lock.withLock { value = true } }
-    }
-}
-
-private struct MailSinkError: Error, CustomStringConvertible {
-    var description: String
-}
-
-/// What the sink recorded about one accepted message (see Support/smtp_sink.py).
-private struct MailSinkRecord: Decodable {
-    var mailFrom: String
-    var rcptTos: [String]
-    var from: String
-    var to: String
-    var subject: String
-    var messageId: String
-    var mimeVersion: String
-    var contentType: String
-    var text: String?
-    var html: String?
-    var defects: [String]
-    var tls: Bool
-    var authMechanism: String?
-    var authLogin: String?
-    var longestLine: Int
-
-    var normalizedText: String? { text?.replacingOccurrences(of: "\r\n", with: "\n") }
-    var normalizedHTML: String? { html?.replacingOccurrences(of: "\r\n", with: "\n") }
-}
-
-/// The first IPv4 address of this machine that is not loopback, if it has one.
-func nonLoopbackAddress() -> String? {
-    var list: UnsafeMutablePointer<ifaddrs>?
-    guard getifaddrs(&list) == 0, let first = list else { return nil }
-    defer { freeifaddrs(list) }
-    for entry in sequence(first: first, next: { $0.pointee.ifa_next }) {
-        guard let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET) else { continue }
-        var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
-        var ipv4 = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
-        inet_ntop(AF_INET, &ipv4, &text, socklen_t(INET_ADDRSTRLEN))
-        let name = String(cString: text)
-        if !name.hasPrefix("127.") { return name }
-    }
-    return nil
-}
-
-/// Support/smtp_sink.py running in a child process: an aiosmtpd server on a free loopback port that writes each
-/// accepted message to a folder.
-private struct MailSink {
-    let port: Int
-    let folder: URL
-    let base: URL
-    let process: Process
-    let input: Pipe
-
-    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("Support/smtp_sink.py")
-
-    static func start(_ arguments: [String] = []) async throws -> MailSink {
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-smtp-\(UUID().uuidString)")
-        let folder = base.appendingPathComponent("mail")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let errorLog = base.appendingPathComponent("sink.log")
-        _ = FileManager.default.createFile(atPath: errorLog.path, contents: nil)
-
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path, folder.path] + arguments
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = try FileHandle(forWritingTo: errorLog)
-        try process.run()
-
-        let port = await readReadyLine(output.fileHandleForReading, process: process)
-        guard let port else {
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-            let log = (try? String(contentsOf: errorLog, encoding: .utf8)) ?? ""
-            try? FileManager.default.removeItem(at: base)
-            throw MailSinkError(
-                description: """
-                    the SMTP test server \(script.path) did not start; it needs python3 with aiosmtpd \
-                    (python3 -m pip install -r scripts/requirements-test.txt). Its output: \(log)
-                    """)
-        }
-        return MailSink(port: port, folder: folder, base: base, process: process, input: input)
-    }
-
-    /// Reads on a GCD thread, since the read blocks; gives up after 30 seconds or when the script exits.
-    private static func readReadyLine(_ handle: FileHandle, process: Process) async -> Int? {
-        let pid = process.processIdentifier
-        let finished = NSLock.Flag()
-        return await withCheckedContinuation { (continuation: CheckedContinuation<Int?, Never>) in
-            DispatchQueue.global().asyncAfter(deadline: .now() + 30) {
-                if !finished.isSet { kill(pid, SIGTERM) }
-            }
-            DispatchQueue.global().async {
-                var received = Data()
-                while true {
-                    let chunk = handle.availableData
-                    if chunk.isEmpty { break }
-                    received.append(chunk)
-                    if let newline = received.firstIndex(of: 0x0A) {
-                        let line = String(decoding: received[..<newline], as: UTF8.self)
-                        finished.set()
-                        continuation.resume(returning: line.hasPrefix("READY ") ? Int(line.dropFirst(6)) : nil)
-                        return
-                    }
-                }
-                finished.set()
-                continuation.resume(returning: nil)
-            }
-        }
-    }
-
-    /// Closing its standard input ends the script; the folder goes with it. It does not wait for the exit, which
-    /// would block a thread of the cooperative pool that other tests need.
-    func stop() {
-        try? input.fileHandleForWriting.close()
-        if process.isRunning { process.terminate() }
-        try? FileManager.default.removeItem(at: base)
-    }
-
-    /// Waits until the sink holds at least `count` messages (for 60 seconds at most), then returns them all. With
-    /// `count` 0 it returns at once: the transport returned only after the server answered, so nothing is pending.
-    func messages(count: Int) async throws -> [MailSinkRecord] {
-        let decoder = JSONDecoder()
-        decoder.keyDecodingStrategy = .convertFromSnakeCase
-        let deadline = ContinuousClock.now + .seconds(60)
-        while true {
-            let names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
-                .filter { $0.hasSuffix(".json") }.sorted()
-            if names.count >= count {
-                return try names.map { name in
-                    try decoder.decode(MailSinkRecord.self, from: Data(contentsOf: folder.appendingPathComponent(name)))
-                }
-            }
-            if ContinuousClock.now > deadline {
-                throw MailSinkError(description: "the sink got \(names.count) of \(count) messages within 60 seconds")
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-    }
 }
