@@ -16,7 +16,7 @@ struct AttackBinaryTests {
 
         static func start(sinkPort: Int) async throws -> Binary {
             let folder = try CommandLineTests.scratchFolder()
-            let port = try SMTPSink.freePort()
+            let port = try freeLoopbackPort()
             let process = CommandLineTests.process(
                 [
                     "serve", "--port", String(port), "--data-dir", folder.appendingPathComponent("data").path,

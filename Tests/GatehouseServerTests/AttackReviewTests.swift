@@ -242,7 +242,7 @@ struct AttackReviewTests {
     @Test(
         "F8 enumeration: mail leaves the request path (answers while the mail server is down) and decoy ids are stable")
     func enumeration() async throws {
-        let port = try SMTPSink.freePort()
+        let port = try freeLoopbackPort()
         try await AccountHarness.with({ $0.smtpURL = "smtp://127.0.0.1:\(port)" }) { h in
             let known = AccountHarness.newEmail("known")
             _ = try await h.client.signUp(known, password: "correct horse battery")

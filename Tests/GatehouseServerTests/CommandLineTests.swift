@@ -1,43 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import GatehouseServer
-import NIOConcurrencyHelpers
 import Testing
-
-/// Splits a byte stream into lines as it arrives.
-final class LineBuffer: Sendable {
-    private let pending = NIOLockedValueBox(Data())
-
-    func append(_ data: Data) -> [String] {
-        pending.withLockedValue { pending in
-            pending.append(data)
-            var lines: [String] = []
-            while let newline = pending.firstIndex(of: 0x0A) {
-                lines.append(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
-                pending.removeSubrange(pending.startIndex...newline)
-            }
-            return lines
-        }
-    }
-}
-
-extension Pipe {
-    /// What the other end writes, a line at a time, until it closes.
-    func lines() -> AsyncStream<String> {
-        let (lines, sink) = AsyncStream.makeStream(of: String.self)
-        let buffer = LineBuffer()
-        fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                sink.finish()
-            } else {
-                for line in buffer.append(data) { sink.yield(line) }
-            }
-        }
-        return lines
-    }
-}
 
 /// The `gatehouse` binary, run as a user runs it.
 @Suite("gatehouse command line")
@@ -45,12 +9,6 @@ struct CommandLineTests {
     /// The executable SwiftPM built next to this test bundle.
     static let executable: URL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         .appendingPathComponent("gatehouse")
-
-    struct Outcome {
-        let status: Int32
-        let stdout: String
-        let stderr: String
-    }
 
     /// The binary with `arguments`, in `folder`, with none of the caller's `GATEHOUSE_*` variables but `environment`.
     static func process(_ arguments: [String], environment: [String: String], in folder: URL?) -> Process {
@@ -63,20 +21,10 @@ struct CommandLineTests {
         return process
     }
 
-    static func run(_ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil) throws -> Outcome
+    static func run(_ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil) throws
+        -> ProcessOutcome
     {
-        let process = process(arguments, environment: environment, in: folder)
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Outcome(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self))
+        try process(arguments, environment: environment, in: folder).runToEnd()
     }
 
     /// Starts the binary with `arguments` (a `serve`), returning it and its standard error a line at a time.

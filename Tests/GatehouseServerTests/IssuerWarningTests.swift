@@ -13,12 +13,7 @@ struct IssuerWarningTests {
         let log = CapturedLog()
         let server = try await LiveServer.start(configuration, logger: log.logger)
         try await server.stop()
-        return log.all.compactMap { line in
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String],
-                object["level"] == "warning"
-            else { return nil }
-            return object["message"]
-        }
+        return log.entries.compactMap { $0["level"] == "warning" ? $0["message"] : nil }
     }
 
     /// PostgreSQL: this run's cluster, or on the SQLite leg one nobody listens on (the warning needs no connection).

@@ -328,17 +328,8 @@ struct ThrowawayCluster {
             "python3", "-c", "import subprocess, sys; sys.exit(subprocess.run(['bash', '-c', sys.argv[1]]).returncode)",
             command,
         ]
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let output = out.fileHandleForReading.readDataToEndOfFile()
-        let errors = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw ClusterError(output: String(decoding: errors, as: UTF8.self))
-        }
-        return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let outcome = try process.runToEnd()
+        guard outcome.status == 0 else { throw ClusterError(output: outcome.stderr) }
+        return outcome.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }

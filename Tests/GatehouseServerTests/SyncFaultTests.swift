@@ -53,7 +53,7 @@ struct SyncFaultTests {
         let folder = try CommandLineTests.scratchFolder()
         let data = folder.appendingPathComponent("data")
         let databaseURL = try await Self.databaseURL()
-        let port = try SMTPSink.freePort()
+        let port = try freeLoopbackPort()
         let base = "http://127.0.0.1:\(port)"
         let client = AuthClient(http: AccountHarness.http, base: base)
 

@@ -64,7 +64,7 @@ struct AccountHarness {
         // between the pick and the bind, so a failed start tries a new port.
         var started: LiveServer?
         for attempt in 1...5 where started == nil {
-            configuration.port = try SMTPSink.freePort()
+            configuration.port = try freeLoopbackPort()
             do {
                 started = try await LiveServer.start(configuration, logger: log.logger, clock: clock)
             } catch  where attempt < 5 {

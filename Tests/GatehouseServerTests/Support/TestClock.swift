@@ -24,5 +24,11 @@ final class CapturedLog: Sendable {
         return logger
     }
 
+    /// The lines as written: one JSON object each.
     var all: [String] { lines.withLockedValue { $0 } }
+
+    /// The lines read back: time, level, label, message and metadata, each a string, as `JSONLogHandler` writes them.
+    var entries: [[String: String]] {
+        all.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: String] }
+    }
 }

@@ -1,0 +1,276 @@
+import Foundation
+import GRDB
+import GatehouseAPI
+
+/// One company's database on this device and every statement on it, as GRDB's demo app keeps its `AppDatabase`:
+/// `record` holds the server's copy of each record, `pending` the changes saved here and not yet confirmed, `acked`
+/// the seq of this device's last confirmed change to each record, and `meta` the client id and the change token.
+struct CompanyDatabase: Sendable {
+    private let queue: DatabaseQueue
+    /// This device's id in the company's sync, made on first use.
+    let clientID: String
+
+    /// Opens (or makes) the database and reads this device's client id.
+    init(file: URL, in directory: URL) throws {
+        try FileManager.default.createDirectory(
+            at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let queue = try DatabaseQueue(path: file.path)
+        try Self.migrator.migrate(queue)
+        clientID = try queue.write { db in
+            if let known = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'client_id'") {
+                return known
+            }
+            let made = UUID().uuidString.lowercased()
+            try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('client_id', ?)", arguments: [made])
+            return made
+        }
+        self.queue = queue
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE record (
+                        id TEXT PRIMARY KEY, type TEXT NOT NULL, fields TEXT NOT NULL, dept_mask INTEGER NOT NULL,
+                        seq INTEGER NOT NULL);
+                    CREATE INDEX record_type ON record (type);
+                    CREATE TABLE pending (
+                        ord INTEGER PRIMARY KEY AUTOINCREMENT, mid TEXT NOT NULL UNIQUE, id TEXT NOT NULL,
+                        type TEXT NOT NULL, op TEXT NOT NULL, base INTEGER NOT NULL, fields TEXT NOT NULL,
+                        dept_mask INTEGER);
+                    CREATE INDEX pending_id ON pending (id);
+                    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                    CREATE TABLE acked (id TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+                    """)
+        }
+        return migrator
+    }
+
+    /// Closes the file; the unsent changes stay in it.
+    func close() throws { try queue.close() }
+
+    // MARK: Changes saved here
+
+    /// Keeps a save of `fields` (already encoded) until the server confirms it.
+    func saveChange(id: String, type: String, fields: String, deptMask: Int64?) throws {
+        try queue.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO pending (mid, id, type, op, base, fields, dept_mask)
+                    VALUES (?, ?, ?, 'upsert', \(Self.base), ?, ?)
+                    """,
+                arguments: [Self.newMID(), id, type, id, id, fields, deptMask])
+        }
+    }
+
+    /// Keeps a deletion until the server confirms it; nothing when no record or change has that id.
+    func deleteChange(id: String) throws {
+        try queue.write { db in
+            let type =
+                try String.fetchOne(db, sql: "SELECT type FROM record WHERE id = ?", arguments: [id])
+                ?? String.fetchOne(db, sql: "SELECT type FROM pending WHERE id = ? ORDER BY ord DESC", arguments: [id])
+            guard let type else { return }
+            try db.execute(
+                sql: """
+                    INSERT INTO pending (mid, id, type, op, base, fields)
+                    VALUES (?, ?, ?, 'delete', \(Self.base), '{}')
+                    """,
+                arguments: [Self.newMID(), id, type, id, id])
+        }
+    }
+
+    /// The base of a new change to the record `?` (bound twice): the seq of the server's copy this device holds, or
+    /// of this device's own last change the server confirmed when that is newer (its pull may not have run yet).
+    private static let base = """
+        MAX(COALESCE((SELECT seq FROM record WHERE id = ?), 0), COALESCE((SELECT seq FROM acked WHERE id = ?), 0))
+        """
+
+    private static func newMID() -> String { "m-" + UUID().uuidString.lowercased() }
+
+    /// How many saved changes have not reached the server yet.
+    func pendingCount() throws -> Int {
+        try queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pending") ?? 0 }
+    }
+
+    /// The oldest `limit` changes not yet confirmed, in the order they were saved.
+    func pendingChanges(limit: Int) throws -> [PendingChange] {
+        try queue.read { db in
+            try PendingChange.fetchAll(db, sql: "SELECT * FROM pending ORDER BY ord LIMIT ?", arguments: [limit])
+        }
+    }
+
+    /// Forgets a change the server will never take.
+    func dropChange(mid: String) throws {
+        try queue.write { db in try db.execute(sql: "DELETE FROM pending WHERE mid = ?", arguments: [mid]) }
+    }
+
+    /// Records the server's answer to a push, and returns the events it means for the UI: each field that lost a
+    /// conflict (`sent` holds the fields each change sent, by mid) and each refusal.
+    func confirm(_ results: [Components.Schemas.MutationResult], sent: [String: [String: FieldValue]]) throws
+        -> [StoreEvent]
+    {
+        try queue.write { db in
+            var events: [StoreEvent] = []
+            for result in results {
+                try db.execute(sql: "DELETE FROM pending WHERE mid = ?", arguments: [result.mid])
+                // Changes saved after this one build on it, not on what the device saw before: its own write
+                // is no conflict. (Another device's write to other fields between the two stays unseen until
+                // the pull; a later change here to those fields would win over it.)
+                if result.status != .refused {
+                    try db.execute(
+                        sql: "UPDATE pending SET base = ? WHERE id = ? AND base < ?",
+                        arguments: [result.seq, result.id, result.seq])
+                    try db.execute(
+                        sql: """
+                            INSERT INTO acked (id, seq) VALUES (?, ?)
+                            ON CONFLICT (id) DO UPDATE SET seq = MAX(acked.seq, excluded.seq)
+                            """,
+                        arguments: [result.id, result.seq])
+                }
+                switch result.status {
+                case .applied: break
+                case .merged:
+                    for (field, kept) in result.rejectedFields ?? [:] {
+                        events.append(
+                            .conflict(
+                                FieldConflict(
+                                    recordID: result.id, field: field, yours: sent[result.mid]?[field],
+                                    kept: FieldValue(kept))))
+                    }
+                case .refused: events.append(.refused(recordID: result.id, code: result.code ?? "refused"))
+                }
+            }
+            return events
+        }
+    }
+
+    // MARK: The server's copy
+
+    /// The server's copy with the unsent changes on top, for the records matching `condition`.
+    func overlay(where condition: String, _ arguments: StatementArguments) throws -> [Record] {
+        try queue.read { db in
+            var records: [String: (type: String, fields: [String: FieldValue], mask: Int64?, pending: Bool)] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM record WHERE \(condition)", arguments: arguments) {
+                records[row["id"]] = (row["type"], try Self.decode(row["fields"]), row["dept_mask"], false)
+            }
+            let pending = try Row.fetchAll(
+                db, sql: "SELECT * FROM pending WHERE \(condition) ORDER BY ord", arguments: arguments)
+            for row in pending {
+                let id: String = row["id"]
+                if row["op"] as String == "delete" {
+                    records[id] = nil
+                    continue
+                }
+                var record = records[id] ?? (row["type"], [:], nil, true)
+                record.fields.merge(try Self.decode(row["fields"])) { $1 }
+                if let mask: Int64 = row["dept_mask"] { record.mask = mask }
+                record.pending = true
+                records[id] = record
+            }
+            return records.sorted { $0.key < $1.key }.map {
+                Record(
+                    id: $0.key, type: $0.value.type, fields: $0.value.fields, deptMask: $0.value.mask,
+                    hasPendingChanges: $0.value.pending)
+            }
+        }
+    }
+
+    /// The change token of the last page applied; nil before the first pull.
+    func token() throws -> String? {
+        try queue.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'token'") }
+    }
+
+    /// Drops the server's copy and the token, so the next pull starts over.
+    func forgetServerCopy() throws {
+        try queue.write { db in try db.execute(sql: "DELETE FROM record; DELETE FROM meta WHERE key = 'token'") }
+    }
+
+    /// Up to `limit` ids and seqs of the server's copy after `after`, by id, for the digest exchange.
+    func known(after: String, limit: Int) throws -> [Components.Schemas.DigestEntry] {
+        try queue.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT id, seq FROM record WHERE id > ? ORDER BY id LIMIT ?", arguments: [after, limit]
+            ).map { Components.Schemas.DigestEntry(id: $0["id"], seq: $0["seq"]) }
+        }
+    }
+
+    /// Applies a page of the server's changes in one transaction, with its token when given; returns the ids changed.
+    func apply(_ changes: [Components.Schemas.RecordChange], revoked: [String], token: String?) throws -> Set<String> {
+        try queue.write { db in
+            var changed = Set<String>()
+            for change in changes {
+                changed.insert(change.id)
+                if change.deleted {
+                    try db.execute(sql: "DELETE FROM record WHERE id = ?", arguments: [change.id])
+                    continue
+                }
+                var fields =
+                    try String.fetchOne(db, sql: "SELECT fields FROM record WHERE id = ?", arguments: [change.id])
+                    .map(Self.decode) ?? [:]
+                fields.merge(change.fields.mapValues(FieldValue.init)) { $1 }
+                try db.execute(
+                    sql: """
+                        INSERT INTO record (id, type, fields, dept_mask, seq) VALUES (?, ?, ?, ?, ?)
+                        ON CONFLICT (id) DO UPDATE SET type = excluded.type, fields = excluded.fields,
+                            dept_mask = excluded.dept_mask, seq = excluded.seq
+                        """,
+                    arguments: [change.id, change._type, try Self.encode(fields), change.deptMask, change.seq])
+            }
+            for id in revoked {
+                changed.insert(id)
+                try db.execute(sql: "DELETE FROM record WHERE id = ?", arguments: [id])
+            }
+            if let token {
+                try db.execute(
+                    sql:
+                        "INSERT INTO meta (key, value) VALUES ('token', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    arguments: [token])
+            }
+            return changed
+        }
+    }
+
+    // MARK: Fields as stored
+
+    static func encode(_ fields: [String: FieldValue]) throws(GatehouseError) -> String {
+        do {
+            return String(decoding: try JSONEncoder().encode(fields.mapValues(\.json)), as: UTF8.self)
+        } catch {
+            throw .localStore(String(describing: error))
+        }
+    }
+
+    static func decode(_ text: String) throws -> [String: FieldValue] {
+        try JSONDecoder().decode([String: JSONValue].self, from: Data(text.utf8)).mapValues(FieldValue.init)
+    }
+}
+
+/// A change saved on this device and not yet confirmed by the server: a row of `pending`.
+struct PendingChange: FetchableRecord {
+    let mid: String
+    let id: String
+    let type: String
+    let isDeletion: Bool
+    let base: Int64
+    let fields: [String: FieldValue]
+    let deptMask: Int64?
+
+    init(row: Row) throws {
+        mid = row["mid"]
+        id = row["id"]
+        type = row["type"]
+        isDeletion = row["op"] as String == "delete"
+        base = row["base"]
+        fields = try CompanyDatabase.decode(row["fields"])
+        deptMask = row["dept_mask"]
+    }
+
+    /// The change as the push sends it.
+    var mutation: Components.Schemas.Mutation {
+        .init(
+            mid: mid, id: id, _type: type, op: isDeletion ? .delete : .upsert, base: base,
+            fields: isDeletion ? nil : fields.mapValues(\.json), deptMask: deptMask)
+    }
+}

@@ -1,0 +1,137 @@
+import GatehouseAPI
+
+/// The push and pull: the saved changes go up in order, the server's come down by token (or by digest when the
+/// token is older than the server's log), each page applied in one transaction.
+extension CompanyStore {
+    /// Pushes every saved change and pulls the server's, now; answers when both are done. The background sync does
+    /// the same on its own after saves, live pokes and reconnects.
+    /// A session that ended or an access change is checked against the account's company list: out of the company,
+    /// the store is wiped (and `companyAccessRevoked` thrown).
+    public func sync() async throws(GatehouseError) {
+        // Runs after the sync before it, so two never interleave their pushes.
+        let task = Task { [previous = running] in
+            _ = try? await previous?.value
+            try await self.pushAndPull()
+        }
+        running = task
+        do {
+            try await task.value
+        } catch let error as GatehouseError {
+            switch error {
+            case .sessionExpired, .companyAccessRevoked:
+                guard try await gatehouse.companies.confirmMembership(companyID) else { throw .companyAccessRevoked }
+                throw .notSignedIn
+            default: throw error
+            }
+        } catch {
+            throw .localStore(String(describing: error))
+        }
+    }
+
+    private func pushAndPull() async throws {
+        try await push()
+        try await pull()
+        broadcast.send(.synced)
+    }
+
+    /// Sends the pending changes in order, in batches of up to 500. A batch over the server's body limit is halved
+    /// until it fits; a single change too large for any batch is dropped with `refused(payload_too_large)`, so it
+    /// never blocks the ones after it.
+    private func push() async throws {
+        var limit = 500
+        while true {
+            let size = limit
+            let batch = try local { try $0.pendingChanges(limit: size) }
+            guard !batch.isEmpty else { return }
+            let sent = Dictionary(batch.map { ($0.mid, $0.fields) }) { $1 }
+            let body = Components.Schemas.SyncPushRequest(clientId: clientID, mutations: batch.map(\.mutation))
+            guard let answer = try await send(body) else {
+                if batch.count > 1 {
+                    limit = batch.count / 2
+                } else if let change = batch.first {
+                    try local { try $0.dropChange(mid: change.mid) }
+                    broadcast.send(.refused(recordID: change.id, code: "payload_too_large"))
+                }
+                continue
+            }
+            let events = try local { try $0.confirm(answer.results, sent: sent) }
+            for event in events { broadcast.send(event) }
+        }
+    }
+
+    /// One push; nil when the batch is larger than the server's body limit.
+    private func send(_ body: Components.Schemas.SyncPushRequest) async throws -> Components.Schemas.SyncPushResponse? {
+        do {
+            return try await inCompany { client, cid in
+                try await client.syncPush(path: .init(cid: cid), body: .json(body)).ok.body.json
+            }
+        } catch let error {
+            if error.code == "payload_too_large" { return nil }
+            throw error
+        }
+    }
+
+    private func pull() async throws {
+        var token = try local { try $0.token() }
+        while true {
+            let request = Components.Schemas.SyncPullRequest(token: token, limit: 1000)
+            let page: Components.Schemas.SyncPullResponse
+            do {
+                page = try await inCompany { client, cid in
+                    try await client.syncPull(path: .init(cid: cid), body: .json(request)).ok.body.json
+                }
+            } catch let error {
+                switch error.code {
+                case "resync_required":
+                    try await resync()
+                    return
+                case "invalid_sync_token":
+                    // A token this member cannot use (another account's copy): start over.
+                    try local { try $0.forgetServerCopy() }
+                    token = nil
+                    continue
+                default: throw error
+                }
+            }
+            try apply(page.changes, revoked: page.revoked, token: page.token)
+            token = page.token
+            guard page.hasMore else { return }
+        }
+    }
+
+    /// The digest exchange, for a token older than the server's log: the device's ids and seqs go up in chunks, and
+    /// what differs comes back.
+    private func resync() async throws {
+        var token: String?
+        var after: String?
+        while true {
+            let from = after ?? ""
+            let known = try local { try $0.known(after: from, limit: 5000) }
+            let body = Components.Schemas.SyncDigestRequest(
+                token: token, after: after, known: known, complete: known.count < 5000)
+            let answer = try await inCompany { client, cid in
+                try await client.syncDigest(path: .init(cid: cid), body: .json(body)).ok.body.json
+            }
+            try apply(answer.changes, revoked: answer.revoked, token: answer.through == nil ? answer.token : nil)
+            guard let through = answer.through else { return }
+            token = answer.token
+            after = through
+        }
+    }
+
+    /// Applies a page of the server's changes in one transaction, with its token when given, and tells the UI.
+    private func apply(_ changes: [Components.Schemas.RecordChange], revoked: [String], token: String?) throws {
+        let changed = try local { try $0.apply(changes, revoked: revoked, token: token) }
+        if !changed.isEmpty { broadcast.send(.changed(changed)) }
+    }
+
+    /// Runs a call in this company's session; an answer that the account is out of the company wipes the store.
+    private func inCompany<T: Sendable>(
+        _ body: @escaping @Sendable (Client, String) async throws -> T
+    ) async throws(GatehouseError) -> T {
+        let sessions = gatehouse.auth.companySessions
+        guard await sessions.current?.companyID == companyID else { throw .notSignedIn }
+        let cid = companyID
+        return try await sessions.authorized { try await body($0, cid) }
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import GatehouseAPI
+
+/// The page a mailed link opens and its Continue button (`LinkPageRoutes`).
+extension WebPages {
+    // MARK: Mailed links
+
+    /// The page a mailed link opens. Opening it spends nothing (mail scanners fetch links, with GET and HEAD); the
+    /// person's one tap on Continue does. It also shows the link's six digits, for typing into the app on another
+    /// device. A link that no longer works gets a page saying whether it was used or expired.
+    func linkLanding(token: String, type: String, redirectTo: String?) async throws -> WebAnswer {
+        let target = mail.redirectTarget(redirectTo)
+        let codes = OneTimeCodes(db: store.database, clock: clock, settings: settings)
+        guard let purposes = CodePurpose.accepted(byVerifyType: type), !token.isEmpty,
+            try await codes.isLive(linkToken: token, purposes: purposes)
+        else { return spentLink(try await codes.spentState(linkToken: token), type: type) }
+        let code = Secrets.sixDigitCode(linkedTo: token)
+        let title =
+            switch type {
+            case "recovery": "Reset your password"
+            case "signup": "Confirm your email"
+            case "email_change": "Confirm your new email address"
+            default: "Sign in"
+            }
+        let html = render(
+            "link", page: "link", title: title,
+            [
+                "token": token, "type": type, "redirect_to": target, "code": code,
+                "code_spoken": code.map(String.init).joined(separator: " "),
+                "expires_minutes": settings.codeLifetimeMinutes,
+            ])
+        var answer = WebAnswer.page(html)
+        // The button's post is answered with a redirect to the app, which the policy's form-action must allow.
+        answer.headers[SecurityHeaders.contentSecurityPolicy] = SecurityHeaders.pagePolicy(
+            formTargets: landsHere(target) ? [] : [target])
+        return answer
+    }
+
+    /// The landing page's button: to the app, or, for a link without an app redirect, signs this browser in and
+    /// shows the result (a recovery link goes on to the new-password form).
+    func continueLink(token: String, type: String, redirectTo: String?) async throws -> WebAnswer {
+        let client = try access.client()
+        let target = mail.redirectTarget(redirectTo)
+        let outcome = try await verification.continueLink(
+            token: token, type: type, target: target, landsHere: landsHere(target),
+            sameOrigin: LinkPage.isSameOrigin(requestHeaders, publicURL: publicURL), client: client)
+        switch outcome {
+        case .app(let redirect):
+            return .redirect(redirect)
+        case .spent(let state):
+            return spentLink(state, type: type)
+        case .here(let signedIn, let purpose):
+            let cookies = session.cookies(for: signedIn)
+            switch purpose {
+            case .recovery:
+                return WebAnswer.redirect("/account/password", cookies: cookies)
+            case .signup, .emailChange:
+                return message(
+                    page: "confirmed", title: "Your email is confirmed",
+                    ["You can go back to the app and carry on. This browser is signed in too."],
+                    accountLink: true, cookies: cookies)
+            default:
+                return message(
+                    page: "confirmed", title: "You're signed in",
+                    ["This browser is signed in. To sign in to the app on another device, use the code from the mail."],
+                    accountLink: true, cookies: cookies)
+            }
+        }
+    }
+
+    /// Whether a link's target is this server itself (no app redirect was set), so the result is shown here.
+    func landsHere(_ target: String) -> Bool {
+        guard let own = URLComponents(string: publicURL), let given = URLComponents(string: target) else {
+            return false
+        }
+        return own.scheme?.lowercased() == given.scheme?.lowercased()
+            && own.host?.lowercased() == given.host?.lowercased()
+            && own.port == given.port && ["", "/"].contains(given.path)
+    }
+
+    /// The result of a link that no longer works.
+    func spentLink(_ state: LinkState, type: String) -> WebAnswer {
+        let purpose = type == "recovery" ? "recovery" : "magiclink"
+        switch state {
+        case .used:
+            return message(
+                page: "used", title: "This link was already used",
+                [
+                    "Each link works once, and a newer link replaces the ones before it.",
+                    "Ask for a new one below, or sign in another way.",
+                ],
+                newLink: purpose, signInLink: true)
+        case .expired:
+            return message(
+                page: "expired", title: "This link has expired",
+                ["Links work for \(settings.codeLifetimeMinutes) minutes after they were sent."],
+                newLink: purpose, signInLink: true)
+        }
+    }
+}
