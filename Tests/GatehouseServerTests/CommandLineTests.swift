@@ -107,11 +107,8 @@ struct CommandLineTests {
         let port = try #require(startLine.firstMatch(of: /port=(\d+)/).map { String($0.1) })
 
         let client = HTTPClient()
-        var ready = false
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline, !ready {
-            ready = (try? await client.send(.GET, "http://127.0.0.1:\(port)/health/ready").status) == 200
-            if !ready { try await Task.sleep(for: .milliseconds(20)) }
+        let ready = try await LiveServer.eventually {
+            (try? await client.send(.GET, "http://127.0.0.1:\(port)/health/ready").status) == 200
         }
         #expect(ready)
         try await client.shutdown()
@@ -164,7 +161,7 @@ extension CommandLineTests {
         }
         #expect(rows.count >= 20)
         for (flag, variable) in rows {
-            let key = try #require(ConfigurationKey(rawValue: String(flag.dropFirst(2))), "\(flag) is not a setting")
+            let key = try #require(Setting(rawValue: String(flag.dropFirst(2))), "\(flag) is not a setting")
             #expect(key.environmentName == variable)
         }
         let folder = try Self.scratchFolder()

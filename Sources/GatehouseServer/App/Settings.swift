@@ -64,9 +64,6 @@ public struct Setting: Sendable, Hashable, CaseIterable, CustomStringConvertible
     public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
 }
 
-/// The name the settings had before they were declared in one list; tests and callers still use it.
-public typealias ConfigurationKey = Setting
-
 extension Setting {
     /// Every setting, in the order of README.md's table and of `--help`.
     public static let allCases: [Setting] = [

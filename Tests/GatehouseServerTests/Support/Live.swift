@@ -79,13 +79,22 @@ struct LiveServer: TestServer {
     static func eventually(
         timeout: Duration = .seconds(60), _ condition: () async throws -> Bool
     ) async throws -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return false
+        try await firstValue(within: timeout) { try await condition() ? true : nil } ?? false
     }
+}
+
+/// Polls `produce` every `interval` until it gives a value, or nil once `timeout` has passed: every wait of the
+/// suite for state is this one loop, with a deadline for a loaded machine, never a measure.
+func firstValue<Value>(
+    within timeout: Duration = .seconds(60), every interval: Duration = .milliseconds(20),
+    _ produce: () async throws -> Value?
+) async throws -> Value? {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if let value = try await produce() { return value }
+        try await Task.sleep(for: interval)
+    }
+    return nil
 }
 
 /// A response read whole.

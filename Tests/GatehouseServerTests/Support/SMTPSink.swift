@@ -3,8 +3,6 @@ import NIOConcurrencyHelpers
 import Testing
 
 /// A real SMTP server (Python's aiosmtpd, run from Support/smtp_sink.py) that keeps every message it accepts
-/// as a file; tests read the mail a person would get.
-/// A real SMTP server (Python's aiosmtpd, run from Support/smtp_sink.py) that keeps every message it accepts
 /// as a file; tests read the mail a person would get, or what the server saw of it (`records(count:)`).
 final class SMTPSink: Mailbox, @unchecked Sendable {
     let port: Int
@@ -105,19 +103,18 @@ final class SMTPSink: Mailbox, @unchecked Sendable {
     func records(count: Int) async throws -> [Record] {
         let decoder = JSONDecoder()
         decoder.keyDecodingStrategy = .convertFromSnakeCase
-        let deadline = ContinuousClock.now + .seconds(60)
-        while true {
-            let names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
-                .filter { $0.hasSuffix(".json") }.sorted()
-            if names.count >= count {
-                return try names.map { name in
-                    try decoder.decode(Record.self, from: Data(contentsOf: folder.appendingPathComponent(name)))
-                }
-            }
-            if ContinuousClock.now > deadline {
-                throw SinkError(description: "the sink got \(names.count) of \(count) messages within 60 seconds")
-            }
-            try await Task.sleep(for: .milliseconds(20))
+        func recorded() throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".json") }.sorted()
+        }
+        let names = try await firstValue {
+            let names = try recorded()
+            return names.count >= count ? names : nil
+        }
+        guard let names else {
+            throw SinkError(description: "the sink got \(try recorded().count) of \(count) messages within 60 seconds")
+        }
+        return try names.map { name in
+            try decoder.decode(Record.self, from: Data(contentsOf: folder.appendingPathComponent(name)))
         }
     }
 
