@@ -152,6 +152,9 @@ public func buildApplication(
     if serverLogger.logLevel == .info { serverLogger.logLevel = .notice }
     return Application(
         responder: HeadAsGet(wrapped: router.buildResponder()),
+        // A connection that sends no request, or trickles its headers, is closed after the idle timeout; one with a
+        // response in flight (a live stream) is not.
+        server: .http1(configuration: .init(idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Gatehouse"),
         services: [
             services.store, services.mailQueue, SyncListener(bus: services.bus, logger: logger),

@@ -21,10 +21,14 @@ public struct GatehouseConfiguration: Sendable, Equatable {
     public var maxBodySize = 1 << 20
     /// How many connections each event loop may open to the store.
     public var storeConnectionsPerLoop = 4
+    /// A connection with no request in flight, or one still sending its headers, is closed after this long, seconds.
+    public var idleTimeout: TimeInterval = 60
     /// Sessions, codes, limits and sign-in providers.
     public var auth = AuthSettings()
     /// Company records: how long the change log keeps tombstones, and how often live streams re-check.
     public var sync = SyncSettings()
+    /// What the sweeper deletes, and when.
+    public var sweep = SweepSettings()
     /// `smtp://user:pass@host:587` (STARTTLS when offered), `smtp+starttls://…` (required), `smtps://…` (TLS from
     /// the start); unset writes mail to the development outbox under the data directory.
     public var smtpURL: String?
@@ -128,6 +132,24 @@ public struct SyncSettings: Sendable, Equatable {
     /// How often a live stream re-checks its session and membership and repeats the current seq as a keep-alive,
     /// seconds.
     public var liveCheckInterval: TimeInterval = 15
+    /// Live streams one session may hold open at once; one more is refused with `too_many_streams`.
+    public var liveStreamsPerSession = 4
+    /// Live streams one instance holds open at once, over all sessions.
+    public var liveStreamsPerInstance = 10_000
+
+    public init() {}
+}
+
+/// The sweeper: what it keeps, and how it paces itself (README, "A bounded store").
+public struct SweepSettings: Sendable, Equatable {
+    /// Audit events older than this are deleted, seconds; 0 keeps them all.
+    public var auditRetention: TimeInterval = 400 * 24 * 3600
+    /// Ended and expired sessions, with their refresh tokens, are deleted this long after they ended, seconds.
+    public var endedSessionRetention: TimeInterval = 7 * 24 * 3600
+    /// How often each instance sweeps, seconds.
+    public var interval: TimeInterval = 300
+    /// Rows deleted per statement, so no sweep holds the write lock for long.
+    public var batchSize = 1_000
 
     public init() {}
 }

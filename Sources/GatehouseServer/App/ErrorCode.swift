@@ -51,6 +51,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case metricsDisabled = "metrics_disabled"
     /// No bearer token (or a wrong metrics token).
     case noAuthorization = "no_authorization"
+    /// `user_metadata` (or `data`) would be larger than its limit once merged.
+    case metadataTooLarge = "metadata_too_large"
     /// The caller is not a member of the company.
     case notAMember = "not_a_member"
     /// No such route or resource.
@@ -97,6 +99,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case samePassword = "same_password"
     /// The session is revoked, idle too long or past its lifetime.
     case sessionExpired = "session_expired"
+    /// This instance holds as many live streams as it may (503 with Retry-After): try again, or another instance.
+    case serverBusy = "server_busy"
     /// The access token's session has ended.
     case sessionNotFound = "session_not_found"
     /// A share link that is expired, revoked or used up.
@@ -109,6 +113,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case tooManyFields = "too_many_fields"
     /// A push of more than 1,000 mutations (or a digest chunk of more than 10,000 ids).
     case tooManyMutations = "too_many_mutations"
+    /// The session already holds as many live streams as it may (429): close one first.
+    case tooManyStreams = "too_many_streams"
     /// A mutation names another type than the record has.
     case typeMismatch = "type_mismatch"
     /// Anything unexpected; logged once on the server.

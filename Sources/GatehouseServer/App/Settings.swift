@@ -70,7 +70,8 @@ extension Setting {
         host, port, dataDir, databaseURL, publicURL, logLevel, logFormat, maxBodySize, smtpURL, mailFrom, siteURL,
         redirectURLs, accessTokenTTL, sessionIdleTimeout, sessionLifetime, appleAudiences, appleJWKSURL,
         trustedProxies, codeFailuresPerDay, metricsToken, encryptionKeys, syncRetention, templatesDir, appURL,
-        appStoreURL,
+        appStoreURL, idleTimeout, liveStreamsPerSession, liveStreamsPerInstance, auditRetention,
+        sessionRetention,
     ]
 
     public static let host = Setting("host", default: .value("127.0.0.1"), meaning: "address to listen on") {
@@ -311,6 +312,48 @@ extension Setting {
     public static let appStoreURL = Setting(
         "app-store-url", default: .unset(), meaning: "where a share link's page says to get the app"
     ) { (config, value, source) throws(ConfigurationError) in config.appStoreURL = try httpURL(value, source: source) }
+
+    public static let idleTimeout = Setting(
+        "idle-timeout", default: .value("60"),
+        meaning: """
+            seconds a connection may stay open with no request in flight, or take to send a request's headers, \
+            before it is closed
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.idleTimeout = try seconds(value, source: source, range: 1...600)
+    }
+
+    public static let liveStreamsPerSession = Setting(
+        "live-streams-per-session", default: .value("4"),
+        meaning: "live event streams one company session may hold open at once; more are refused with 429"
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.sync.liveStreamsPerSession = try count(value, source: source, range: 1...100)
+    }
+
+    public static let liveStreamsPerInstance = Setting(
+        "live-streams-per-instance", default: .value("10000"),
+        meaning: "live event streams this instance holds open at once; more are refused with 503 and `Retry-After`"
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.sync.liveStreamsPerInstance = try count(value, source: source, range: 1...1_000_000)
+    }
+
+    public static let auditRetention = Setting(
+        "audit-retention", default: .value("34560000", note: "400 days"),
+        meaning: "seconds audit events are kept before the sweeper deletes them; `0` keeps them all"
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.sweep.auditRetention =
+            value == "0" ? 0 : try seconds(value, source: source, range: 86_400...3_153_600_000)
+    }
+
+    public static let sessionRetention = Setting(
+        "session-retention", default: .value("604800", note: "7 days"),
+        meaning: """
+            seconds an ended or expired session and its refresh tokens are kept (listed, audited) before the \
+            sweeper deletes them
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.sweep.endedSessionRetention = try seconds(value, source: source, range: 0...31_536_000)
+    }
 }
 
 extension Setting {
@@ -319,6 +362,15 @@ extension Setting {
             throw ConfigurationError("\(source) must be an http:// or https:// URL, got '\(value)'")
         }
         return value
+    }
+
+    private static func count(
+        _ value: String, source: String, range: ClosedRange<Int>
+    ) throws(ConfigurationError) -> Int {
+        guard let count = Int(value), range.contains(count) else {
+            throw ConfigurationError("\(source) must be a number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return count
     }
 
     private static func seconds(

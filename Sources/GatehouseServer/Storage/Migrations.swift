@@ -334,6 +334,9 @@ public enum Migrations {
                 try await db.raw(SQLQueryString(statement)).run()
             }
         },
+        Migration(version: 7, name: "hardening") { db in
+            try await db.create(index: "audit_events_age").on("audit_events").column("occurred_at").run()
+        },
     ]
 }
 
