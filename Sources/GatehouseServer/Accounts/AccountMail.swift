@@ -10,6 +10,7 @@ struct AccountMail: Sendable {
     let publicURL: String
     /// The allow-list with the site URL's own origin and path, parsed once.
     let redirects: RedirectAllowList
+    let codeKeys: CodeKeys
 
     var siteURL: String { settings.siteURL ?? publicURL }
 
@@ -51,7 +52,7 @@ struct AccountMail: Sendable {
         let code = try await OneTimeCodes(db: db, clock: clock, settings: settings)
             .issue(
                 email: email, purpose: purpose, accountID: accountID, newEmail: newEmail, pending: pending,
-                codeChallenge: codeChallenge)
+                codeChallenge: codeChallenge, keys: codeKeys)
         // A sign-up's own choice, else the account's (an email change mails an address no account has yet). English
         // when neither names one: the mailer's own lookup by address would only find this account again.
         var locale = Mailer.locale(in: pending?.metadata)

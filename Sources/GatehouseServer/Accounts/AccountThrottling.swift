@@ -9,6 +9,8 @@ struct AccountThrottling: Sendable {
     /// Where refusals are audited.
     let sessions: SessionService
     let limiter: RateLimiter
+    /// What mailed codes are digested under.
+    let codeKeys: CodeKeys
 
     /// The per-IP limit for `rule`, answered with 429 and `Retry-After` when spent (and audited).
     func limit(
@@ -43,9 +45,9 @@ struct AccountThrottling: Sendable {
     {
         let key = "codes:" + Secrets.digest(email)
         try await admit(key, rule: .codes(ceiling: settings.limits.codeFailuresPerDay), client: client)
-        return try await store.transaction { [clock, settings] db in
+        return try await store.transaction { [clock, settings, codeKeys] db in
             let found = try await OneTimeCodes(db: db, clock: clock, settings: settings)
-                .consume(email: email, code: code, purposes: purposes)
+                .consume(email: email, code: code, purposes: purposes, keys: codeKeys)
             if found != nil { try await ThrottleRepository(db: db).clear(key) }
             return found
         }

@@ -23,12 +23,15 @@ struct AccountsEnvironment: Sendable {
     /// Mail, codes and the links in them.
     var mail: AccountMail {
         AccountMail(
-            store: store, clock: clock, settings: settings, mailer: mailer, publicURL: publicURL, redirects: redirects)
+            store: store, clock: clock, settings: settings, mailer: mailer, publicURL: publicURL, redirects: redirects,
+            codeKeys: CodeKeys(secrets.box))
     }
 
     /// Rate limits, failure backoff and resend cooldowns.
     var throttling: AccountThrottling {
-        AccountThrottling(store: store, clock: clock, settings: settings, sessions: sessions, limiter: limiter)
+        AccountThrottling(
+            store: store, clock: clock, settings: settings, sessions: sessions, limiter: limiter,
+            codeKeys: CodeKeys(secrets.box))
     }
 
     /// What a password must be.

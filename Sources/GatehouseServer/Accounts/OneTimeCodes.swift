@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import GatehouseAPI
 import SQLKit
@@ -45,6 +46,14 @@ struct ConsumedCode: Codable, Sendable {
     var codeChallenge: String?
 }
 
+/// The keys mailed codes are digested under, newest first (`SecretBox.digestKeys`).
+struct CodeKeys: Sendable {
+    let all: [SymmetricKey]
+    var newest: SymmetricKey { all[0] }
+
+    init(_ box: SecretBox) { all = box.digestKeys(purpose: "one-time code") }
+}
+
 /// What became of a link that no longer works.
 enum LinkState: Sendable { case used, expired }
 
@@ -60,7 +69,7 @@ struct OneTimeCodes {
     /// each sign-up's code carries that sign-up's own choices, so a later sign-up by someone else cannot replace them.
     func issue(
         email: String, purpose: CodePurpose, accountID: String?, newEmail: String? = nil,
-        pending: PendingSignup? = nil, codeChallenge: String? = nil
+        pending: PendingSignup? = nil, codeChallenge: String? = nil, keys: CodeKeys
     ) async throws -> IssuedCode {
         let now = clock.now
         if purpose != .signup {
@@ -74,7 +83,8 @@ struct OneTimeCodes {
         }
         try await codes.insert(
             StoredCode(
-                id: issued.id, email: email, codeHash: Self.codeDigest(id: issued.id, code: issued.code),
+                id: issued.id, email: email,
+                codeHash: Self.codeDigest(id: issued.id, code: issued.code, key: keys.newest),
                 purpose: purpose.rawValue, accountID: accountID, newEmail: newEmail,
                 pendingPasswordHash: pending?.passwordHash, pendingMetadata: pendingJSON, codeChallenge: codeChallenge),
             linkHash: Secrets.digest(issued.linkToken), createdAt: now,
@@ -89,13 +99,13 @@ struct OneTimeCodes {
 
     /// Consumes the live code for `email` among `purposes` when `code` matches. Every live candidate's try is
     /// counted before the code is compared (one UPDATE … RETURNING), so parallel guesses all use up tries.
-    func consume(email: String, code: String, purposes: [CodePurpose]) async throws -> ConsumedCode? {
+    func consume(email: String, code: String, purposes: [CodePurpose], keys: CodeKeys) async throws -> ConsumedCode? {
         let now = clock.now
         let candidates = try await codes.countTry(
             email: email, purposes: purposes, now: now, maxAttempts: settings.codeMaxAttempts)
         var matched: StoredCode?
         for candidate in candidates
-        where Secrets.constantTimeEquals(candidate.codeHash, Self.codeDigest(id: candidate.id, code: code)) {
+        where Self.matches(candidate.codeHash, id: candidate.id, code: code, keys: keys) {
             matched = candidate
         }
         guard let matched else { return nil }
@@ -146,8 +156,26 @@ struct OneTimeCodes {
             codeChallenge: code.codeChallenge)
     }
 
-    /// The stored form of a code: salted with its row id so equal codes never share a digest.
-    static func codeDigest(id: String, code: String) -> String {
-        Secrets.digest("\(id):\(code)")
+    /// The stored form of a code: an HMAC under the server's code key (`CodeKeys`), salted with its row id so equal
+    /// codes never share a digest. Six digits are a million guesses: an unkeyed digest in a log line or a copied
+    /// database gives the code away in well under a second.
+    static func codeDigest(id: String, code: String, key: SymmetricKey) -> String {
+        keyedPrefix + Secrets.hex(HMAC<SHA256>.authenticationCode(for: Data("\(id):\(code)".utf8), using: key))
+    }
+
+    /// Marks a keyed code digest; a stored digest without it is an older release's plain SHA-256, which verifies
+    /// until its code expires (minutes), so codes mailed just before an upgrade keep working.
+    static let keyedPrefix = "hmac:"
+
+    /// Whether `code` is the one `stored` is the digest of.
+    static func matches(_ stored: String, id: String, code: String, keys: CodeKeys) -> Bool {
+        guard stored.hasPrefix(keyedPrefix) else {
+            return Secrets.constantTimeEquals(stored, Secrets.digest("\(id):\(code)"))
+        }
+        var matched = false
+        for key in keys.all where Secrets.constantTimeEquals(stored, codeDigest(id: id, code: code, key: key)) {
+            matched = true
+        }
+        return matched
     }
 }

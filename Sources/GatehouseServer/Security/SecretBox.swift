@@ -31,6 +31,16 @@ public struct SecretBox: Sendable {
         self.keys = keys
     }
 
+    /// Keys for keyed digests of low-entropy secrets (mailed codes), newest first, derived from the key-encryption
+    /// keys (HKDF-SHA256, one `purpose` per use): neither a log nor a copy of the database is enough to test a guess.
+    /// A digest made under a key that was rotated out still verifies while that key is listed.
+    func digestKeys(purpose: String) -> [SymmetricKey] {
+        keys.map {
+            HKDF<SHA256>.deriveKey(
+                inputKeyMaterial: $0.key, info: Data("gatehouse digest:\(purpose)".utf8), outputByteCount: 32)
+        }
+    }
+
     /// A new random key, base64, for a fresh key file.
     public static func newKey() -> String {
         SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }.base64EncodedString()

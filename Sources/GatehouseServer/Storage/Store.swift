@@ -15,6 +15,9 @@ public final class Store: Service, Sendable {
     /// Where the data lives.
     public let location: StoreLocation
     let logger: Logger
+    /// The database drivers' logger: never below `info`, whatever `--log-level` says. At `debug` the drivers log
+    /// every statement with its bound values (addresses, password and code digests), and no log may carry those.
+    let driverLogger: Logger
     private let backend: Backend
     /// SQLite's own threads: more than its connections, so the connection holding the write lock always has a
     /// thread to finish on while others wait in SQLite's busy handler (which retries without yielding).
@@ -51,6 +54,9 @@ public final class Store: Service, Sendable {
     ) throws {
         self.location = location
         self.logger = logger
+        var driverLogger = logger
+        driverLogger.logLevel = max(logger.logLevel, .info)
+        self.driverLogger = driverLogger
         let labels = [("store", location.kind)]
         inUseGauge = Gauge(label: "gatehouse_store_connections_in_use", dimensions: labels)
         maxGauge = Gauge(label: "gatehouse_store_connections_max", dimensions: labels)
@@ -68,7 +74,8 @@ public final class Store: Service, Sendable {
                     configuration: .init(storage: .file(path: path), enableForeignKeys: true), threadPool: pool))
             backend = .sqlite(
                 EventLoopGroupConnectionPool(
-                    source: source, maxConnectionsPerEventLoop: connectionsPerLoop, logger: logger, on: eventLoopGroup))
+                    source: source, maxConnectionsPerEventLoop: connectionsPerLoop, logger: driverLogger,
+                    on: eventLoopGroup))
         case .postgres(let url, let searchPath):
             threadPool = nil
             var configuration = try SQLPostgresConfiguration(url: url)
@@ -78,7 +85,7 @@ public final class Store: Service, Sendable {
                 EventLoopGroupConnectionPool(
                     source: PostgresConnectionSource(sqlConfiguration: configuration),
                     maxConnectionsPerEventLoop: connectionsPerLoop,
-                    requestTimeout: StoreOutage.connectionWaitTimeout, logger: logger, on: eventLoopGroup))
+                    requestTimeout: StoreOutage.connectionWaitTimeout, logger: driverLogger, on: eventLoopGroup))
         }
         maxGauge.record(connectionsPerLoop * eventLoopGroup.makeIterator().reduce(0) { count, _ in count + 1 })
         readyGauge.record(0)
@@ -88,8 +95,8 @@ public final class Store: Service, Sendable {
     /// tells the request's `StoreOutage.Witness`, if any.
     public var database: any SQLDatabase {
         switch backend {
-        case .sqlite(let pool): WitnessedDatabase(base: SQLitePoolDatabase(pool: pool, logger: logger))
-        case .postgres(let pool): WitnessedDatabase(base: pool.database(logger: logger).sql())
+        case .sqlite(let pool): WitnessedDatabase(base: SQLitePoolDatabase(pool: pool, logger: driverLogger))
+        case .postgres(let pool): WitnessedDatabase(base: pool.database(logger: driverLogger).sql())
         }
     }
 
@@ -170,7 +177,7 @@ public final class Store: Service, Sendable {
         -> T?
     {
         guard case .postgres(let pool) = backend else { return nil }
-        let connection = try await pool.source.makeConnection(logger: logger, on: pool.eventLoopGroup.any()).get()
+        let connection = try await pool.source.makeConnection(logger: driverLogger, on: pool.eventLoopGroup.any()).get()
         do {
             let result = try await body(connection)
             try? await connection.close()
