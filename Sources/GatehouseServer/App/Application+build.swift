@@ -159,6 +159,9 @@ public func buildApplication(
         services: [
             services.store, services.mailQueue, SyncListener(bus: services.bus, logger: logger),
             SyncCompactor(sync: services.sync, retention: configuration.sync.retention, logger: logger),
+            Sweeper(
+                store: services.store, settings: configuration.sweep, auth: configuration.auth, clock: services.clock,
+                logger: logger),
         ],
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port

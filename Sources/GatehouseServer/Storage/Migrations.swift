@@ -336,6 +336,19 @@ public enum Migrations {
         },
         Migration(version: 7, name: "hardening") { db in
             try await db.create(index: "audit_events_age").on("audit_events").column("occurred_at").run()
+            // The sweeper's searches (SweepRepository): rotated tokens by age (only rotated ones are indexed, so a new
+            // token costs no entry), sessions by each way they end, spent codes and idle throttle records by age.
+            for statement in [
+                "CREATE INDEX refresh_tokens_rotated ON refresh_tokens (rotated_at) WHERE rotated_at IS NOT NULL",
+                "CREATE INDEX sessions_revoked ON sessions (revoked_at) WHERE revoked_at IS NOT NULL",
+                "CREATE INDEX sessions_expires ON sessions (expires_at)",
+                "CREATE INDEX sessions_refreshed ON sessions (refreshed_at)",
+                "CREATE INDEX one_time_codes_expires ON one_time_codes (expires_at)",
+                "CREATE INDEX flow_states_expires ON flow_states (expires_at)",
+                "CREATE INDEX auth_throttle_window ON auth_throttle (window_started_at)",
+            ] {
+                try await db.raw(SQLQueryString(statement)).run()
+            }
         },
     ]
 }

@@ -1,0 +1,161 @@
+import Foundation
+import SQLKit
+
+/// One kind of row the sweeper deletes, with the table it lives in and the key a batch names its rows by.
+enum SweepKind: String, CaseIterable, Sendable {
+    /// Refresh tokens rotated longer ago than the reuse window.
+    case rotatedTokens = "rotated_tokens"
+    /// Sessions revoked longer ago than the retention.
+    case revokedSessions = "revoked_sessions"
+    /// Sessions past their lifetime for longer than the retention.
+    case expiredSessions = "expired_sessions"
+    /// Sessions idle past the server's timeout for longer than the retention.
+    case idleSessions = "idle_sessions"
+    /// Company sessions idle past their own, shorter timeout for longer than the retention.
+    case idleCompanySessions = "idle_company_sessions"
+    /// Mailed codes and links, used or not, a day after they expired.
+    case codes
+    /// PKCE authorization codes a day after they expired, once the session their exchange started is gone.
+    case flowStates = "flow_states"
+    /// Mail the queue would give up at its next try anyway.
+    case mail
+    /// Failure and cooldown records whose every window has passed.
+    case throttles
+    /// Apple identity tokens past their expiry.
+    case identityTokens = "identity_tokens"
+    /// Audit events older than the audit retention.
+    case audit
+
+    var table: String {
+        switch self {
+        case .rotatedTokens: "refresh_tokens"
+        case .revokedSessions, .expiredSessions, .idleSessions, .idleCompanySessions: "sessions"
+        case .codes: "one_time_codes"
+        case .flowStates: "flow_states"
+        case .mail: "mail_queue"
+        case .throttles: "auth_throttle"
+        case .identityTokens: "used_identity_tokens"
+        case .audit: "audit_events"
+        }
+    }
+
+    var key: String {
+        switch self {
+        case .rotatedTokens, .identityTokens: "token_hash"
+        case .throttles: "key"
+        default: "id"
+        }
+    }
+}
+
+/// The moments before which each kind of row is dead, in epoch milliseconds (`SweepRules.cutoffs`).
+struct SweepCutoffs: Sendable, Equatable {
+    let now: Int64
+    let rotatedBefore: Int64
+    let sessionsEndedBefore: Int64
+    /// The server's session idle timeout, seconds.
+    let serverIdleSeconds: Int64
+    let codesExpiredBefore: Int64
+    let mailCreatedBefore: Int64
+    let throttlesIdleBefore: Int64
+    /// Nil when audit events are kept forever.
+    let auditBefore: Int64?
+}
+
+/// All SQL of the sweeper. A batch is found by a plain read (no write lock held while the store is searched), then
+/// deleted by its keys in a short transaction whose statement checks the same condition again, so a row that came
+/// back to use between the two (a session refreshed meanwhile) stays.
+struct SweepRepository {
+    let db: any SQLDatabase
+
+    /// Arbitrary constant key of the sweeper's PostgreSQL advisory lock (the migrator's is another).
+    private static let advisoryLockKey = 0x7377_6570
+
+    /// On PostgreSQL, takes the sweeper's lock for this transaction; false when another instance holds it. Always
+    /// true on SQLite, where one process owns the file.
+    func lock() async throws -> Bool {
+        guard db.dialect.name == "postgresql" else { return true }
+        return try await db.raw(
+            """
+            SELECT pg_try_advisory_xact_lock(\(literal: Self.advisoryLockKey), hashtext(current_schema())) AS locked
+            """
+        ).first(decodingColumn: "locked", as: Bool.self) ?? false
+    }
+
+    /// Up to `limit` keys of dead rows of `kind`.
+    func candidates(_ kind: SweepKind, _ cutoffs: SweepCutoffs, limit: Int) async throws -> [SQLBind] {
+        let rows = try await db.raw(
+            """
+            SELECT \(ident: kind.key) AS k FROM \(ident: kind.table)
+            WHERE \(Self.condition(kind, cutoffs)) LIMIT \(literal: limit)
+            """
+        ).all()
+        return try rows.map { row in
+            kind == .audit
+                ? SQLBind(try row.decode(column: "k", as: Int64.self))
+                : SQLBind(try row.decode(column: "k", as: String.self))
+        }
+    }
+
+    /// Deletes the rows of `keys` that are still dead; returns how many went. Call it inside a transaction. Deleting a
+    /// session deletes its refresh tokens too (the foreign key cascades).
+    func delete(_ kind: SweepKind, keys: [SQLBind], _ cutoffs: SweepCutoffs) async throws -> Int {
+        guard !keys.isEmpty else { return 0 }
+        return try await db.raw(
+            """
+            DELETE FROM \(ident: kind.table)
+            WHERE \(ident: kind.key) IN (\(SQLList(keys))) AND \(Self.condition(kind, cutoffs))
+            RETURNING \(ident: kind.key)
+            """
+        ).all().count
+    }
+
+    /// What makes a row of `kind` dead, as a condition on its own table.
+    private static func condition(_ kind: SweepKind, _ c: SweepCutoffs) -> SQLQueryString {
+        let idleMillis = c.serverIdleSeconds * 1000
+        switch kind {
+        case .rotatedTokens:
+            return "rotated_at IS NOT NULL AND rotated_at < \(bind: c.rotatedBefore)"
+        case .revokedSessions:
+            return "revoked_at IS NOT NULL AND revoked_at < \(bind: c.sessionsEndedBefore)"
+        case .expiredSessions:
+            return "expires_at < \(bind: c.sessionsEndedBefore)"
+        case .idleSessions:
+            return "refreshed_at < \(bind: c.sessionsEndedBefore - idleMillis)"
+        case .idleCompanySessions:
+            return """
+                refreshed_at < \(bind: c.sessionsEndedBefore) AND idle_timeout IS NOT NULL \
+                AND idle_timeout < \(bind: c.serverIdleSeconds) \
+                AND refreshed_at + idle_timeout * 1000 < \(bind: c.sessionsEndedBefore)
+                """
+        case .codes:
+            return "expires_at < \(bind: c.codesExpiredBefore)"
+        case .flowStates:
+            // A used code whose session still exists ends that session when it is replayed (RFC 9700 4.2.1).
+            return """
+                expires_at < \(bind: c.codesExpiredBefore) AND (session_id IS NULL OR NOT EXISTS \
+                (SELECT 1 FROM sessions s WHERE s.id = flow_states.session_id))
+                """
+        case .mail:
+            return """
+                created_at < \(bind: c.mailCreatedBefore) \
+                AND (claimed_until IS NULL OR claimed_until < \(bind: c.now))
+                """
+        case .throttles:
+            return """
+                window_started_at < \(bind: c.throttlesIdleBefore) \
+                AND last_failure_at < \(bind: c.throttlesIdleBefore)
+                """
+        case .identityTokens:
+            return "expires_at < \(bind: c.now)"
+        case .audit:
+            // Never reached with no retention: the sweeper skips the kind.
+            return "occurred_at < \(bind: c.auditBefore ?? Int64.min)"
+        }
+    }
+
+    /// How many rows `table` holds (the benchmark's and the tests' measure).
+    func count(_ table: String) async throws -> Int {
+        try await db.raw("SELECT COUNT(*) AS n FROM \(ident: table)").first(decodingColumn: "n", as: Int.self) ?? 0
+    }
+}
