@@ -110,6 +110,17 @@ struct SyncRulesTests {
         #expect(
             SyncRules.apply(mutation([:]), to: hidden, by: sales, seq: 2, now: now).outcome
                 == .refused(.recordForbidden))
+        // Hidden, whatever its state: deleted, its id is not for another department to take; a delete answers as
+        // for an id that does not exist, and changes nothing.
+        var tombstone = hidden
+        tombstone.deleted = true
+        for current in [hidden, tombstone] {
+            #expect(
+                SyncRules.apply(mutation([:], base: 9, deptMask: 1), to: current, by: sales, seq: 9, now: now)
+                    .outcome == .refused(.recordForbidden))
+            let delete = SyncRules.apply(mutation([:], op: .delete), to: current, by: sales, seq: 9, now: now)
+            #expect(delete.record == nil && delete.outcome == .applied)
+        }
         #expect(
             SyncRules.apply(mutation([:]), to: nil, by: member(dept: 1, role: .readOnly), seq: 2, now: now).outcome
                 == .refused(.readOnly))
@@ -140,6 +151,15 @@ struct SyncRulesTests {
         #expect(SyncRules.mayGrant(3, replacing: 5, actor: manager))
         #expect(!SyncRules.mayGrant(1, replacing: 4, actor: manager))
         #expect(SyncRules.mayGrant(0, replacing: 4, actor: owner))
+        // Every mask a record has had is kept, 0 (everyone) as the sign bit.
+        let created = SyncRules.apply(mutation([:], deptMask: 1), to: nil, by: sales, seq: 2, now: now).record
+        #expect(created?.pastMasks == 1)
+        let moved = SyncRules.apply(
+            mutation([:], base: 2, deptMask: 4), to: created, by: owner, seq: 3, now: now
+        ).record
+        #expect(moved?.pastMasks == 5)
+        let opened = SyncRules.apply(mutation([:], base: 3, deptMask: 0), to: moved, by: owner, seq: 4, now: now).record
+        #expect(opened?.pastMasks == Int64.min | 5)
     }
 
     @Test("Limits: 200 fields and 256 KiB per record")
@@ -183,7 +203,14 @@ struct SyncRulesTests {
         #expect(SyncRules.pullItem(record, since: 5, visibility: Visibility(mask: 2)) == .skip)
         var moved = record
         moved.maskSeq = 8
+        moved.pastMasks = 2 | 1
         #expect(SyncRules.pullItem(moved, since: 5, visibility: Visibility(mask: 2)) == .revoked(record.id))
+        // Only to members who may have seen it: one moved between departments they are not in is no news to them.
+        #expect(SyncRules.pullItem(moved, since: 5, visibility: Visibility(mask: 4)) == .skip)
+        var wasPublic = moved
+        wasPublic.pastMasks = Int64.min | 1
+        #expect(SyncRules.pullItem(wasPublic, since: 5, visibility: Visibility(mask: 4)) == .revoked(record.id))
+        #expect(SyncRules.pullItem(wasPublic, since: 5, visibility: Visibility(mask: 0)) == .revoked(record.id))
         // Not to a first sync, nor for a record made after the token: the device never had it.
         #expect(SyncRules.pullItem(moved, since: 0, visibility: Visibility(mask: 2)) == .skip)
         // Moved out of sight and then deleted: a device that may hold it is told to drop it, and learns nothing more.
@@ -191,6 +218,7 @@ struct SyncRulesTests {
         gone.deleted = true
         gone.fields = [:]
         #expect(SyncRules.pullItem(gone, since: 5, visibility: Visibility(mask: 2)) == .revoked(gone.id))
+        #expect(SyncRules.pullItem(gone, since: 5, visibility: Visibility(mask: 4)) == .skip)
         #expect(SyncRules.pullItem(gone, since: 5, visibility: Visibility(mask: 1)) == .change(gone))
         #expect(SyncRules.pullItem(gone, since: 0, visibility: Visibility(mask: 2)) == .skip)
         var young = moved

@@ -349,6 +349,18 @@ public enum Migrations {
             ] {
                 try await db.raw(SQLQueryString(statement)).run()
             }
+            // Each record's field bytes, so a page is cut by bytes before fields are read; and every department mask
+            // it has had (the sign bit for 0, everyone), so only members who may have seen it are told it went out
+            // of sight. A record whose mask changed before this release may have been seen by anyone.
+            try await db.alter(table: "records").column("fields_size", type: .bigint, .notNull, .default(0)).run()
+            try await db.alter(table: "records").column("past_masks", type: .bigint, .notNull, .default(0)).run()
+            let bytes = db.dialect.name == "postgresql" ? "octet_length(fields)" : "length(CAST(fields AS BLOB))"
+            try await db.raw(
+                """
+                UPDATE records SET fields_size = \(unsafeRaw: bytes), past_masks = CASE
+                WHEN mask_seq > created_seq THEN -1 WHEN dept_mask = 0 THEN \(bind: Int64.min) ELSE dept_mask END
+                """
+            ).run()
         },
     ]
 }

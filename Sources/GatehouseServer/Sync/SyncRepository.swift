@@ -15,18 +15,50 @@ struct SyncCounters: Decodable, Sendable {
     }
 }
 
+/// Where a record stands in a page's order, and the bytes of its fields: pages are cut by bytes from these before
+/// any fields are read.
+struct RecordKey: Sendable, Equatable, Decodable {
+    let id: String
+    let seq: Int64
+    let size: Int
+
+    enum CodingKeys: String, CodingKey {
+        case id, seq
+        case size = "fields_size"
+    }
+}
+
 /// The SQL of records, the change log and mutation results. Every query names the company.
 struct SyncRepository {
     let db: any SQLDatabase
 
     private static let columns = [
         "id", "type", "fields", "field_seqs", "dept_mask", "mask_seq", "created_by", "created_at", "updated_at",
-        "created_seq", "seq", "deleted",
+        "created_seq", "seq", "deleted", "past_masks", "fields_size",
     ]
+    private static let selected: SQLQueryString = "\(unsafeRaw: columns.joined(separator: ", "))"
+    private static let keys: SQLQueryString = "id, seq, fields_size"
 
     /// `(dept_mask = 0 OR dept_mask & mask <> 0)`: the record is visible under `mask`.
     private static func visible(_ mask: Int64) -> SQLQueryString {
         "(dept_mask = 0 OR (dept_mask & \(bind: mask)) <> 0)"
+    }
+
+    /// The record was visible under `mask` at some time (`Visibility.mayHaveSeen`).
+    private static func mayHaveSeen(_ mask: Int64) -> SQLQueryString {
+        "(past_masks < 0 OR (past_masks & \(bind: mask)) <> 0)"
+    }
+
+    /// What a pull after `since` under `mask` sends something about: visible rows, and rows that existed at `since`,
+    /// whose mask changed after and that the member may have seen (the device may hold them: they are revoked).
+    private static func pulled(since: Int64, mask: Int64, types: [String]?) -> SQLQueryString {
+        "(\(visible(mask)) OR (mask_seq > \(bind: since) AND created_seq <= \(bind: since) AND \(mayHaveSeen(mask))))"
+            + ofTypes(types)
+    }
+
+    /// Rows after `cursor` in (seq, id) order.
+    private static func after(_ cursor: (seq: Int64, id: String)) -> SQLQueryString {
+        "(seq > \(bind: cursor.seq) OR (seq = \(bind: cursor.seq) AND id > \(bind: cursor.id)))"
     }
 
     /// `AND type IN (…)` when the device syncs some types only.
@@ -107,7 +139,8 @@ struct SyncRepository {
                     SQLBind(companyID), SQLBind(record.id), SQLBind(record.type), SQLBind(fields), SQLBind(seqs),
                     SQLBind(record.deptMask), SQLBind(record.maskSeq), SQLBind(record.createdBy),
                     SQLBind(record.createdAt.epochMilliseconds), SQLBind(record.updatedAt.epochMilliseconds),
-                    SQLBind(record.createdSeq), SQLBind(record.seq), SQLBind(record.deleted ? 1 : 0))
+                    SQLBind(record.createdSeq), SQLBind(record.seq), SQLBind(record.deleted ? 1 : 0),
+                    SQLBind(record.pastMasks), SQLBind(fields.utf8.count))
             }
             try await insert.onConflict(with: ["company_id", "id"]) { update in
                 Self.columns.dropFirst().reduce(update) { $0.set(excludedValueOf: $1) }
@@ -116,63 +149,89 @@ struct SyncRepository {
         }
     }
 
-    /// Rows changed after `since`, in (seq, id) order, that a member seeing `mask` is sent something about: visible
-    /// ones, and ones that existed at `since` and whose mask changed after (they may have to be revoked).
-    func changes(_ companyID: String, since: Int64, mask: Int64, types: [String]?, limit: Int) async throws
-        -> [StoredRecord]
+    /// The keys of up to `limit` rows changed after `since`, in (seq, id) order, that a member seeing `mask` is sent
+    /// something about (see `pulled`). Fields are not read: the service cuts the page by bytes from these.
+    func changeKeys(_ companyID: String, since: Int64, mask: Int64, types: [String]?, limit: Int) async throws
+        -> [RecordKey]
     {
         try await db.raw(
             """
-            SELECT \(unsafeRaw: Self.columns.joined(separator: ", ")) FROM records
-            WHERE company_id = \(bind: companyID) AND seq > \(bind: since)
-            AND (\(Self.visible(mask)) OR (mask_seq > \(bind: since) AND created_seq <= \(bind: since)))\(Self.ofTypes(types))
+            SELECT \(Self.keys) FROM records
+            WHERE company_id = \(bind: companyID) AND seq > \(bind: since) AND \(Self.pulled(since: since, mask: mask, types: types))
             ORDER BY seq, id LIMIT \(bind: limit)
             """
-        ).all().map(Self.decode)
+        ).all(decoding: RecordKey.self)
     }
 
-    /// Every row of one transaction, for a page that must hold it whole.
-    func changes(_ companyID: String, at seq: Int64, since: Int64, mask: Int64, types: [String]?) async throws
-        -> [StoredRecord]
+    /// The rows a pull after `since` sends something about whose seq is in `seqs`, in (seq, id) order: a page the
+    /// keys were cut to. Rows only ever move to later seqs, so these are the keys' rows or fewer.
+    func changes(_ companyID: String, since: Int64, seqs: ClosedRange<Int64>, mask: Int64, types: [String]?)
+        async throws -> [StoredRecord]
     {
         try await db.raw(
             """
-            SELECT \(unsafeRaw: Self.columns.joined(separator: ", ")) FROM records
-            WHERE company_id = \(bind: companyID) AND seq = \(bind: seq)
-            AND (\(Self.visible(mask)) OR (mask_seq > \(bind: since) AND created_seq <= \(bind: since)))\(Self.ofTypes(types))
-            ORDER BY id
+            SELECT \(Self.selected) FROM records
+            WHERE company_id = \(bind: companyID) AND seq >= \(bind: seqs.lowerBound) AND seq <= \(bind: seqs.upperBound)
+            AND \(Self.pulled(since: since, mask: mask, types: types))
+            ORDER BY seq, id
             """
         ).all().map(Self.decode)
     }
 
-    /// Records that existed at the device's token (`created_seq <= createdBy`) whose visibility differs between the
-    /// `old` and `new` mask, deleted ones included, after `cursor` in (seq, id) order: what a device re-filters after
-    /// the member's masks changed. Later changes of those records count too, so one that became visible is sent whole.
-    func rescope(
+    /// What a device re-filters after the member's masks changed from `old` to `new`: of the records that existed at
+    /// its token (`created_seq <= createdBy`), deleted ones included, those whose visibility differs between the two
+    /// masks, and those out of sight under both whose mask changed since the token and that `old` may have seen (the
+    /// device may hold them). Later changes of those records count too, so one that became visible is sent whole.
+    private static func rescoped(createdBy: Int64, old: Int64, new: Int64, types: [String]?) -> SQLQueryString {
+        """
+        created_seq <= \(bind: createdBy)
+        AND (\(visible(old)) <> \(visible(new))
+        OR (mask_seq > \(bind: createdBy) AND NOT \(visible(new)) AND \(mayHaveSeen(old))))\(ofTypes(types))
+        """
+    }
+
+    /// The keys of up to `limit` rows to re-filter (see `rescoped`) after `cursor`, in (seq, id) order.
+    func rescopeKeys(
         _ companyID: String, createdBy: Int64, old: Int64, new: Int64, types: [String]?,
         after cursor: (seq: Int64, id: String), limit: Int
+    ) async throws -> [RecordKey] {
+        try await db.raw(
+            """
+            SELECT \(Self.keys) FROM records
+            WHERE company_id = \(bind: companyID) AND \(Self.after(cursor))
+            AND \(Self.rescoped(createdBy: createdBy, old: old, new: new, types: types))
+            ORDER BY seq, id LIMIT \(bind: limit)
+            """
+        ).all(decoding: RecordKey.self)
+    }
+
+    /// The rows to re-filter after `cursor` up to `last` (inclusive), in (seq, id) order: a page the keys were cut to.
+    func rescope(
+        _ companyID: String, createdBy: Int64, old: Int64, new: Int64, types: [String]?,
+        after cursor: (seq: Int64, id: String), through last: RecordKey
     ) async throws -> [StoredRecord] {
         try await db.raw(
             """
-            SELECT \(unsafeRaw: Self.columns.joined(separator: ", ")) FROM records
-            WHERE company_id = \(bind: companyID) AND created_seq <= \(bind: createdBy)
-            AND (seq > \(bind: cursor.seq) OR (seq = \(bind: cursor.seq) AND id > \(bind: cursor.id)))
-            AND \(Self.visible(old)) <> \(Self.visible(new))\(Self.ofTypes(types))
-            ORDER BY seq, id LIMIT \(bind: limit)
+            SELECT \(Self.selected) FROM records
+            WHERE company_id = \(bind: companyID) AND \(Self.after(cursor))
+            AND (seq < \(bind: last.seq) OR (seq = \(bind: last.seq) AND id <= \(bind: last.id)))
+            AND \(Self.rescoped(createdBy: createdBy, old: old, new: new, types: types))
+            ORDER BY seq, id
             """
         ).all().map(Self.decode)
     }
 
-    /// Records not deleted, visible under `mask`, by id, after `after` and up to `through` (inclusive), optionally of one type.
-    func existing(
+    /// The keys of up to `limit` records not deleted, visible under `mask`, by id, after `after` and up to `through`
+    /// (inclusive), optionally of some types. Fetch the ones a page takes with `records(_:ids:)`.
+    func existingKeys(
         _ companyID: String, mask: Int64, types: [String]? = nil, after: String?, through: String? = nil, limit: Int
-    ) async throws -> [StoredRecord] {
-        var query = db.select().columns(Self.columns).from("records").where("company_id", .equal, companyID)
-            .where("deleted", .equal, 0).where(Self.visible(mask))
+    ) async throws -> [RecordKey] {
+        var query = db.select().columns("id", "seq", "fields_size").from("records")
+            .where("company_id", .equal, companyID).where("deleted", .equal, 0).where(Self.visible(mask))
         if let types, !types.isEmpty { query = query.where("type", .in, types) }
         if let after { query = query.where("id", .greaterThan, after) }
         if let through { query = query.where("id", .lessThanOrEqual, through) }
-        return try await query.orderBy("id").limit(limit).all().map(Self.decode)
+        return try await query.orderBy("id").limit(limit).all(decoding: RecordKey.self)
     }
 
     // MARK: Mutation results
@@ -261,7 +320,8 @@ struct SyncRepository {
             updatedAt: Date(epochMilliseconds: try row.decode(column: "updated_at", as: Int64.self)),
             createdSeq: try row.decode(column: "created_seq", as: Int64.self),
             seq: try row.decode(column: "seq", as: Int64.self),
-            deleted: try row.decode(column: "deleted", as: Int.self) != 0, storedSize: fields.utf8.count)
+            deleted: try row.decode(column: "deleted", as: Int.self) != 0,
+            pastMasks: try row.decode(column: "past_masks", as: Int64.self), storedSize: fields.utf8.count)
     }
 }
 

@@ -18,8 +18,14 @@ struct StoredRecord: Sendable, Equatable {
     /// The seq of the last write: a pull after this seq does not show the record again.
     var seq: Int64
     var deleted: Bool
+    /// Every department mask the record has had, OR-ed, with the sign bit once it was 0 (everyone): who may ever have
+    /// seen it, so a pull tells only them when it goes out of sight (`Visibility.mayHaveSeen`).
+    var pastMasks: Int64 = 0
     /// The size of the stored fields, in bytes (0 for a record not read from the store).
     var storedSize = 0
+
+    /// `pastMasks` with `mask` added.
+    static func pastMasks(_ past: Int64, adding mask: Int64) -> Int64 { past | (mask == 0 ? Int64.min : mask) }
 }
 
 /// Which records a member sees: those whose department mask is 0 or shares a bit with theirs. The owner and super
@@ -30,6 +36,9 @@ struct Visibility: Sendable, Equatable {
     static let everything = Visibility(mask: -1)
 
     func sees(_ deptMask: Int64) -> Bool { deptMask == 0 || deptMask & mask != 0 }
+
+    /// Whether a record with these `StoredRecord.pastMasks` was ever visible under this mask.
+    func mayHaveSeen(_ pastMasks: Int64) -> Bool { pastMasks < 0 || pastMasks & mask != 0 }
 }
 
 /// The member pushing: what they may write and which department bits they may give a record.
@@ -137,16 +146,20 @@ enum SyncRules {
     /// Applies `mutation` from `actor` to the stored record (nil when there is none) in the transaction of `seq`.
     /// `batchWritten` names the fields this batch already wrote to the record: a device's later edit of its own
     /// edit is not a conflict. Returns the record to store (nil when nothing changes) and the outcome.
+    ///
+    /// A record the actor cannot see, live or deleted, answers the same whatever its state, type or seq: a delete as
+    /// if the id did not exist (applied, nothing changes), anything else `record_forbidden`. So a push tells nothing
+    /// of it, and a department's deleted id cannot be taken over from another.
     static func apply(
         _ mutation: RecordMutation, to current: StoredRecord?, by actor: SyncActor, seq: Int64, now: Date,
         batchWritten: Set<String> = []
     ) -> (record: StoredRecord?, outcome: MutationOutcome) {
         guard actor.canWrite else { return (nil, .refused(.readOnly)) }
         if let code = check(mutation) { return (nil, .refused(code)) }
-        if let current, !current.deleted {
-            guard actor.visibility.sees(current.deptMask) else { return (nil, .refused(.recordForbidden)) }
-            guard current.type == mutation.type else { return (nil, .refused(.typeMismatch)) }
+        if let current, !actor.visibility.sees(current.deptMask) {
+            return (nil, mutation.op == .delete ? .applied : .refused(.recordForbidden))
         }
+        if let current, !current.deleted, current.type != mutation.type { return (nil, .refused(.typeMismatch)) }
         let existing = current.flatMap { $0.deleted ? nil : $0 }
         if let wanted = mutation.deptMask, !mayGrant(wanted, replacing: existing?.deptMask, actor: actor) {
             return (nil, .refused(.deptMaskForbidden))
@@ -164,7 +177,7 @@ enum SyncRules {
             guard let existing else {
                 // A deleted record stays deleted against edits made before the delete was seen (delete wins).
                 if let current, current.deleted, mutation.base < current.seq { return (nil, .refused(.recordDeleted)) }
-                return create(mutation, by: actor, seq: seq, now: now)
+                return create(mutation, by: actor, seq: seq, now: now, past: current?.pastMasks ?? 0)
             }
             return merge(mutation, into: existing, seq: seq, now: now, batchWritten: batchWritten)
         }
@@ -182,14 +195,17 @@ enum SyncRules {
         return (wanted ^ current) & ~actor.grantable == 0
     }
 
-    private static func create(_ mutation: RecordMutation, by actor: SyncActor, seq: Int64, now: Date)
-        -> (record: StoredRecord?, outcome: MutationOutcome)
-    {
+    /// A new record; `past` carries the past masks of a deleted record of the same id, whose holders may still have it.
+    private static func create(
+        _ mutation: RecordMutation, by actor: SyncActor, seq: Int64, now: Date, past: Int64
+    ) -> (record: StoredRecord?, outcome: MutationOutcome) {
         if let code = limits(mutation.fields) { return (nil, .refused(code)) }
+        let mask = mutation.deptMask ?? 0
         let record = StoredRecord(
             id: mutation.id, type: mutation.type, fields: mutation.fields,
-            fieldSeqs: mutation.fields.mapValues { _ in seq }, deptMask: mutation.deptMask ?? 0, maskSeq: seq,
-            createdBy: actor.accountID, createdAt: now, updatedAt: now, createdSeq: seq, seq: seq, deleted: false)
+            fieldSeqs: mutation.fields.mapValues { _ in seq }, deptMask: mask, maskSeq: seq,
+            createdBy: actor.accountID, createdAt: now, updatedAt: now, createdSeq: seq, seq: seq, deleted: false,
+            pastMasks: StoredRecord.pastMasks(past, adding: mask))
         return (record, .applied)
     }
 
@@ -217,6 +233,7 @@ enum SyncRules {
             } else {
                 record.deptMask = wanted
                 record.maskSeq = seq
+                record.pastMasks = StoredRecord.pastMasks(current.pastMasks, adding: wanted)
                 changed = true
             }
         }
@@ -267,7 +284,8 @@ enum SyncRules {
     }
 
     /// What a pull after `since` sends of one changed row for a member who sees `visibility`: the fields written
-    /// after `since` (all of them when the record just became visible), a tombstone, a revoked id, or nothing.
+    /// after `since` (all of them when the record just became visible), a tombstone, a revoked id, or nothing. An id
+    /// is revoked only to a member who may have seen the record: others never hear of it.
     enum PullItem: Equatable {
         case change(StoredRecord)
         case revoked(String)
@@ -277,7 +295,9 @@ enum SyncRules {
     static func pullItem(_ record: StoredRecord, since: Int64, visibility: Visibility) -> PullItem {
         let visible = visibility.sees(record.deptMask)
         // The device may hold an invisible record when it existed at the token and its mask changed since.
-        let mayHold = since > 0 && record.createdSeq <= since && record.maskSeq > since
+        let mayHold =
+            since > 0 && record.createdSeq <= since && record.maskSeq > since
+            && visibility.mayHaveSeen(record.pastMasks)
         if record.deleted { return visible ? .change(record) : mayHold ? .revoked(record.id) : .skip }
         guard visible else { return mayHold ? .revoked(record.id) : .skip }
         guard since > 0, record.maskSeq <= since else { return .change(record) }

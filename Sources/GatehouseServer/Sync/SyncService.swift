@@ -16,7 +16,9 @@ struct SyncService: Sendable {
     let liveCheckInterval: Duration
 
     static let defaultPageSize = 500
-    /// A page stops adding records past this many bytes of fields (but always holds one whole transaction).
+    /// A page of a pull, a record list or a digest chunk stops adding records past this many bytes of fields (but
+    /// always holds one record, and a pull one whole transaction). The store is asked for the rows' keys and sizes
+    /// first, and then for the fields of the rows that fit only.
     static let pageBytes = 4 << 20
     static let digestPageSize = 1000
 
@@ -62,9 +64,9 @@ struct SyncService: Sendable {
 
     private func token(_ text: String?, for caller: CompanyCaller, key: SymmetricKey) throws -> SyncToken? {
         guard let text else { return nil }
-        guard let token = SyncToken.decode(text, key: key), token.company == caller.companyID,
-            token.account == caller.accountID
-        else { throw Self.invalidToken }
+        guard let token = SyncToken.decode(text, key: key), token.belongs(to: caller.membership) else {
+            throw Self.invalidToken
+        }
         return token
     }
 
@@ -110,22 +112,26 @@ struct SyncService: Sendable {
     private func changes(
         after token: SyncToken, view: View, seq current: Int64, limit: Int, key: SymmetricKey, sync: SyncRepository
     ) async throws -> Schemas.SyncPullResponse {
-        let rows = try await sync.changes(
+        let keys = try await sync.changeKeys(
             token.company, since: token.seq, mask: view.mask, types: token.types, limit: limit + 1)
-        let page: [StoredRecord]
         let reached: Int64
         let hasMore: Bool
-        let fitting = SyncRules.rowsWithin(Self.pageBytes, sizes: rows.map(\.storedSize), limit: limit)
-        switch SyncRules.pageEnd(rows.map(\.seq), limit: fitting) {
+        let fitting = SyncRules.rowsWithin(Self.pageBytes, sizes: keys.map(\.size), limit: limit)
+        switch SyncRules.pageEnd(keys.map(\.seq), limit: fitting) {
         case .all:
-            (page, reached, hasMore) = (rows, max(current, rows.last?.seq ?? 0), false)
+            (reached, hasMore) = (max(current, keys.last?.seq ?? 0), false)
         case .prefix(let count):
-            page = Array(rows.prefix(count))
-            (reached, hasMore) = (page.last?.seq ?? token.seq, true)
+            (reached, hasMore) = (keys[count - 1].seq, true)
         case .wholeTransaction(let seq):
-            page = try await sync.changes(token.company, at: seq, since: token.seq, mask: view.mask, types: token.types)
             (reached, hasMore) = (seq, true)
         }
+        // The page ends on a transaction boundary, so it is every row of the seqs up to where it reached.
+        let first = keys.first?.seq ?? reached
+        let page =
+            keys.isEmpty || first > reached
+            ? []
+            : try await sync.changes(
+                token.company, since: token.seq, seqs: first...reached, mask: view.mask, types: token.types)
         var changes: [Schemas.RecordChange] = []
         var revoked: [String] = []
         for record in page {
@@ -150,10 +156,17 @@ struct SyncService: Sendable {
     {
         if let progress = token.rescope, progress.target != view.mask { throw Self.resyncRequired }
         let position = token.rescope.map { ($0.seq, $0.id) } ?? (0, "")
-        let rows = try await sync.rescope(
+        let keys = try await sync.rescopeKeys(
             token.company, createdBy: token.seq, old: token.mask, new: view.mask, types: token.types, after: position,
             limit: limit + 1)
-        let page = rows.prefix(SyncRules.rowsWithin(Self.pageBytes, sizes: rows.map(\.storedSize), limit: limit))
+        let taken = min(keys.count, SyncRules.rowsWithin(Self.pageBytes, sizes: keys.map(\.size), limit: limit))
+        let last = taken > 0 ? keys[taken - 1] : nil
+        var page: [StoredRecord] = []
+        if let last {
+            page = try await sync.rescope(
+                token.company, createdBy: token.seq, old: token.mask, new: view.mask, types: token.types,
+                after: position, through: last)
+        }
         var changes: [Schemas.RecordChange] = []
         var revoked: [String] = []
         for record in page {
@@ -166,7 +179,7 @@ struct SyncService: Sendable {
         var next = SyncToken(
             company: token.company, account: token.account, seq: token.seq, epoch: view.epoch, mask: view.mask,
             types: token.types)
-        if rows.count > page.count, let last = page.last {
+        if keys.count > taken, let last {
             next = token.rescoping(to: view.mask, after: (last.seq, last.id))
         }
         return .init(changes: changes, revoked: revoked, token: next.encoded(key: key), hasMore: true)
@@ -243,7 +256,10 @@ struct SyncService: Sendable {
                         records[id] = record
                         changed.insert(id)
                     }
-                    result = Self.result(mutation.normalized(id: id), outcome, seq: records[id]?.seq ?? 0)
+                    // A record the member cannot see answers without its seq, as an id that does not exist would.
+                    let shown = records[id].map { changed.contains(id) || view.actor.visibility.sees($0.deptMask) }
+                    result = Self.result(
+                        mutation.normalized(id: id), outcome, seq: shown == true ? records[id]?.seq ?? 0 : 0)
                 } else {
                     result = Self.result(mutation, .refused(.invalidRecordId), seq: 0)
                 }
@@ -319,13 +335,19 @@ struct SyncService: Sendable {
         }
         let after = body.after.flatMap(SyncRules.recordID)
         let upper = body.complete ? nil : known.keys.max()
-        let rows = try await sync.existing(
+        let keys = try await sync.existingKeys(
             caller.companyID, mask: view.mask, types: types, after: after, through: upper,
             limit: Self.digestPageSize + 1)
-        let processed = rows.prefix(Self.digestPageSize)
-        let through = rows.count > Self.digestPageSize ? processed.last?.id : upper
-        let onServer = Set(processed.map(\.id))
-        let changes = processed.filter { record in known[record.id].map { $0 < record.seq } ?? true }.map(Self.change)
+        // Only records the device lacks or holds older are sent, so only those count toward the page's bytes.
+        let stale = keys.map { key in known[key.id].map { $0 < key.seq } ?? true }
+        let processed = SyncRules.rowsWithin(
+            Self.pageBytes, sizes: zip(keys, stale).map { $1 ? $0.size : 0 },
+            limit: min(keys.count, Self.digestPageSize))
+        let through = keys.count > processed ? keys[processed - 1].id : upper
+        let onServer = Set(keys.prefix(processed).map(\.id))
+        let sent = zip(keys, stale).prefix(processed).filter(\.1).map(\.0.id)
+        let changes = try await Self.existing(sent, view: view, types: types, caller: caller, in: sync)
+            .map(Self.change)
         let revoked = known.keys.filter { id in
             (after.map { id > $0 } ?? true) && (through.map { id <= $0 } ?? true) && !onServer.contains(id)
         }.sorted()
@@ -344,10 +366,27 @@ struct SyncService: Sendable {
             throw APIError.validation("type must be 1 to 64 characters of [A-Za-z0-9_], starting with a letter")
         }
         let view = try await view(caller)
-        let records = try await SyncRepository(db: store.database).existing(
-            caller.companyID, mask: view.mask, types: type.map { [$0] }, after: after?.lowercased(), limit: limit)
-        return .init(
-            records: records.map(Self.info), nextAfter: records.count == limit ? records.last?.id : nil)
+        let sync = SyncRepository(db: store.database)
+        let types = type.map { [$0] }
+        let keys = try await sync.existingKeys(
+            caller.companyID, mask: view.mask, types: types, after: after?.lowercased(), limit: limit)
+        let taken = min(keys.count, SyncRules.rowsWithin(Self.pageBytes, sizes: keys.map(\.size), limit: limit))
+        let records = try await Self.existing(
+            keys.prefix(taken).map(\.id), view: view, types: types, caller: caller, in: sync)
+        let more = taken < keys.count || keys.count == limit
+        return .init(records: records.map(Self.info), nextAfter: more ? keys.prefix(taken).last?.id : nil)
+    }
+
+    /// The records of `ids` that still exist and are visible (a write may have come between the keys and this read),
+    /// by id.
+    private static func existing(
+        _ ids: [String], view: View, types: [String]?, caller: CompanyCaller, in sync: SyncRepository
+    ) async throws -> [StoredRecord] {
+        guard !ids.isEmpty else { return [] }
+        return try await sync.records(caller.companyID, ids: ids).values.filter { record in
+            !record.deleted && view.actor.visibility.sees(record.deptMask)
+                && (types.map { $0.contains(record.type) } ?? true)
+        }.sorted { $0.id < $1.id }
     }
 
     func record(_ id: String, caller: CompanyCaller) async throws -> Schemas.RecordInfo {
