@@ -42,3 +42,191 @@ struct HardeningTests {
         }
     }
 }
+
+extension HardeningTests {
+    @Test("F2: a connection that never finishes its headers, or sits idle after an answer, is closed")
+    func slowAndIdleConnectionsClose() async throws {
+        try await AccountHarness.with(live: true, { $0.idleTimeout = 1 }) { h in
+            let port = try #require(URL(string: h.server.baseURL)?.port)
+            let slow = try RawConnection(port: port)
+            try slow.send("GET /health/live HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            let idle = try RawConnection(port: port)
+            try idle.send("GET /health/live HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            // Neither is closed by the client; the server ends both (before: both stayed open for good).
+            #expect(try await firstValue(within: .seconds(30)) { slow.isClosedByPeer ? true : nil } == true)
+            #expect(try await firstValue(within: .seconds(30)) { idle.isClosedByPeer ? true : nil } == true)
+        }
+    }
+
+    @Test("F2: live streams are capped per session (429 too_many_streams) and per instance (503 server_busy)")
+    func liveStreamCaps() async throws {
+        try await AccountHarness.with(
+            live: true,
+            {
+                $0.sync.liveStreamsPerSession = 2
+                $0.sync.liveStreamsPerInstance = 3
+                // A stream's reader going away is seen at its next write: the keep-alive.
+                $0.sync.liveCheckInterval = 0.5
+            }
+        ) { h in
+            var owner = try await h.person("owner")
+            let cid = try await h.company("Depot", owner: &owner)
+            let first = try #require(owner.company?.access)
+            let path = "/v1/companies/\(cid)/sync/live"
+            let open = { (bearer: String) in
+                try await LiveStream.open(AccountHarness.http, base: h.server.baseURL, cid: cid, bearer: bearer)
+            }
+            let a = try await open(first)
+            defer { a.close() }
+            let b = try await open(first)
+            defer { b.close() }
+            #expect(a.status == 200 && b.status == 200)
+            let third = try await h.client.get(path, bearer: first)
+            #expect(third.status == 429)
+            #expect(third.json["code"] as? String == "too_many_streams")
+
+            // A second session of the same account has its own two; the instance's third stream is its last.
+            let second = try SignedIn(
+                try await h.client.companyLogin(
+                    cid, username: "boss", password: "company secret 1", bearer: owner.account.access))
+            let c = try await open(second.access)
+            defer { c.close() }
+            #expect(c.status == 200)
+            let busy = try await h.client.get(path, bearer: second.access)
+            #expect(busy.status == 503)
+            #expect(busy.json["code"] as? String == "server_busy")
+            #expect(busy.headers["retry-after"] != nil)
+
+            // A stream the device closes frees its place.
+            a.close()
+            let again = try await firstValue(within: .seconds(30)) { () async throws -> LiveStream? in
+                let stream = try await open(first)
+                if stream.status == 200 { return stream }
+                return nil
+            }
+            defer { again?.close() }
+            #expect(again != nil)
+        }
+    }
+
+    /// A member signed in afresh with `password`: an account session, a company session from it, and a live stream
+    /// on `base` that has had its first event.
+    private func signedInStream(
+        _ h: AccountHarness, cid: String, email: String, username: String, password: String = "correct horse battery",
+        base: String
+    ) async throws -> (account: SignedIn, company: SignedIn, stream: LiveStream) {
+        let account = try SignedIn(try await h.client.password(email, password))
+        let company = try SignedIn(
+            try await h.client.companyLogin(
+                cid, username: username, password: "member secret 1", bearer: account.access))
+        let stream = try await LiveStream.open(AccountHarness.http, base: base, cid: cid, bearer: company.access)
+        #expect(stream.status == 200)
+        #expect(try await stream.waitFor { $0.name == "seq" })
+        return (account, company, stream)
+    }
+
+    /// Whether `stream` was told it closed, within a deadline far shorter than the periodic check's interval.
+    private func closes(_ stream: LiveStream) async throws -> Bool {
+        try await stream.waitFor(timeout: .seconds(10)) { $0.name == "closed" }
+    }
+
+    @Test(
+        "F7: a live stream closes at once on every way its session ends (held on another instance on PostgreSQL)")
+    func streamsCloseWhenSessionsEnd() async throws {
+        // The periodic check is ten minutes away: only the immediate path can close a stream within the deadline.
+        try await AccountHarness.with(live: true, { $0.sync.liveCheckInterval = 600 }) { h in
+            var other: LiveServer?
+            if TestStore.postgresURL != nil {
+                var configuration = h.server.services.configuration
+                configuration.publicURL = configuration.effectivePublicURL
+                configuration.port = 0
+                other = try await LiveServer.start(configuration, clock: h.clock)
+            }
+            let base = other?.baseURL ?? h.server.baseURL
+            do {
+                var owner = try await h.person("owner")
+                let cid = try await h.company("Depot", owner: &owner)
+                var member = try await h.person("member")
+                try await h.join(cid, &member, owner: owner)
+                let username = "user-\(member.id.prefix(6))"
+
+                // Signing the company session out.
+                var held = try await signedInStream(h, cid: cid, email: member.email, username: username, base: base)
+                #expect(try await h.client.logout(held.company.access, scope: "local").status == 204)
+                #expect(try await closes(held.stream))
+                held.stream.close()
+
+                // Signing out everywhere from the account session.
+                held = try await signedInStream(h, cid: cid, email: member.email, username: username, base: base)
+                #expect(try await h.client.logout(held.account.access, scope: "global").status == 204)
+                #expect(try await closes(held.stream))
+                held.stream.close()
+
+                // A password change from another sign-in ends this one.
+                held = try await signedInStream(h, cid: cid, email: member.email, username: username, base: base)
+                let changer = try SignedIn(try await h.client.password(member.email, "correct horse battery"))
+                let changed = try await h.client.put(
+                    "/auth/v1/user", ["password": "a brand new secret", "current_password": "correct horse battery"],
+                    bearer: changer.access)
+                #expect(changed.status == 200)
+                #expect(try await closes(held.stream))
+                held.stream.close()
+
+                // Deleting the company credential.
+                held = try await signedInStream(
+                    h, cid: cid, email: member.email, username: username, password: "a brand new secret", base: base)
+                #expect(
+                    try await h.client.delete("/v1/companies/\(cid)/credential", bearer: held.company.access).status
+                        == 204)
+                #expect(try await closes(held.stream))
+                held.stream.close()
+
+                // Disabling the account.
+                #expect(
+                    try await h.client.createCredential(
+                        cid, username: username, password: "member secret 1", bearer: held.account.access
+                    ).status == 201)
+                held = try await signedInStream(
+                    h, cid: cid, email: member.email, username: username, password: "a brand new secret", base: base)
+                #expect(try await Operator(store: h.server.services.store).disableUser(member.email))
+                #expect(try await closes(held.stream))
+                held.stream.close()
+
+                // Deleting the account.
+                var leaver = try await h.person("leaver")
+                try await h.join(cid, &leaver, owner: owner)
+                held = try await signedInStream(
+                    h, cid: cid, email: leaver.email, username: "user-\(leaver.id.prefix(6))", base: base)
+                let deleted = try await h.client.deleteAccount(
+                    ["current_password": "correct horse battery"], bearer: held.account.access)
+                #expect(deleted.status == 204)
+                #expect(try await closes(held.stream))
+                held.stream.close()
+            } catch {
+                try? await other?.stop()
+                throw error
+            }
+            try await other?.stop()
+        }
+    }
+
+    @Test("F7: a live stream closes when its session's lifetime ends, without waiting for the periodic check")
+    func streamClosesAtSessionLifetime() async throws {
+        try await AccountHarness.with(
+            live: true,
+            {
+                $0.sync.liveCheckInterval = 600
+                $0.auth.sessionLifetime = 2
+            }
+        ) { h in
+            var owner = try await h.person("owner")
+            let cid = try await h.company("Depot", owner: &owner)
+            let stream = try await LiveStream.open(
+                AccountHarness.http, base: h.server.baseURL, cid: cid, bearer: try #require(owner.company?.access))
+            defer { stream.close() }
+            #expect(try await stream.waitFor { $0.name == "seq" })
+            h.clock.advance(by: 3)
+            #expect(try await closes(stream))
+        }
+    }
+}

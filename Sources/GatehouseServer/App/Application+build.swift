@@ -57,7 +57,12 @@ public struct GatehouseServices: Sendable {
         let sessions = SessionService(
             store: store, keys: keys, secrets: secrets, clock: clock, settings: settings,
             issuer: publicURL + "/auth/v1")
-        let bus = SyncBus(store: store, hub: SyncHub())
+        let hub = SyncHub(
+            perSession: configuration.sync.liveStreamsPerSession, perInstance: configuration.sync.liveStreamsPerInstance
+        )
+        // Live streams hear of ended sessions and changed accounts as the caches do, from every instance.
+        store.onCommit { hub.invalidated($0) }
+        let bus = SyncBus(store: store, hub: hub)
         self.bus = bus
         self.sync = SyncService(
             store: store, clock: clock, secrets: secrets, sessions: sessions, bus: bus,

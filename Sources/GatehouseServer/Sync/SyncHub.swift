@@ -9,13 +9,34 @@ enum LiveEvent: Sendable, Equatable {
     case closed(ErrorCode)
 }
 
-/// This instance's live subscribers, by company, and the fan-out of commits and access changes to them. Each
-/// subscriber's stream keeps only its newest event, so a burst of commits reaches a slow reader as one poke.
+/// This instance's live subscribers, by company, and the fan-out of commits, access changes and ended sessions to
+/// them. Each subscriber's stream keeps only its newest event, so a burst of commits reaches a slow reader as one poke.
+/// Streams are capped per session and per instance.
 final class SyncHub: Sendable {
     private struct Subscriber {
         let accountID: String
         let sessionID: String
         let continuation: AsyncStream<LiveEvent>.Continuation
+        /// Asks the stream to check its session and membership now, not at its next interval.
+        let recheck: @Sendable () -> Void
+    }
+
+    /// Why a stream was not opened.
+    enum Refusal: Error, Equatable {
+        /// The session holds `perSession` streams already.
+        case sessionFull
+        /// This instance holds `perInstance` streams already.
+        case instanceFull
+    }
+
+    /// Streams one session may hold open at once.
+    let perSession: Int
+    /// Streams this instance holds open at once.
+    let perInstance: Int
+
+    init(perSession: Int = 4, perInstance: Int = 10_000) {
+        self.perSession = perSession
+        self.perInstance = perInstance
     }
 
     private struct State {
@@ -33,19 +54,30 @@ final class SyncHub: Sendable {
     var companies: [String] { state.withLockedValue { Array($0.companies.keys) } }
 
     /// A stream of `companyID`'s events for one session; it ends when `unsubscribe` or a close is called, or when
-    /// its reader goes away, and then calls `onEnd`.
+    /// its reader goes away, and then calls `onEnd`. `recheck` is called when the session's account changed (here or
+    /// on another instance), so the stream checks at once whether it may go on. Refused past the caps.
     func subscribe(
-        companyID: String, accountID: String, sessionID: String, onEnd: @escaping @Sendable () -> Void = {}
-    ) -> (UUID, AsyncStream<LiveEvent>) {
+        companyID: String, accountID: String, sessionID: String, recheck: @escaping @Sendable () -> Void = {},
+        onEnd: @escaping @Sendable () -> Void = {}
+    ) throws(Refusal) -> (UUID, AsyncStream<LiveEvent>) {
         let (stream, continuation) = AsyncStream.makeStream(of: LiveEvent.self, bufferingPolicy: .bufferingNewest(1))
         let id = UUID()
+        let subscriber = Subscriber(
+            accountID: accountID, sessionID: sessionID, continuation: continuation, recheck: recheck)
+        let refusal = state.withLockedValue { state -> Refusal? in
+            let all = state.companies.values.lazy.flatMap(\.values)
+            if all.count >= perInstance { return .instanceFull }
+            if all.count(where: { $0.sessionID == sessionID }) >= perSession { return .sessionFull }
+            state.companies[companyID, default: [:]][id] = subscriber
+            return nil
+        }
+        if let refusal {
+            continuation.finish()
+            throw refusal
+        }
         continuation.onTermination = { [weak self] _ in
             self?.remove(companyID: companyID, id: id)
             onEnd()
-        }
-        state.withLockedValue {
-            $0.companies[companyID, default: [:]][id] = Subscriber(
-                accountID: accountID, sessionID: sessionID, continuation: continuation)
         }
         return (id, stream)
     }
@@ -95,6 +127,32 @@ final class SyncHub: Sendable {
     /// Closes every stream of a company (it was deleted).
     func companyEnded(companyID: String) {
         close(companyID: companyID, code: .companyAccessRevoked) { _ in true }
+    }
+
+    /// What a committed transaction (here, or announced by another instance) changed: the streams of sessions that
+    /// ended close at once; those of accounts that changed (disabled, deleted, signed out elsewhere) check now.
+    func invalidated(_ changes: CacheInvalidation) {
+        let (closing, checking) = state.withLockedValue { state -> ([Subscriber], [Subscriber]) in
+            var closing: [Subscriber] = []
+            var checking: [Subscriber] = []
+            for (company, subscribers) in state.companies {
+                for (id, subscriber) in subscribers {
+                    if changes.endedSessions.contains(subscriber.sessionID) {
+                        state.companies[company]?[id] = nil
+                        closing.append(subscriber)
+                    } else if changes.everything || changes.changedAccounts.contains(subscriber.accountID) {
+                        checking.append(subscriber)
+                    }
+                }
+                if state.companies[company]?.isEmpty == true { state.companies[company] = nil }
+            }
+            return (closing, checking)
+        }
+        for subscriber in closing {
+            subscriber.continuation.yield(.closed(.sessionNotFound))
+            subscriber.continuation.finish()
+        }
+        for subscriber in checking { subscriber.recheck() }
     }
 
     /// Closes one stream, saying why.

@@ -6,29 +6,50 @@ import ServiceLifecycle
 
 extension SyncService {
     /// A server-sent event stream of pokes for one device: the company's current seq first (read after subscribing,
-    /// so nothing committed later is missed), then the newest seq after commits. Every `liveCheckInterval` it re-checks
-    /// the session, the membership and the access epoch, and repeats the current seq as a keep-alive; it closes with a
-    /// reason when any of them ended or changed. Per stream: the hub's buffer of one event and one sleeping task.
+    /// so nothing committed later is missed), then the newest seq after commits. It checks the session, the membership
+    /// and the access epoch every `liveCheckInterval` (or when the session is due to expire, if sooner), and at once
+    /// when a commit here or on another instance touched the account; it repeats the current seq as a keep-alive,
+    /// and closes with a reason when any of them ended or changed. A session that ends closes its streams at once,
+    /// on every instance (`SyncHub.invalidated`). Per stream: the hub's buffer of one event and one checking task.
     func live(_ caller: CompanyCaller) async throws -> HTTPBody {
         let hub = bus.hub
         let cid = caller.companyID
         // The check task, and whether the stream already ended (it may end before the task is made).
         let watch = NIOLockedValueBox<(task: Task<Void, Never>?, ended: Bool)>((nil, false))
-        let (subscription, events) = hub.subscribe(
-            companyID: cid, accountID: caller.accountID, sessionID: caller.identity.sessionID
-        ) {
-            watch.withLockedValue {
-                $0.ended = true
-                $0.task?.cancel()
+        let (checks, checkNow) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let subscription: UUID
+        let events: AsyncStream<LiveEvent>
+        do {
+            (subscription, events) = try hub.subscribe(
+                companyID: cid, accountID: caller.accountID, sessionID: caller.identity.sessionID,
+                recheck: { checkNow.yield() }
+            ) {
+                checkNow.finish()
+                watch.withLockedValue {
+                    $0.ended = true
+                    $0.task?.cancel()
+                }
             }
+        } catch .sessionFull {
+            throw APIError(
+                .tooManyRequests, code: .tooManyStreams,
+                message: "This session already holds \(hub.perSession) live streams: close one first")
+        } catch .instanceFull {
+            throw APIError(
+                .serviceUnavailable, code: .serverBusy,
+                message: "This server holds as many live streams as it may: try again later",
+                headers: [.retryAfter: "30"])
         }
         let sync = SyncRepository(db: store.database)
         let current: Int64
         let epoch: Int64
+        let endsAt: Date?
         do {
             current = try await Self.counters(cid, in: sync).seq
             guard let access = try await sync.access(cid, accountID: caller.accountID) else { throw Access.notMember }
             epoch = access.epoch
+            endsAt = try await sessions.liveSession(caller.identity.sessionID, now: clock.now, db: store.database)
+                .map { Date(epochMilliseconds: $0.endsAt) }
         } catch {
             hub.unsubscribe(companyID: cid, id: subscription)
             throw error
@@ -37,20 +58,39 @@ extension SyncService {
         watch.withLockedValue {
             guard !$0.ended else { return }
             $0.task = Task { [self] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: liveCheckInterval)
-                    guard !Task.isCancelled else { return }
-                    if let reason = await ended(caller, epoch: epoch) {
-                        hub.close(companyID: cid, id: subscription, code: reason)
-                        return
+                await withTaskGroup(of: Void.self) { group in
+                    // The timer: a check every interval, and one just after the session's lifetime ends if sooner.
+                    group.addTask { [self] in
+                        while !Task.isCancelled {
+                            try? await Task.sleep(for: nextCheck(endsAt: endsAt))
+                            checkNow.yield()
+                        }
                     }
-                    hub.poke(companyID: cid, id: subscription, atLeast: current)
+                    group.addTask { [self] in
+                        for await _ in checks {
+                            if let reason = await ended(caller, epoch: epoch) {
+                                hub.close(companyID: cid, id: subscription, code: reason)
+                                return
+                            }
+                            hub.poke(companyID: cid, id: subscription, atLeast: current)
+                        }
+                    }
+                    await group.next()
+                    group.cancelAll()
                 }
             }
         }
         // A server shutting down ends its streams (devices reconnect to another instance) instead of waiting on them.
         return HTTPBody(
             events.cancelOnGracefulShutdown().map(Self.event), length: .unknown, iterationBehavior: .single)
+    }
+
+    /// How long until the next check: the interval, or less when the session's lifetime ends sooner.
+    private func nextCheck(endsAt: Date?) -> Duration {
+        guard let endsAt else { return liveCheckInterval }
+        let left = endsAt.timeIntervalSince(clock.now)
+        // Past it, the check closes the stream; a store that cannot say so yet is asked again each second.
+        return min(liveCheckInterval, left > 0 ? .milliseconds(Int64(left * 1000) + 50) : .seconds(1))
     }
 
     /// Why the stream must end, or nil while the session, membership and access epoch stand.

@@ -44,3 +44,54 @@ func nonLoopbackAddress() -> String? {
     }
     return nil
 }
+
+/// A raw TCP connection to 127.0.0.1, for what an HTTP client will not do: send half a request and wait.
+final class RawConnection {
+    private let descriptor: Int32
+
+    init(port: Int) throws {
+        #if os(Linux)
+            descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+            descriptor = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard descriptor >= 0 else { throw POSIXError(.EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+        guard connected else {
+            close(descriptor)
+            throw POSIXError(.ECONNREFUSED)
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    func send(_ text: String) throws {
+        let bytes = Array(text.utf8)
+        #if canImport(Glibc)
+            let sent = Glibc.send(descriptor, bytes, bytes.count, Int32(MSG_NOSIGNAL))
+        #else
+            let sent = Darwin.send(descriptor, bytes, bytes.count, 0)
+        #endif
+        guard sent == bytes.count else { throw POSIXError(.EPIPE) }
+    }
+
+    /// Whether the server closed the connection: a read without waiting finds the end (or a reset), after taking
+    /// whatever it sent before.
+    var isClosedByPeer: Bool {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            if count > 0 { continue }
+            if count == 0 { return true }
+            return errno != EAGAIN && errno != EWOULDBLOCK
+        }
+    }
+}
