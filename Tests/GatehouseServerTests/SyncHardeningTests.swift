@@ -181,6 +181,39 @@ struct SyncHardeningTests {
         }
     }
 
+    @Test("F6: a member whose own departments changed still drops what the old ones saw and that moved out of sight")
+    func refilteringRevokesWhatTheOldMaskSaw() async throws {
+        try await AccountHarness.with { h in
+            var owner = try await h.person("owner")
+            let cid = try await h.company("Depot", owner: &owner)
+            var member = try await h.person("member")
+            try await h.join(cid, &member, owner: owner)
+            let ownerBearer = try #require(owner.company?.access)
+            let masks = "/v1/companies/\(cid)/members/\(member.id)"
+            #expect(try await h.client.patch(masks, ["dept_mask": 1], bearer: ownerBearer).status == 200)
+            var boss = Device(h.client, cid: cid, bearer: ownerBearer)
+            var device = Device(h.client, cid: cid, bearer: try #require(member.company?.access))
+            let held = newRecordID()
+            let never = newRecordID()
+            _ = try await boss.push([
+                upsert(held, base: 0, ["name": "Held"], deptMask: 1), upsert(never, base: 0, ["n": 1], deptMask: 4),
+            ])
+            try await boss.sync()
+            try await device.sync()
+            #expect(Set(device.records.keys) == [held])
+            // Offline: the member moves from department 1 to 2, and both records move to department 8.
+            #expect(try await h.client.patch(masks, ["dept_mask": 2], bearer: ownerBearer).status == 200)
+            _ = try await boss.push([
+                upsert(held, base: boss.seq(held), [:], deptMask: 8),
+                upsert(never, base: boss.seq(never), [:], deptMask: 8),
+            ])
+            try await device.sync()
+            #expect(device.records.isEmpty)
+            #expect(device.revoked.contains(held))
+            #expect(!device.revoked.contains(never))
+        }
+    }
+
     @Test("F6: a push touching a record the member cannot see answers as an unknown id would, whatever its state")
     func pushTellsNothingOfHiddenRecords() async throws {
         try await AccountHarness.with { h in
