@@ -230,3 +230,45 @@ extension HardeningTests {
         }
     }
 }
+
+extension HardeningTests {
+    @Test("F9: an outsider's refusals stay out of the company's trail, and refusals from one address are capped")
+    func refusalAuditsAreBounded() async throws {
+        try await AccountHarness.with { h in
+            var owner = try await h.person("owner")
+            let cid = try await h.company("Depot", owner: &owner)
+            let ownerToken = try #require(owner.company?.access)
+            let outsider = try await h.person("outsider")
+            let intruder = [("User-Agent", "intruder/1.0"), ("X-Forwarded-For", "203.0.113.9")]
+            for _ in 0..<30 {
+                let refused = try await h.client.get(
+                    "/v1/companies/\(cid)/members", bearer: outsider.account.access, extra: intruder)
+                #expect(refused.status == 403)
+            }
+            // The company's trail holds none of it (before: its latest 100 events were the outsider's lines).
+            let trail = try await h.client.get("/v1/companies/\(cid)/audit?limit=100", bearer: ownerToken)
+            let agents = (trail.json["events"] as? [[String: Any]] ?? []).compactMap { $0["user_agent"] as? String }
+            #expect(!agents.isEmpty)
+            #expect(!agents.contains("intruder/1.0"))
+            // The outsider's own trail says what he tried, up to the cap.
+            let own = try await h.client.get("/v1/account/audit?limit=100", bearer: outsider.account.access)
+            let refusals = (own.json["events"] as? [[String: Any]] ?? []).filter {
+                $0["action"] as? String == "authorization_refused"
+            }
+            #expect(refusals.count == 20)
+            #expect(refusals.allSatisfy { ($0["detail"] as? [String: Any])?["company"] as? String == cid })
+
+            // Garbage bearer tokens from one address: 400 requests, 20 rows and one note that counting stopped.
+            let garbage = [("X-Forwarded-For", "198.51.100.7")]
+            for index in 0..<400 {
+                #expect(
+                    try await h.client.get("/auth/v1/user", bearer: "garbage-\(index)", extra: garbage).status == 403)
+            }
+            let rows = try await h.server.services.store.database.select().column("action").from("audit_events")
+                .where("ip", .equal, "198.51.100.7").all(decodingColumn: "action", as: String.self)
+            #expect(rows.filter { $0 == "token_rejected" }.count == 20)
+            #expect(rows.filter { $0 == "audit_suppressed" }.count == 1)
+            #expect(rows.count == 21)
+        }
+    }
+}

@@ -17,7 +17,7 @@ struct AccountThrottling: Sendable {
         _ name: String, _ rule: RateLimit, client: ClientInfo, code: ErrorCode = .overRequestRateLimit
     ) async throws {
         if let wait = limiter.check("\(name):\(client.ip ?? "unknown")", rule) {
-            await sessions.audit(
+            await sessions.auditRefusal(
                 client.event(.rateLimited, accountID: nil, detail: ["limit": name, "retry_after": "\(wait)"]))
             throw APIError.rateLimited(code, retryAfter: wait)
         }
@@ -30,7 +30,7 @@ struct AccountThrottling: Sendable {
             try await ThrottleRepository(db: db).admit(key, now: now, rule: rule)
         }
         if let wait {
-            await sessions.audit(
+            await sessions.auditRefusal(
                 client.event(
                     .rateLimited, accountID: accountID,
                     detail: ["limit": Self.throttleName(key), "retry_after": "\(wait)"]))

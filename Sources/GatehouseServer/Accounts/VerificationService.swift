@@ -41,7 +41,7 @@ struct VerificationService: Sendable {
         guard let consumed else {
             var detail = ["type": type]
             detail["email"] = emailDigest
-            await sessions.audit(client.event(.verifyFailed, accountID: nil, detail: detail))
+            await sessions.auditRefusal(client.event(.verifyFailed, accountID: nil, detail: detail))
             throw Self.otpExpired
         }
         return try await signIn(after: consumed, method: body.tokenHash == nil ? "otp" : "magiclink", client: client)
@@ -65,7 +65,7 @@ struct VerificationService: Sendable {
         token: String, type: String, target: String, landsHere: Bool, sameOrigin: Bool, client: ClientInfo
     ) async throws -> LinkOutcome {
         guard sameOrigin else {
-            await sessions.audit(
+            await sessions.auditRefusal(
                 client.event(.authorizationRefused, accountID: nil, detail: ["reason": "cross_site_link_post"]))
             throw APIError(.forbidden, code: .crossSiteRequest, message: "This form can only be sent from its own page")
         }

@@ -156,16 +156,19 @@ struct Access: Sendable {
         } catch .accessRevoked {
             (reason, error) = ("company_access_revoked", Self.accessRevoked)
         }
-        await sessions.audit(
+        await sessions.auditRefusal(
             client.event(.tokenRejected, accountID: nil, detail: ["reason": reason, "path": scope.path]))
         throw error
     }
 
-    /// Audits a refused authorization: who asked, for which company, and why.
+    /// Audits a refused authorization in the caller's own trail: who asked, for which company, and why. Never in the
+    /// company's: whoever knows a company's id could otherwise fill its trail with their own lines.
     private func refused(_ identity: Identity, client: ClientInfo, companyID: String?, reason: String) async {
-        await sessions.audit(
+        var detail = ["reason": reason, "path": RequestScope.current?.path ?? ""]
+        detail["company"] = companyID
+        await sessions.auditRefusal(
             AuditEvent(
-                .authorizationRefused, accountID: identity.accountID, companyID: companyID, ip: client.ip,
-                userAgent: client.userAgent, detail: ["reason": reason, "path": RequestScope.current?.path ?? ""]))
+                .authorizationRefused, accountID: identity.accountID, ip: client.ip, userAgent: client.userAgent,
+                detail: detail))
     }
 }

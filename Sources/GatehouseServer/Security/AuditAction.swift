@@ -3,6 +3,8 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case accountDeleted = "account_deleted"
     case accountDeletionRefused = "account_deletion_refused"
     case accountDisabled = "account_disabled"
+    /// Refusals from one address stopped being recorded for a while (`SessionService.auditRefusal`).
+    case auditSuppressed = "audit_suppressed"
     case authorizationRefused = "authorization_refused"
     case companyCreated = "company_created"
     case companyDeleted = "company_deleted"

@@ -51,6 +51,8 @@ final class SessionService: Sendable {
     let cache: AuthCache
     /// Refresh rotations written in batches.
     let rotations: RotationQueue
+    /// How many refusals each client address may add to the audit trail (`auditRefusal`).
+    let refusalAudits: RateLimiter
 
     init(
         store: Store, keys: SigningKeys, secrets: ServerSecrets, clock: any GatehouseClock, settings: AuthSettings,
@@ -64,6 +66,7 @@ final class SessionService: Sendable {
         self.issuer = issuer
         self.cache = cache
         rotations = RotationQueue(store: store)
+        refusalAudits = RateLimiter(clock: clock)
         // Whatever commits here, or another instance announces, drops what it changed from the cache.
         store.onCommit { [cache] changes in cache.forget(changes) }
     }
@@ -77,6 +80,28 @@ final class SessionService: Sendable {
                 "audit event not recorded", metadata: ["action": "\(event.action)", "error": "\(error)"])
         }
     }
+
+    /// Records a refusal (a rejected token, a refused authorization, a rate limit, a cross-site post) unless its
+    /// client address has already had `refusalsPerAddress` of this kind recorded recently: whoever sends garbage
+    /// cannot grow the trail a row per request. The first refusal held back in a window is recorded as
+    /// `audit_suppressed`, so the trail says it stopped counting.
+    func auditRefusal(_ event: AuditEvent) async {
+        let address = event.ip ?? "unknown"
+        guard refusalAudits.check("\(event.action):\(address)", Self.refusalsPerAddress) != nil else {
+            await audit(event)
+            return
+        }
+        guard refusalAudits.check("suppressed:\(address)", Self.suppressionNotices) == nil else { return }
+        await audit(
+            AuditEvent(
+                .auditSuppressed, accountID: nil, ip: event.ip, userAgent: event.userAgent,
+                detail: ["action": event.action, "for_seconds": "\(Int(Self.refusalsPerAddress.window))"]))
+    }
+
+    /// Refusals of one kind recorded per client address: 20 at once, then one every 3 seconds.
+    static let refusalsPerAddress = RateLimit(limit: 20, per: 60)
+    /// `audit_suppressed` notices per client address: one a minute.
+    static let suppressionNotices = RateLimit(limit: 1, per: 60)
 
     // MARK: Starting
 

@@ -82,7 +82,7 @@ struct WebPages: Sendable {
     func formClient() async throws -> ClientInfo {
         let client = try access.client()
         guard LinkPage.isSameOrigin(requestHeaders, publicURL: publicURL) else {
-            await sessions.audit(
+            await sessions.auditRefusal(
                 client.event(.authorizationRefused, accountID: nil, detail: ["reason": "cross_site_form_post"]))
             throw message(
                 page: "refused", title: "This form can only be sent from its own page",
