@@ -223,17 +223,18 @@ struct CompanyFlowTests {
             let share = try await h.client.createShare(
                 cid, permission: "read_write", bearer: try #require(owner.company?.access))
             _ = try await h.client.accept(try #require(share.json["token"] as? String), bearer: member.account.access)
-            let taken = try await h.client.createCredential(
-                cid, username: "Olive", password: long, bearer: member.account.access)
-            #expect(taken.status == 409)
-            #expect(taken.json["code"] as? String == "username_taken")
+            // A username is private to its account: another member may choose the owner's, and logs in with it
+            // to their own credential only.
             #expect(
                 try await h.client.createCredential(
-                    cid, username: "olive", password: long, bearer: member.account.access
+                    cid, username: "Olive", password: long, bearer: member.account.access
                 )
                 .status == 201)
             member.company = try SignedIn(
-                try await h.client.companyLogin(cid, username: "olive", password: long, bearer: member.account.access))
+                try await h.client.companyLogin(cid, username: "Olive", password: long, bearer: member.account.access))
+            #expect(
+                try await h.client.companyLogin(cid, username: "Olive", password: spaced, bearer: member.account.access)
+                    .status == 400)
             #expect(
                 try await h.client.get("/v1/companies/\(cid)/credential", bearer: try #require(member.company?.access))
                     .json["super_user"] as? Bool == false)

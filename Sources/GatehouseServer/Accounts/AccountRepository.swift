@@ -15,6 +15,33 @@ struct AccountRecord: Sendable {
     var disabledAt: Date?
 }
 
+/// The profile data an account carries (`user_metadata`) has a total size: it rides in every token answer and the
+/// members list reads it.
+enum UserMetadata {
+    /// The most bytes the merged object may take, encoded as stored (sorted keys, compact JSON).
+    static let maximumBytes = 16 * 1024
+
+    static let tooLarge = APIError(
+        .unprocessableContent, code: .metadataTooLarge,
+        message: "user_metadata may take at most \(maximumBytes) bytes encoded, merged with what is stored")
+
+    /// `current` with `changes` merged in: a null value removes its key.
+    static func merged(_ current: [String: JSONValue], _ changes: [String: JSONValue]) -> [String: JSONValue] {
+        var merged = current
+        for (key, value) in changes {
+            if value == .null { merged.removeValue(forKey: key) } else { merged[key] = value }
+        }
+        return merged
+    }
+
+    /// Refuses `metadata` over the limit, unless it is no larger than `before` (so data stored before the limit
+    /// can still shrink).
+    static func check(_ metadata: [String: JSONValue], before: [String: JSONValue] = [:]) throws {
+        let size = AccountRepository.encode(metadata).utf8.count
+        guard size <= maximumBytes || size <= AccountRepository.encode(before).utf8.count else { throw tooLarge }
+    }
+}
+
 /// An identity row: the email identity, or a linked Apple ID.
 struct IdentityRecord: Sendable {
     let id: String

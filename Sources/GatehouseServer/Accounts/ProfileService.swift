@@ -40,6 +40,10 @@ struct ProfileService: Sendable {
         let identity = caller.identity
         var account = try await account(caller)
         let now = clock.now
+        // Refused before any slow check; the merge is checked again on the row as the transaction reads it.
+        if let data = body.data {
+            try UserMetadata.check(UserMetadata.merged(account.userMetadata, data), before: account.userMetadata)
+        }
         var newEmail: String?
         if let raw = body.email {
             let email = try await mail.deliverableEmail(raw)
@@ -75,12 +79,10 @@ struct ProfileService: Sendable {
             guard var updated = try await AccountRepository(db: db).find(id: identity.accountID),
                 updated.disabledAt == nil
             else { throw APIError(.forbidden, code: .userBanned, message: "This account is disabled") }
-            for (key, value) in body.data ?? [:] {
-                if value == .null {
-                    updated.userMetadata.removeValue(forKey: key)
-                } else {
-                    updated.userMetadata[key] = value
-                }
+            if let data = body.data {
+                let merged = UserMetadata.merged(updated.userMetadata, data)
+                try UserMetadata.check(merged, before: updated.userMetadata)
+                updated.userMetadata = merged
             }
             if let hash { updated.passwordHash = hash }
             updated.updatedAt = now
@@ -123,12 +125,16 @@ struct ProfileService: Sendable {
 
     /// Recent re-authentication for a sensitive change: the current password (throttled like sign-in), a code from
     /// `/auth/v1/reauthenticate`, or a sign-in in the last ten minutes by one of `recentMethods` (nil: any method; a
-    /// password or email change takes a recovery sign-in only).
+    /// password or email change takes a recovery sign-in only). A password or code that is given is always checked,
+    /// recent sign-in or not: a wrong one is refused and counts toward the backoff, so a session cannot be used to
+    /// test guesses for free. (An account without a password has nothing to guess: a password given for it, as the
+    /// account page's form always sends one, leaves the recent sign-in to decide.)
     func authorizeSensitiveChange(
         account: AccountRecord, currentPassword: String?, nonce: String?, identity: Identity, client: ClientInfo,
         recentMethods: Set<String>?, refusal: AuditAction, what: String
     ) async throws {
-        if signedInRecently(identity, by: recentMethods) { return }
+        let givesPassword = currentPassword != nil && account.passwordHash != nil
+        if !givesPassword, nonce == nil, signedInRecently(identity, by: recentMethods) { return }
         if let current = currentPassword {
             try await throttling.limit("sign-in", settings.limits.signInsPerIP, client: client)
             let key = AccountThrottling.passwordKey(account.email)

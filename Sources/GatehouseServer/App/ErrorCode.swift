@@ -93,6 +93,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case refreshTokenAlreadyUsed = "refresh_token_already_used"
     /// An unknown refresh token.
     case refreshTokenNotFound = "refresh_token_not_found"
+    /// The owner removed the account after this share link was made: only a link made since re-admits it.
+    case removedFromCompany = "removed_from_company"
     /// A sync token older than the retained change log: run the digest exchange.
     case resyncRequired = "resync_required"
     /// The new password equals the current one.
@@ -127,8 +129,6 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case userBanned = "user_banned"
     /// The token's account no longer exists.
     case userNotFound = "user_not_found"
-    /// The username is taken in this company.
-    case usernameTaken = "username_taken"
     /// A value breaks a documented rule (the message says which).
     case validationFailed = "validation_failed"
     /// The password breaks the policy; weak_password.reasons lists why.

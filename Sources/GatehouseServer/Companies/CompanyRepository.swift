@@ -113,19 +113,38 @@ struct CompanyRepository {
     // MARK: Memberships
 
     func membership(_ companyID: String, accountID: String) async throws -> Membership? {
-        try await db.select().columns("company_id", "account_id", "role", "dept_mask", "manager_mask")
+        try await db.select().columns("company_id", "account_id", "role", "dept_mask", "manager_mask", "joined_epoch")
             .from("memberships").where("company_id", .equal, companyID).where("account_id", .equal, accountID)
             .first().map(Self.decodeMembership)
     }
 
+    /// Adds a member. An account that was a member before starts after its old membership's last epoch, so
+    /// change tokens of that membership never work again.
     func addMember(_ companyID: String, accountID: String, role: MemberRole, now: Date) async throws {
+        let epoch = try await former(companyID, accountID: accountID).map { $0.epoch + 1 } ?? 0
         try await db.insert(into: "memberships")
-            .columns("company_id", "account_id", "role", "dept_mask", "manager_mask", "joined_at")
+            .columns(
+                "company_id", "account_id", "role", "dept_mask", "manager_mask", "joined_at", "access_epoch",
+                "joined_epoch"
+            )
             .values(
                 SQLBind(companyID), SQLBind(accountID), SQLBind(role.rawValue), SQLBind(Int64(0)), SQLBind(Int64(0)),
-                SQLBind(now.epochMilliseconds)
+                SQLBind(now.epochMilliseconds), SQLBind(epoch), SQLBind(epoch)
             )
             .run()
+    }
+
+    /// How the account's last membership of the company ended; nil if it never ended.
+    func former(_ companyID: String, accountID: String) async throws -> FormerMembership? {
+        try await db.select().columns("removed_at", "left_at", "left_role", "access_epoch").from("former_members")
+            .where("company_id", .equal, companyID).where("account_id", .equal, accountID).first()
+            .map { row in
+                FormerMembership(
+                    removedAt: try row.decode(column: "removed_at", as: Int64?.self).map(Date.init(epochMilliseconds:)),
+                    leftAt: try row.decode(column: "left_at", as: Int64?.self).map(Date.init(epochMilliseconds:)),
+                    leftRole: try row.decode(column: "left_role", as: String?.self).flatMap(MemberRole.init(rawValue:)),
+                    epoch: try row.decode(column: "access_epoch", as: Int64.self))
+            }
     }
 
     func updateMember(_ companyID: String, accountID: String, role: MemberRole, deptMask: Int64, managerMask: Int64)
@@ -136,8 +155,42 @@ struct CompanyRepository {
             .where("company_id", .equal, companyID).where("account_id", .equal, accountID).run()
     }
 
-    /// Removes a member, their credential, and ends their sessions in this company.
-    func removeMember(_ companyID: String, accountID: String, now: Date) async throws {
+    /// How a membership ends: the owner removed the account, or it left.
+    enum MembershipEnd {
+        case removed, left
+    }
+
+    /// Removes a member, their credential, and ends their sessions in this company; notes how the membership ended
+    /// (`former`), so that a removal or a demotion outlives it.
+    func removeMember(_ companyID: String, accountID: String, ending: MembershipEnd, now: Date) async throws {
+        guard
+            let row = try await db.select().columns("role", "access_epoch").from("memberships")
+                .where("company_id", .equal, companyID).where("account_id", .equal, accountID).first()
+        else { return }
+        let role = try row.decode(column: "role", as: String.self)
+        let epoch = try row.decode(column: "access_epoch", as: Int64.self)
+        let at = now.epochMilliseconds
+        switch ending {
+        case .removed:
+            try await db.raw(
+                """
+                INSERT INTO former_members (company_id, account_id, removed_at, access_epoch)
+                VALUES (\(bind: companyID), \(bind: accountID), \(bind: at), \(bind: epoch))
+                ON CONFLICT (company_id, account_id)
+                DO UPDATE SET removed_at = excluded.removed_at, access_epoch = excluded.access_epoch
+                """
+            ).run()
+        case .left:
+            try await db.raw(
+                """
+                INSERT INTO former_members (company_id, account_id, left_at, left_role, access_epoch)
+                VALUES (\(bind: companyID), \(bind: accountID), \(bind: at), \(bind: role), \(bind: epoch))
+                ON CONFLICT (company_id, account_id)
+                DO UPDATE SET left_at = excluded.left_at, left_role = excluded.left_role,
+                              access_epoch = excluded.access_epoch
+                """
+            ).run()
+        }
         try await db.delete(from: "memberships").where("company_id", .equal, companyID)
             .where("account_id", .equal, accountID).run()
         try await db.delete(from: "company_credentials").where("company_id", .equal, companyID)
@@ -252,13 +305,19 @@ struct CompanyRepository {
         }
     }
 
-    /// The name other members see: the profile's display name, or first and last name; never the email.
+    /// The most characters of a display name other members see: the rest of the profile is the account's own.
+    static let displayNameLength = 100
+
+    /// The name other members see: the profile's display name, or first and last name, cut to
+    /// `displayNameLength`; never the email.
     static func displayName(_ metadataJSON: String) -> String {
         let metadata = (try? JSONDecoder().decode([String: JSONValue].self, from: Data(metadataJSON.utf8))) ?? [:]
-        if let name = metadata["display_name"]?.stringValue, !name.isEmpty { return name }
-        let parts = [metadata["first_name"]?.stringValue, metadata["last_name"]?.stringValue].compactMap { $0 }
-            .filter { !$0.isEmpty }
-        return parts.isEmpty ? "Member" : parts.joined(separator: " ")
+        var name = metadata["display_name"]?.stringValue ?? ""
+        if name.isEmpty {
+            name = [metadata["first_name"]?.stringValue, metadata["last_name"]?.stringValue].compactMap { $0 }
+                .filter { !$0.isEmpty }.joined(separator: " ")
+        }
+        return name.isEmpty ? "Member" : String(name.prefix(displayNameLength))
     }
 
     // MARK: Share links
@@ -336,7 +395,8 @@ struct CompanyRepository {
             accountID: try row.decode(column: "account_id", as: String.self),
             role: MemberRole(rawValue: try row.decode(column: "role", as: String.self)) ?? .readOnly,
             deptMask: try row.decode(column: "dept_mask", as: Int64.self),
-            managerMask: try row.decode(column: "manager_mask", as: Int64.self))
+            managerMask: try row.decode(column: "manager_mask", as: Int64.self),
+            joinedEpoch: try row.decode(column: "joined_epoch", as: Int64.self))
     }
 
     private static func decodeShare(_ row: any SQLRow) throws -> ShareLinkRecord {

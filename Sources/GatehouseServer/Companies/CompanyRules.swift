@@ -30,6 +30,17 @@ enum SharePermission: String, Sendable, Codable {
     var role: MemberRole { self == .readWrite ? .member : .readOnly }
 }
 
+/// How an account's last membership of a company ended, kept after the membership row is gone.
+struct FormerMembership: Sendable, Equatable {
+    /// The last time the owner removed the account; nil if never.
+    var removedAt: Date?
+    /// The last time the account left, and the role it held then; nil if it never left.
+    var leftAt: Date?
+    var leftRole: MemberRole?
+    /// The access epoch the membership had reached: the next membership's epochs start after it.
+    var epoch: Int64
+}
+
 /// The caller's standing in a company, read fresh from the store on every company request.
 public struct Membership: Sendable, Equatable {
     public let companyID: String
@@ -37,6 +48,9 @@ public struct Membership: Sendable, Equatable {
     public let role: MemberRole
     public let deptMask: Int64
     public let managerMask: Int64
+    /// The access epoch this membership began at: change tokens from before it (an earlier membership, ended by a
+    /// removal or a departure) are refused.
+    public var joinedEpoch: Int64 = 0
 
     public var isOwner: Bool { role == .owner }
     /// A manager is a member with at least one department they manage.
@@ -58,6 +72,35 @@ enum CompanyRules {
     /// Whether `actor` may create or revoke share links.
     static func canManageShares(_ actor: Membership, policy: CompanyPolicy) -> Bool {
         actor.isOwner || (policy.managersCanShare && actor.isManager)
+    }
+
+    /// Whether a link still admits anyone: its creator must still be a member who may make links today (a manager
+    /// demoted or removed, or `managers_can_share` turned off, leaves their links dead).
+    static func linkStillValid(creator: Membership?, policy: CompanyPolicy) -> Bool {
+        creator.map { canManageShares($0, policy: policy) } ?? false
+    }
+
+    /// What accepting a link makes an account that was in the company before.
+    enum Readmission: Equatable {
+        case admit(MemberRole)
+        /// The owner removed the account after the link was made.
+        case removed
+    }
+
+    /// Removal and demotion stick: a link made before the account was removed does not re-admit it (only a link
+    /// made after the removal does), and a link made before the account left re-admits it with at most the role it
+    /// held when it left. A link made after both admits with its own permission: someone who may share chose to
+    /// invite again. Times compare at the store's millisecond: a link made in the same millisecond counts as older.
+    static func readmission(linkCreatedAt: Date, permission: SharePermission, former: FormerMembership?)
+        -> Readmission
+    {
+        let role = permission.role
+        guard let former else { return .admit(role) }
+        if let removedAt = former.removedAt, linkCreatedAt <= removedAt { return .removed }
+        if let leftAt = former.leftAt, linkCreatedAt <= leftAt, let held = former.leftRole {
+            return .admit(held == .readOnly ? .readOnly : role)
+        }
+        return .admit(role)
     }
 
     /// Whether another acceptance fits in the tier, given the current participant count (owner excluded).

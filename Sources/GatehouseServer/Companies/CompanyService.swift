@@ -184,23 +184,27 @@ struct CompanyService: Sendable {
     func removeMember(_ targetID: String, by caller: CompanyCaller) async throws {
         guard caller.membership.isOwner else { throw Self.forbidden("Only the owner may remove members") }
         guard targetID != caller.accountID else { throw Self.ownerCannotLeave }
-        try await remove(targetID, caller: caller, action: .memberRemoved)
+        try await remove(targetID, caller: caller, action: .memberRemoved, ending: .removed)
     }
 
     /// A participant leaves; the owner must transfer ownership first.
     func leave(_ caller: CompanyCaller) async throws {
         guard !caller.membership.isOwner else { throw Self.ownerCannotLeave }
-        try await remove(caller.accountID, caller: caller, action: .memberLeft)
+        try await remove(caller.accountID, caller: caller, action: .memberLeft, ending: .left)
     }
 
-    private func remove(_ targetID: String, caller: CompanyCaller, action: AuditAction) async throws {
+    /// Ends a membership. How it ended is kept: links made before a removal never re-admit the account, links made
+    /// before a departure re-admit it with at most the role it left with, and its old change tokens stay refused.
+    private func remove(
+        _ targetID: String, caller: CompanyCaller, action: AuditAction, ending: CompanyRepository.MembershipEnd
+    ) async throws {
         let revoked = SyncBus.Message.accessChanged(companyID: caller.companyID, accountID: targetID)
         try await change(caller.event(action, detail: ["member": targetID]), announcing: [revoked]) { [clock] db in
             let companies = CompanyRepository(db: db)
             guard try await companies.membership(caller.companyID, accountID: targetID) != nil else {
                 throw APIError.notFound("No such member")
             }
-            try await companies.removeMember(caller.companyID, accountID: targetID, now: clock.now)
+            try await companies.removeMember(caller.companyID, accountID: targetID, ending: ending, now: clock.now)
         }
     }
 

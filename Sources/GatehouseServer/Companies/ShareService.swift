@@ -13,6 +13,19 @@ struct ShareService: Sendable {
 
     static let shareExpired = APIError(
         .gone, code: .shareExpired, message: "This share link has expired, was revoked, or is used up")
+    static let removed = APIError(
+        .forbidden, code: .removedFromCompany,
+        message: "You were removed from this company after this link was made; ask for a new link")
+
+    /// Whether the link's maker may still make links in `company`: a link dies with its maker's right to share.
+    private static func makerMayShare(
+        _ link: ShareLinkRecord, in company: CompanyRecord, _ companies: CompanyRepository
+    )
+        async throws -> Bool
+    {
+        CompanyRules.linkStillValid(
+            creator: try await companies.membership(company.id, accountID: link.createdBy), policy: company.policy)
+    }
 
     /// The company, when the caller may manage its links (the owner, or a manager if the company allows).
     private func rights(_ caller: CompanyCaller) async throws -> CompanyRecord {
@@ -93,7 +106,8 @@ struct ShareService: Sendable {
         try await throttling.limit("share", settings.limits.verificationsPerIP, client: client)
         let companies = CompanyRepository(db: store.database)
         guard let link = try await companies.share(tokenHash: Secrets.digest(token)), link.usable(at: clock.now),
-            let company = try await companies.company(link.companyID)
+            let company = try await companies.company(link.companyID),
+            try await Self.makerMayShare(link, in: company, companies)
         else { return nil }
         let inviter = try await AccountRepository(db: store.database).find(id: link.createdBy)
         let preview = Schemas.SharePreview(
@@ -134,7 +148,9 @@ struct ShareService: Sendable {
             }
             // Take the company row's lock first, so concurrent acceptances count participants one at a time.
             try await companies.lock(link.companyID)
-            guard let company = try await companies.company(link.companyID) else { throw Self.shareExpired }
+            guard let company = try await companies.company(link.companyID),
+                try await Self.makerMayShare(link, in: company, companies)
+            else { throw Self.shareExpired }
             if let existing = try await companies.membership(company.id, accountID: caller.accountID) {
                 if existing.isOwner {
                     throw APIError(.conflict, code: .ownerCannotAccept, message: "You own this company")
@@ -145,6 +161,14 @@ struct ShareService: Sendable {
                 throw APIError(
                     .forbidden, code: .tierForbidsSharing, message: "This company's tier does not allow sharing")
             }
+            let role: MemberRole
+            switch CompanyRules.readmission(
+                linkCreatedAt: link.createdAt, permission: link.permission,
+                former: try await companies.former(company.id, accountID: caller.accountID))
+            {
+            case .admit(let admitted): role = admitted
+            case .removed: throw Self.removed
+            }
             guard
                 CompanyRules.admits(participants: try await companies.participantCount(company.id), tier: company.tier)
             else {
@@ -153,12 +177,12 @@ struct ShareService: Sendable {
                     message: "This company has reached its tier's participant limit")
             }
             guard try await companies.useShare(company.id, shareID: link.id, now: now) else { throw Self.shareExpired }
-            try await companies.addMember(company.id, accountID: caller.accountID, role: link.permission.role, now: now)
+            try await companies.addMember(company.id, accountID: caller.accountID, role: role, now: now)
             try await AuditRepository(db: db, clock: clock).record(
                 AuditEvent(
                     .shareAccepted, accountID: caller.accountID, companyID: company.id, ip: caller.client.ip,
                     userAgent: caller.client.userAgent,
-                    detail: ["share": link.id, "permission": link.permission.rawValue]))
+                    detail: ["share": link.id, "permission": link.permission.rawValue, "role": role.rawValue]))
             return company.id
         }
     }

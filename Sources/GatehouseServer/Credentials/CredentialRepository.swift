@@ -38,11 +38,6 @@ struct CredentialRepository {
             createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)))
     }
 
-    func usernameTaken(_ companyID: String, username: String) async throws -> Bool {
-        try await db.select().column("account_id").from("company_credentials")
-            .where("company_id", .equal, companyID).where("username", .equal, username).first() != nil
-    }
-
     func insert(_ credential: CompanyCredential, image: Data?, imageType: String?, now: Date) async throws {
         try await db.insert(into: "company_credentials")
             .columns(

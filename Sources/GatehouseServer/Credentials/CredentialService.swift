@@ -16,6 +16,8 @@ struct CredentialService: Sendable {
     static let invalidCredentials = APIError(
         .badRequest, code: .invalidCredentials, message: "Invalid username or password")
     static let noCredential = APIError.notFound("You have no credential for this company")
+    static let credentialExists = APIError(
+        .conflict, code: .credentialExists, message: "You already have a credential for this company")
     static let maximumImageBytes = 1 << 20
 
     /// The backoff key of one account's credential in one company, shared by login and password changes.
@@ -48,8 +50,10 @@ struct CredentialService: Sendable {
 
     // MARK: Creating and reading one's credential
 
-    /// Creates the caller's credential for a company they belong to. Usernames are unique in the company and
-    /// immutable; the owner's credential is the super user.
+    /// Creates the caller's credential for a company they belong to; the owner's credential is the super user.
+    /// A username is immutable and private to its account: company login looks up the caller's own credential, so
+    /// two members may choose the same one, and choosing one tells nothing about the others' (a uniqueness check
+    /// did, one password hash per guess).
     func create(_ cid: String, _ body: Schemas.CreateCredentialRequest, by caller: Caller) async throws
         -> Schemas.CredentialInfo
     {
@@ -63,6 +67,10 @@ struct CredentialService: Sendable {
             body.password, policy: company.policy,
             forbidden: [username, email, email.map(EmailAddress.localPart), caller.identity.email].compactMap { $0 })
         let image = try body.image.map(Self.decodeImage)
+        // Refused before the hash runs: the answer costs nothing to ask again.
+        if try await CredentialRepository(db: store.database).find(cid, accountID: caller.accountID) != nil {
+            throw Self.credentialExists
+        }
         let now = clock.now
         let credential = CompanyCredential(
             companyID: cid, accountID: caller.accountID, username: username,
@@ -71,13 +79,7 @@ struct CredentialService: Sendable {
         let audit = event(.credentialCreated, caller.client, accountID: caller.accountID, companyID: cid)
         try await store.transaction { [clock] db in
             let credentials = CredentialRepository(db: db)
-            if try await credentials.find(cid, accountID: caller.accountID) != nil {
-                throw APIError(
-                    .conflict, code: .credentialExists, message: "You already have a credential for this company")
-            }
-            if try await credentials.usernameTaken(cid, username: username) {
-                throw APIError(.conflict, code: .usernameTaken, message: "That username is taken in this company")
-            }
+            if try await credentials.find(cid, accountID: caller.accountID) != nil { throw Self.credentialExists }
             try await credentials.insert(credential, image: image?.data, imageType: image?.type, now: now)
             try await AuditRepository(db: db, clock: clock).record(audit)
         }

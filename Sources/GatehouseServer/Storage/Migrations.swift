@@ -349,6 +349,54 @@ public enum Migrations {
             ] {
                 try await db.raw(SQLQueryString(statement)).run()
             }
+            // A username is private to its account (company login looks up the caller's own credential), so it need
+            // not be unique in the company: a uniqueness check told members each other's usernames.
+            if db.dialect.name == "postgresql" {
+                try await db.raw(
+                    """
+                    ALTER TABLE company_credentials DROP CONSTRAINT IF EXISTS company_credentials_company_id_username_key
+                    """
+                ).run()
+            } else {
+                try await db.create(table: "company_credentials_v7")
+                    .column("company_id", type: .text, .notNull, .references("companies", "id", onDelete: .cascade))
+                    .column("account_id", type: .text, .notNull, .references("accounts", "id", onDelete: .cascade))
+                    .column("username", type: .text, .notNull)
+                    .column("password_hash", type: .text, .notNull)
+                    .column("email", type: .text)
+                    .column("image", type: .blob)
+                    .column("image_type", type: .text)
+                    .column("super_user", type: .bigint, .notNull)
+                    .column("created_at", type: .bigint, .notNull)
+                    .column("updated_at", type: .bigint, .notNull)
+                    .primaryKey("company_id", "account_id")
+                    .run()
+                let columns =
+                    "company_id, account_id, username, password_hash, email, image, image_type, super_user, "
+                    + "created_at, updated_at"
+                try await db.raw(
+                    """
+                    INSERT INTO company_credentials_v7 (\(unsafeRaw: columns))
+                    SELECT \(unsafeRaw: columns) FROM company_credentials
+                    """
+                ).run()
+                try await db.raw("DROP TABLE company_credentials").run()
+                try await db.raw("ALTER TABLE company_credentials_v7 RENAME TO company_credentials").run()
+            }
+            // A membership's first access epoch: a sync token from before it (an earlier membership) is refused.
+            try await db.alter(table: "memberships").column("joined_epoch", type: .bigint, .notNull, .default(0)).run()
+            // How an account's last membership of a company ended, so removal and demotion stick: links older than a
+            // removal do not re-admit, links older than a departure re-admit at most with the role held then, and a
+            // new membership's epochs start after the old one's.
+            try await db.create(table: "former_members")
+                .column("company_id", type: .text, .notNull, .references("companies", "id", onDelete: .cascade))
+                .column("account_id", type: .text, .notNull, .references("accounts", "id", onDelete: .cascade))
+                .column("removed_at", type: .bigint)
+                .column("left_at", type: .bigint)
+                .column("left_role", type: .text)
+                .column("access_epoch", type: .bigint, .notNull)
+                .primaryKey("company_id", "account_id")
+                .run()
             // Each record's field bytes, so a page is cut by bytes before fields are read; and every department mask
             // it has had (the sign bit for 0, everyone), so only members who may have seen it are told it went out
             // of sight. A record whose mask changed before this release may have been seen by anyone.

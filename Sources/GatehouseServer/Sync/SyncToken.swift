@@ -44,6 +44,13 @@ struct SyncToken: Codable, Sendable, Equatable {
         self.types = types
     }
 
+    /// Whether the token was issued to this membership: the same company and member, at an epoch the membership
+    /// reached. A token from an earlier membership of the same account (before a removal or a departure) carries an
+    /// older epoch and never works again, even after the account is re-admitted.
+    func belongs(to membership: Membership) -> Bool {
+        company == membership.companyID && account == membership.accountID && epoch >= membership.joinedEpoch
+    }
+
     /// The token part-way through re-filtering toward `target`.
     func rescoping(to target: Int64, after position: (seq: Int64, id: String)) -> SyncToken {
         var token = self
