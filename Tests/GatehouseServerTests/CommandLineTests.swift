@@ -147,6 +147,8 @@ extension CommandLineTests {
             "--trusted-proxies": "10.0.0.0/8,127.0.0.1", "--metrics-token": "a-long-metrics-token-1234",
             "--encryption-keys": SecretBox.newKey(), "--code-failures-per-day": "50", "--sync-retention": "86400",
             "--templates-dir": folder.path, "--app-url": "myapp://", "--app-store-url": "https://apps.example.com/app",
+            "--idle-timeout": "30", "--live-streams-per-session": "2", "--live-streams-per-instance": "100",
+            "--audit-retention": "0", "--session-retention": "86400",
         ]
     }
 

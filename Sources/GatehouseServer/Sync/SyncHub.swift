@@ -130,27 +130,16 @@ final class SyncHub: Sendable {
     }
 
     /// What a committed transaction (here, or announced by another instance) changed: the streams of sessions that
-    /// ended close at once; those of accounts that changed (disabled, deleted, signed out elsewhere) check now.
+    /// ended, and of accounts that changed (disabled, deleted), check at once whether they may go on, so each closes
+    /// with its reason (a removal ends the member's sessions too, and the device must hear it lost the company). After
+    /// a reconnect of the bus (`everything`), the streams wait for their periodic check rather than all asking the
+    /// store at once.
     func invalidated(_ changes: CacheInvalidation) {
-        let (closing, checking) = state.withLockedValue { state -> ([Subscriber], [Subscriber]) in
-            var closing: [Subscriber] = []
-            var checking: [Subscriber] = []
-            for (company, subscribers) in state.companies {
-                for (id, subscriber) in subscribers {
-                    if changes.endedSessions.contains(subscriber.sessionID) {
-                        state.companies[company]?[id] = nil
-                        closing.append(subscriber)
-                    } else if changes.everything || changes.changedAccounts.contains(subscriber.accountID) {
-                        checking.append(subscriber)
-                    }
-                }
-                if state.companies[company]?.isEmpty == true { state.companies[company] = nil }
+        guard !changes.endedSessions.isEmpty || !changes.changedAccounts.isEmpty else { return }
+        let checking = state.withLockedValue { state in
+            state.companies.values.flatMap(\.values).filter {
+                changes.endedSessions.contains($0.sessionID) || changes.changedAccounts.contains($0.accountID)
             }
-            return (closing, checking)
-        }
-        for subscriber in closing {
-            subscriber.continuation.yield(.closed(.sessionNotFound))
-            subscriber.continuation.finish()
         }
         for subscriber in checking { subscriber.recheck() }
     }
