@@ -10,7 +10,7 @@ struct Backup: AsyncParsableCommand {
             The copy holds every write committed before the command started. To restore it, stop the server, put \
             the copy in place of the store (with the same gatehouse.key or GATEHOUSE_ENCRYPTION_KEYS), and start it.
             """)
-    @Option(help: "The file to write; made 0600.") var to: String
+    @Option(help: ArgumentHelp("The file to write; made 0600.", valueName: "file")) var to: String
     @Flag(help: "Replace the file if it exists.") var force = false
     @OptionGroup var options: ServerOptions
 
