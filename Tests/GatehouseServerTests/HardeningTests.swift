@@ -272,3 +272,22 @@ extension HardeningTests {
         }
     }
 }
+
+extension HardeningTests {
+    @Test("F11: a sign-up's or a code request's data has the same total size as user_metadata (422 metadata_too_large)")
+    func signUpDataIsBounded() async throws {
+        try await AccountHarness.with { h in
+            let email = AccountHarness.newEmail()
+            let big = ["notes": String(repeating: "x", count: 20_000)]
+            let signUp = try await h.client.signUp(email, password: "correct horse battery", data: big)
+            #expect(signUp.status == 422)
+            #expect(signUp.json["error_code"] as? String == "metadata_too_large")
+            let otp = try await h.client.post("/auth/v1/otp", ["email": email, "data": big])
+            #expect(otp.status == 422)
+            #expect(otp.json["error_code"] as? String == "metadata_too_large")
+            // Nothing was mailed, and a sign-up within the limit goes through.
+            #expect(try await !h.hasMail(to: email, subject: "Confirm your email"))
+            #expect(try await h.client.signUp(email, password: "correct horse battery", data: ["n": "1"]).status == 200)
+        }
+    }
+}

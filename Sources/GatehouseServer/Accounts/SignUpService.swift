@@ -26,6 +26,7 @@ struct SignUpService: Sendable {
     /// ids each time), and its owner a warning mail instead.
     func signUp(_ body: Schemas.SignUpRequest, redirectTo: String?, client: ClientInfo) async throws -> Schemas.User {
         let email = try await mail.deliverableEmail(body.email)
+        try UserMetadata.check(body.data ?? [:])
         if let password = body.password { try passwords.checkPassword(password, email: email) }
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
         try await spendMail(to: email, cooldown: "signup", client: client)
@@ -72,6 +73,7 @@ struct SignUpService: Sendable {
     /// mail is queued, so its time does not tell either.
     func sendOTP(_ body: Schemas.OTPRequest, redirectTo: String?, client: ClientInfo) async throws {
         let email = try await mail.deliverableEmail(body.email)
+        try UserMetadata.check(body.data ?? [:])
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
         try await spendMail(to: email, cooldown: "otp", client: client)
         let now = clock.now
