@@ -165,7 +165,7 @@ struct CompanyFlowTests {
     }
 
     @Test(
-        "credential rules: username limits and uniqueness, password policy kept as typed, one per company, images by content"
+        "credential rules: username limits, usernames private to each member, password policy kept as typed, one per company, images by content"
     )
     func credentialRules() async throws {
         try await AccountHarness.with { h in
