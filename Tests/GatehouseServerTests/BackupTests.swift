@@ -256,6 +256,10 @@ struct BackupTests {
         let onItself = try await Self.runBinary(["backup", "--to", store, "--force", "--data-dir", dataDir])
         #expect(onItself.status == 1)
         #expect(onItself.stderr.contains("is the store itself"))
+        // Nor over its write-ahead log, which holds what is not yet in the file.
+        let onLog = try await Self.runBinary(["backup", "--to", store + "-wal", "--force", "--data-dir", dataDir])
+        #expect(onLog.status == 1)
+        #expect(onLog.stderr.contains("is the store itself"))
 
         // A data directory without a store: an error, and no empty store made.
         let empty = folder.appendingPathComponent("empty").path

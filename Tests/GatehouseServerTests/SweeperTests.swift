@@ -60,16 +60,17 @@ struct SweeperTests {
             let tokens: SQLQueryString =
                 "SELECT COUNT(*) AS n FROM refresh_tokens rt JOIN sessions s ON s.id = rt.session_id WHERE s.account_id = \(bind: first.userID)"
             #expect(try await Self.count(h, tokens) == 21)
+            // Within the day (the reuse window) a sweep keeps them all.
+            #expect(try await Self.sweeper(h).sweep().deleted[.rotatedTokens] ?? 0 == 0)
 
+            // A day after the last refresh: kept are the current token and the last one rotated, exactly a day ago.
+            h.clock.advance(by: 24 * 3600)
             let report = try await Self.sweeper(h).sweep()
-            // Kept: the current token and the five rotated within the last hour (the reuse window), the first of them
-            // exactly an hour ago.
-            #expect(try await Self.count(h, tokens) == 6)
-            #expect(report.deleted[.rotatedTokens] == 15)
+            #expect(try await Self.count(h, tokens) == 2)
+            #expect(report.deleted[.rotatedTokens] == 19)
             // The oldest token is now unknown: refused, and the session goes on.
             let replay = try await h.client.refresh(first.refresh)
             #expect(replay.status == 400 && Self.errorCode(replay) == "refresh_token_not_found")
-            #expect(try await h.client.user(current.access).status == 200)
             let next = try await h.client.refresh(current.refresh)
             #expect(next.status == 200)
         }
@@ -215,7 +216,7 @@ struct SweeperTests {
             let first = try await h.confirmedAccount(AccountHarness.newEmail())
             var current = first
             for _ in 0..<7 { current = try SignedIn(try await h.client.refresh(current.refresh)) }
-            h.clock.advance(by: 2 * 3600)
+            h.clock.advance(by: 25 * 3600)
             let report = try await Self.sweeper(h) { $0.batchSize = 2 }.sweep()
             #expect(report.deleted[.rotatedTokens] == 7)
             #expect(report.batches >= 4)
@@ -233,7 +234,7 @@ struct SweeperTests {
         try await AccountHarness.with { h in
             let first = try await h.confirmedAccount(AccountHarness.newEmail())
             _ = try await h.client.refresh(first.refresh)
-            h.clock.advance(by: 2 * 3600)
+            h.clock.advance(by: 25 * 3600)
             let (held, holding) = AsyncStream<Void>.makeStream()
             let (released, release) = AsyncStream<Void>.makeStream()
             let other = Task {
@@ -254,19 +255,21 @@ struct SweeperTests {
         }
     }
 
-    @Test("the reuse window is four access-token lifetimes and never shorter than the grace")
+    @Test("the reuse window is a day, or four access-token lifetimes if longer, and never shorter than the grace")
     func reuseWindow() {
         var auth = AuthSettings()
-        #expect(SweepRules.reuseWindow(auth) == 3600)
+        #expect(SweepRules.reuseWindow(auth) == 86_400)
+        auth.accessTokenLifetime = 86_400
+        #expect(SweepRules.reuseWindow(auth) == 4 * 86_400)
         auth.accessTokenLifetime = 60
-        auth.refreshReuseGrace = 600
-        #expect(SweepRules.reuseWindow(auth) == 600)
+        auth.refreshReuseGrace = 2 * 86_400
+        #expect(SweepRules.reuseWindow(auth) == 2 * 86_400)
         let now = Date(epochMilliseconds: 10_000_000_000)
         var sweep = SweepSettings()
         sweep.auditRetention = 0
         let cutoffs = SweepRules.cutoffs(now: now, sweep: sweep, auth: AuthSettings())
         #expect(cutoffs.auditBefore == nil)
-        #expect(cutoffs.rotatedBefore == now.epochMilliseconds - 3_600_000)
+        #expect(cutoffs.rotatedBefore == now.epochMilliseconds - 86_400_000)
         #expect(cutoffs.sessionsEndedBefore == now.epochMilliseconds - 7 * 86_400_000)
     }
 }

@@ -325,7 +325,8 @@ extension Setting {
 
     public static let liveStreamsPerSession = Setting(
         "live-streams-per-session", default: .value("4"),
-        meaning: "live event streams one company session may hold open at once; more are refused with 429"
+        meaning:
+            "live event streams one company session may hold open at once (an account, four times as many); more are refused with 429"
     ) { (config, value, source) throws(ConfigurationError) in
         config.sync.liveStreamsPerSession = try count(value, source: source, range: 1...100)
     }

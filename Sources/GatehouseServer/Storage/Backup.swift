@@ -27,7 +27,9 @@ public enum StoreBackup {
         let manager = FileManager.default
         let target = URL(fileURLWithPath: path).standardizedFileURL.path
         guard manager.fileExists(atPath: source) else { throw BackupError.noStore(path: source) }
-        if realPath(target) == realPath(source) { throw BackupError.sameFile(path: target) }
+        // Nor any of its side files: renaming over the write-ahead log would lose what it holds.
+        let ownFiles = ["", "-wal", "-shm", "-journal"].map { realPath(source) + $0 }
+        if ownFiles.contains(realPath(target)) { throw BackupError.sameFile(path: target) }
         if !replacing, manager.fileExists(atPath: target) { throw BackupError.exists(path: target) }
         let folder = (target as NSString).deletingLastPathComponent
         var isFolder: ObjCBool = false
@@ -110,7 +112,7 @@ public enum BackupError: Error, CustomStringConvertible {
             "the store is PostgreSQL: back it up with pg_dump (pg_dump -Fc), restore with pg_restore; "
                 + "see Backup and restore in the README"
         case .noStore(let path): "no SQLite store at \(path)"
-        case .sameFile(let path): "\(path) is the store itself; name another file"
+        case .sameFile(let path): "\(path) is the store itself (or one of its files); name another file"
         case .exists(let path): "\(path) exists; pass --force to replace it"
         case .noFolder(let path): "the folder \(path) does not exist"
         case .cannotWrite(let path): "cannot write \(path)"

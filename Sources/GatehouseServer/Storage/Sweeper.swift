@@ -11,14 +11,15 @@ enum SweepRules {
     /// The longest window of any failure or cooldown record (`FailureBackoff.Rule.codes`: a day).
     static let throttleWindow: TimeInterval = 24 * 3600
 
-    /// How long a rotated refresh token is kept: four access-token lifetimes (an hour by default), and never less
-    /// than the reuse grace. A client in use refreshes at least once per access token, so a device whose token was
-    /// stolen and rotated by the thief presents it again within that time, and its session ends (reuse detection).
-    /// A token rotated longer ago is forgotten: presented again it is refused as unknown (`refresh_token_not_found`),
-    /// like any token the store never issued, and its session goes on. Without this every refresh would add a row
-    /// for the session's whole lifetime (90 days of a refresh every 15 minutes: 8,640 rows per device).
+    /// How long a rotated refresh token is kept: a day, as GoTrue's cleanup keeps revoked tokens, or four
+    /// access-token lifetimes if that is longer, and never less than the reuse grace. A device whose token was stolen
+    /// and rotated by the thief presents it again when it wakes, overnight included, and its session ends (reuse
+    /// detection). A token rotated longer ago is forgotten: presented again it is refused as unknown
+    /// (`refresh_token_not_found`), like any token the store never issued, and its session goes on. Without this every
+    /// refresh would add a row for the session's whole lifetime (90 days of a refresh every 15 minutes: 8,640 rows per
+    /// device; with it, 96).
     static func reuseWindow(_ auth: AuthSettings) -> TimeInterval {
-        max(auth.refreshReuseGrace, 4 * auth.accessTokenLifetime)
+        max(auth.refreshReuseGrace, 4 * auth.accessTokenLifetime, 24 * 3600)
     }
 
     static func cutoffs(now: Date, sweep: SweepSettings, auth: AuthSettings) -> SweepCutoffs {

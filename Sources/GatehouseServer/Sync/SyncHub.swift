@@ -33,6 +33,8 @@ final class SyncHub: Sendable {
     let perSession: Int
     /// Streams this instance holds open at once.
     let perInstance: Int
+    /// Streams one account holds open at once, over all its sessions: four sessions' worth.
+    var perAccount: Int { 4 * perSession }
 
     init(perSession: Int = 4, perInstance: Int = 10_000) {
         self.perSession = perSession
@@ -64,20 +66,23 @@ final class SyncHub: Sendable {
         let id = UUID()
         let subscriber = Subscriber(
             accountID: accountID, sessionID: sessionID, continuation: continuation, recheck: recheck)
+        // Set before the stream can be closed by anyone, so its end always reaches `onEnd`.
+        continuation.onTermination = { [weak self] _ in
+            self?.remove(companyID: companyID, id: id)
+            onEnd()
+        }
         let refusal = state.withLockedValue { state -> Refusal? in
             let all = state.companies.values.lazy.flatMap(\.values)
             if all.count >= perInstance { return .instanceFull }
             if all.count(where: { $0.sessionID == sessionID }) >= perSession { return .sessionFull }
+            // Every company login is a new session: an account may not fill the instance through many of them.
+            if all.count(where: { $0.accountID == accountID }) >= perAccount { return .sessionFull }
             state.companies[companyID, default: [:]][id] = subscriber
             return nil
         }
         if let refusal {
             continuation.finish()
             throw refusal
-        }
-        continuation.onTermination = { [weak self] _ in
-            self?.remove(companyID: companyID, id: id)
-            onEnd()
         }
         return (id, stream)
     }

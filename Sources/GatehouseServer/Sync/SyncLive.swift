@@ -33,7 +33,8 @@ extension SyncService {
         } catch .sessionFull {
             throw APIError(
                 .tooManyRequests, code: .tooManyStreams,
-                message: "This session already holds \(hub.perSession) live streams: close one first")
+                message: "This session already holds \(hub.perSession) live streams, or its account \(hub.perAccount): "
+                    + "close one first")
         } catch .instanceFull {
             throw APIError(
                 .serviceUnavailable, code: .serverBusy,
@@ -43,13 +44,17 @@ extension SyncService {
         let sync = SyncRepository(db: store.database)
         let current: Int64
         let epoch: Int64
-        let endsAt: Date?
+        let endsAt: Date
         do {
             current = try await Self.counters(cid, in: sync).seq
             guard let access = try await sync.access(cid, accountID: caller.accountID) else { throw Access.notMember }
             epoch = access.epoch
-            endsAt = try await sessions.liveSession(caller.identity.sessionID, now: clock.now, db: store.database)
-                .map { Date(epochMilliseconds: $0.endsAt) }
+            // A session that ended after the request was authorized, before the hub could hear of it, ends here.
+            guard
+                let session = try await sessions.liveSession(
+                    caller.identity.sessionID, now: clock.now, db: store.database)
+            else { throw APIError.sessionNotFound }
+            endsAt = Date(epochMilliseconds: session.endsAt)
         } catch {
             hub.unsubscribe(companyID: cid, id: subscription)
             throw error
@@ -86,8 +91,7 @@ extension SyncService {
     }
 
     /// How long until the next check: the interval, or less when the session's lifetime ends sooner.
-    private func nextCheck(endsAt: Date?) -> Duration {
-        guard let endsAt else { return liveCheckInterval }
+    private func nextCheck(endsAt: Date) -> Duration {
         let left = endsAt.timeIntervalSince(clock.now)
         // Past it, the check closes the stream; a store that cannot say so yet is asked again each second.
         return min(liveCheckInterval, left > 0 ? .milliseconds(Int64(left * 1000) + 50) : .seconds(1))
