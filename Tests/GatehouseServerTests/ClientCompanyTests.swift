@@ -111,14 +111,15 @@ struct ClientCompanyTests {
             #expect(try await guestStore.record(id)?.fields["name"] == .string("Ada Lovelace"))
             owner.network.offline = false
             guest.network.offline = false
-            try await ownerStore.sync()
-            try await guestStore.sync()
-            try await ownerStore.sync()
-            for store in [ownerStore, guestStore] {
-                let record = try #require(try await store.record(id))
-                #expect(record.fields["name"] == .string("Ada Lovelace"))
-                #expect(record.fields["phone"] == .string("2"))
-                #expect(!record.hasPendingChanges)
+            // Each store's background push may still be on its way when another store syncs: wait for both to settle.
+            for store in [ownerStore, guestStore, ownerStore] {
+                let settled = try await LiveServer.eventually {
+                    try await store.sync()
+                    guard let record = try await store.record(id) else { return false }
+                    return record.fields["name"] == .string("Ada Lovelace") && record.fields["phone"] == .string("2")
+                        && !record.hasPendingChanges
+                }
+                #expect(settled)
             }
             #expect(!guestEvents.events.contains { if case .conflict = $0 { true } else { false } })
             await ownerStore.close()
