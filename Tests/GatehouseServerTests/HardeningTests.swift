@@ -135,13 +135,7 @@ extension HardeningTests {
     func streamsCloseWhenSessionsEnd() async throws {
         // The periodic check is ten minutes away: only the immediate path can close a stream within the deadline.
         try await AccountHarness.with(live: true, { $0.sync.liveCheckInterval = 600 }) { h in
-            var other: LiveServer?
-            if TestStore.postgresURL != nil {
-                var configuration = h.server.services.configuration
-                configuration.publicURL = configuration.effectivePublicURL
-                configuration.port = 0
-                other = try await LiveServer.start(configuration, clock: h.clock)
-            }
+            let other = TestStore.postgresURL != nil ? try await h.secondInstance() : nil
             let base = other?.baseURL ?? h.server.baseURL
             do {
                 var owner = try await h.person("owner")

@@ -476,21 +476,13 @@ struct SyncFlowTests {
         }
     }
 
-    /// Another server on the harness's store, with the same issuer and keys (as a second instance or a restart).
-    private static func secondInstance(_ h: AccountHarness) async throws -> LiveServer {
-        var configuration = h.server.services.configuration
-        configuration.publicURL = configuration.effectivePublicURL
-        configuration.port = 0
-        return try await LiveServer.start(configuration, clock: h.clock)
-    }
-
     @Test(
         "Two instances on one PostgreSQL: a change on one reaches a subscriber on the other",
         .enabled(if: TestStore.postgresURL != nil))
     func twoInstances() async throws {
         try await AccountHarness.with(live: true, { $0.sync.liveCheckInterval = 0.2 }) { h in
             let (cid, a, b) = try await ownerWithTwoDevices(h)
-            let other = try await Self.secondInstance(h)
+            let other = try await h.secondInstance()
             do {
                 let stream = try await LiveStream.open(
                     AccountHarness.http, base: other.baseURL, cid: cid, bearer: b.bearer)

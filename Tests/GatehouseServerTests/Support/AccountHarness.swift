@@ -111,6 +111,14 @@ struct AccountHarness {
         try await h.stop()
     }
 
+    /// Another server on this harness's store, with the same issuer and keys (a second instance, or a restart).
+    func secondInstance() async throws -> LiveServer {
+        var configuration = server.services.configuration
+        configuration.publicURL = configuration.effectivePublicURL
+        configuration.port = 0
+        return try await LiveServer.start(configuration, clock: clock)
+    }
+
     /// A fresh address nobody else in the run uses.
     static func newEmail(_ tag: String = "user") -> String {
         "\(tag)-\(UUID().uuidString.prefix(8).lowercased())@example.com"

@@ -6,19 +6,31 @@ import Foundation
     import Darwin
 #endif
 
-/// A port on 127.0.0.1 that was free a moment ago, so nothing listens there.
-func freeLoopbackPort() throws -> Int {
+/// A new TCP socket.
+private func tcpSocket() throws -> Int32 {
     #if os(Linux)
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     #else
         let descriptor = socket(AF_INET, SOCK_STREAM, 0)
     #endif
     guard descriptor >= 0 else { throw POSIXError(.EIO) }
-    defer { close(descriptor) }
+    return descriptor
+}
+
+/// 127.0.0.1 at `port` (0: any).
+private func loopbackAddress(port: Int) -> sockaddr_in {
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
+    address.sin_port = UInt16(port).bigEndian
+    return address
+}
+
+/// A port on 127.0.0.1 that was free a moment ago, so nothing listens there.
+func freeLoopbackPort() throws -> Int {
+    let descriptor = try tcpSocket()
+    defer { close(descriptor) }
+    var address = loopbackAddress(port: 0)
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) { pointer in
         pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
@@ -50,16 +62,8 @@ final class RawConnection {
     private let descriptor: Int32
 
     init(port: Int) throws {
-        #if os(Linux)
-            descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-            descriptor = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard descriptor >= 0 else { throw POSIXError(.EIO) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
+        descriptor = try tcpSocket()
+        var address = loopbackAddress(port: port)
         let connected = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
