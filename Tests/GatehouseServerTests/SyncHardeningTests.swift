@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseAPI
 import Testing
 
 @testable import GatehouseServer
@@ -129,11 +130,74 @@ struct SyncHardeningTests {
             let fitting = SyncRules.rowsWithin(SyncService.pageBytes, sizes: keys.map(\.size), limit: 5000)
             #expect(fitting == 16)
             let rows = try await sync.changes(
-                cid, since: 0, seqs: keys[0].seq...keys[fitting - 1].seq, mask: -1, types: nil)
+                cid, since: 0, seqs: keys[0].seq...keys[fitting - 1].seq, keys: keys.prefix(fitting), mask: -1,
+                types: nil)
             #expect(rows.map(\.id) == keys.prefix(fitting).map(\.id))
             #expect(rows.map(\.storedSize).reduce(0, +) <= SyncService.pageBytes)
             let listed = try await sync.existingKeys(cid, mask: -1, after: nil, limit: 1000)
             #expect(listed.map(\.size) == listed.map { key in keys.first { $0.id == key.id }?.size ?? -1 })
+        }
+    }
+
+    /// The fields a pull after `since` sends of `id` among `rows` (nil when it sends no change of it).
+    private static func sent(_ id: String, in rows: [StoredRecord], since: Int64, mask: Int64) -> JSONFields? {
+        guard let row = rows.first(where: { $0.id == id }),
+            case .change(let record) = SyncRules.pullItem(row, since: since, visibility: Visibility(mask: mask))
+        else { return nil }
+        return record.fields
+    }
+
+    // The SDK's lost phone number: a device's token passed a field it never received when another device wrote the
+    // record between the pull's read of the keys and its read of the fields (the row had moved past the page).
+    @Test("F1: a write between a pull's two reads: the page still sends the record, with every field since the token")
+    func writeBetweenThePullsReads() async throws {
+        try await AccountHarness.with { h in
+            let (cid, boss, device) = try await departments(h)
+            var member = device
+            let id = newRecordID()
+            _ = try await boss.push([upsert(id, base: 0, ["name": "Ada", "phone": "1"])])
+            try await member.sync()
+            let since = member.seq(id)
+            _ = try await boss.push([upsert(id, base: since, ["phone": "2"])])
+            // The pull reads the keys of what changed after the member's token…
+            let sync = SyncRepository(db: h.server.services.store.database)
+            let keys = try await sync.changeKeys(cid, since: since, mask: 1, types: nil, limit: 1001)
+            let phone = try #require(keys.first { $0.id == id })
+            // …another device writes the record before the pull reads the fields…
+            _ = try await boss.push([upsert(id, base: phone.seq, ["name": "Ada Lovelace"])])
+            // …and the page the keys were cut to still holds it, with the phone the token will claim.
+            let rows = try await sync.changes(
+                cid, since: since, seqs: phone.seq...phone.seq, keys: keys, mask: 1, types: nil)
+            #expect(
+                Self.sent(id, in: rows, since: since, mask: 1) == [
+                    "name": .string("Ada Lovelace"), "phone": .string("2"),
+                ])
+            // The member's device, pulling as usual, ends with both.
+            try await member.sync()
+            #expect(
+                member.field(id, "name") as? String == "Ada Lovelace" && member.field(id, "phone") as? String == "2")
+        }
+    }
+
+    @Test("F1: a write between a re-filtering pull's two reads: a record now in sight is still sent whole")
+    func writeBetweenTheRefilteringReads() async throws {
+        try await AccountHarness.with { h in
+            let (cid, boss, _) = try await departments(h)
+            let id = newRecordID()
+            let created = try await boss.push([upsert(id, base: 0, ["name": "Ada"], deptMask: 2)])
+            let since = try #require((Self.result(created)["seq"] as? NSNumber)?.int64Value)
+            // A device of a member moved from department 1 to 2 re-filters what existed at its token: the record
+            // comes into sight, and the keys say so…
+            let sync = SyncRepository(db: h.server.services.store.database)
+            let keys = try await sync.rescopeKeys(
+                cid, createdBy: since, old: 1, new: 2, types: nil, after: (0, ""), limit: 1001)
+            #expect(keys.map(\.id) == [id])
+            // …another device writes it before the fields are read…
+            _ = try await boss.push([upsert(id, base: since, ["phone": "2"])])
+            // …and the page still sends it whole: the pull after the re-filtering sends only what came after.
+            let rows = try await sync.rescope(
+                cid, createdBy: since, old: 1, new: 2, types: nil, after: (0, ""), keys: keys)
+            #expect(rows.first { $0.id == id }?.fields == ["name": .string("Ada"), "phone": .string("2")])
         }
     }
 

@@ -163,19 +163,48 @@ struct SyncRepository {
         ).all(decoding: RecordKey.self)
     }
 
-    /// The rows a pull after `since` sends something about whose seq is in `seqs`, in (seq, id) order: a page the
-    /// keys were cut to. Rows only ever move to later seqs, so these are the keys' rows or fewer.
-    func changes(_ companyID: String, since: Int64, seqs: ClosedRange<Int64>, mask: Int64, types: [String]?)
-        async throws -> [StoredRecord]
-    {
-        try await db.raw(
+    /// The rows a pull after `since` sends something about for a page the keys were cut to: those whose seq is in
+    /// `seqs`, in (seq, id) order, then those of the page's `keys` that a write moved past it since they were read
+    /// (see `moved`).
+    func changes(
+        _ companyID: String, since: Int64, seqs: ClosedRange<Int64>, keys: some Collection<RecordKey>, mask: Int64,
+        types: [String]?
+    ) async throws -> [StoredRecord] {
+        let condition = Self.pulled(since: since, mask: mask, types: types)
+        let rows = try await db.raw(
             """
             SELECT \(Self.selected) FROM records
             WHERE company_id = \(bind: companyID) AND seq >= \(bind: seqs.lowerBound) AND seq <= \(bind: seqs.upperBound)
-            AND \(Self.pulled(since: since, mask: mask, types: types))
+            AND \(condition)
             ORDER BY seq, id
             """
         ).all().map(Self.decode)
+        return try await rows
+            + moved(companyID, keys: keys, besides: rows, past: "seq > \(bind: seqs.upperBound)", condition)
+    }
+
+    /// The rows of `keys` missing from `rows` because a write moved them `past` the page between the two reads, as
+    /// they stand now and still matching `condition`. A page must send them: the token it ends with claims their
+    /// earlier writes, and the next pull sends only the fields written after it. Sent as they are now, their fields
+    /// written since the device's token hold those writes too; the next page sends them again, which is harmless.
+    private func moved(
+        _ companyID: String, keys: some Collection<RecordKey>, besides rows: [StoredRecord], past: SQLQueryString,
+        _ condition: SQLQueryString
+    ) async throws -> [StoredRecord] {
+        let read = Set(rows.map(\.id))
+        let missing = keys.map(\.id).filter { !read.contains($0) }
+        var found: [StoredRecord] = []
+        for chunk in missing.chunks(of: 500) {
+            found += try await db.raw(
+                """
+                SELECT \(Self.selected) FROM records
+                WHERE company_id = \(bind: companyID) AND id IN (\(SQLBind.group(Array(chunk)))) AND \(past)
+                AND \(condition)
+                ORDER BY seq, id
+                """
+            ).all().map(Self.decode)
+        }
+        return found
     }
 
     /// What a device re-filters after the member's masks changed from `old` to `new`: of the records that existed at
@@ -205,20 +234,25 @@ struct SyncRepository {
         ).all(decoding: RecordKey.self)
     }
 
-    /// The rows to re-filter after `cursor` up to `last` (inclusive), in (seq, id) order: a page the keys were cut to.
+    /// The rows to re-filter after `cursor` up to the last of `keys` (inclusive), in (seq, id) order: a page the keys
+    /// were cut to; then those of `keys` that a write moved past it since they were read (see `moved`).
     func rescope(
         _ companyID: String, createdBy: Int64, old: Int64, new: Int64, types: [String]?,
-        after cursor: (seq: Int64, id: String), through last: RecordKey
+        after cursor: (seq: Int64, id: String), keys: some BidirectionalCollection<RecordKey>
     ) async throws -> [StoredRecord] {
-        try await db.raw(
+        guard let last = keys.last else { return [] }
+        let condition = Self.rescoped(createdBy: createdBy, old: old, new: new, types: types)
+        let rows = try await db.raw(
             """
             SELECT \(Self.selected) FROM records
             WHERE company_id = \(bind: companyID) AND \(Self.after(cursor))
             AND (seq < \(bind: last.seq) OR (seq = \(bind: last.seq) AND id <= \(bind: last.id)))
-            AND \(Self.rescoped(createdBy: createdBy, old: old, new: new, types: types))
+            AND \(condition)
             ORDER BY seq, id
             """
         ).all().map(Self.decode)
+        return try await rows
+            + moved(companyID, keys: keys, besides: rows, past: Self.after((last.seq, last.id)), condition)
     }
 
     /// The keys of up to `limit` records not deleted, visible under `mask`, by id, after `after` and up to `through`

@@ -125,13 +125,15 @@ struct SyncService: Sendable {
         case .wholeTransaction(let seq):
             (reached, hasMore) = (seq, true)
         }
-        // The page ends on a transaction boundary, so it is every row of the seqs up to where it reached.
+        // The page ends on a transaction boundary, so it is every row of the seqs up to where it reached (and the keys'
+        // rows that a write moved past it meanwhile: the token claims their earlier writes).
         let first = keys.first?.seq ?? reached
         let page =
             keys.isEmpty || first > reached
             ? []
             : try await sync.changes(
-                token.company, since: token.seq, seqs: first...reached, mask: view.mask, types: token.types)
+                token.company, since: token.seq, seqs: first...reached, keys: keys.prefix { $0.seq <= reached },
+                mask: view.mask, types: token.types)
         var changes: [Schemas.RecordChange] = []
         var revoked: [String] = []
         for record in page {
@@ -161,12 +163,9 @@ struct SyncService: Sendable {
             limit: limit + 1)
         let taken = min(keys.count, SyncRules.rowsWithin(Self.pageBytes, sizes: keys.map(\.size), limit: limit))
         let last = taken > 0 ? keys[taken - 1] : nil
-        var page: [StoredRecord] = []
-        if let last {
-            page = try await sync.rescope(
-                token.company, createdBy: token.seq, old: token.mask, new: view.mask, types: token.types,
-                after: position, through: last)
-        }
+        let page = try await sync.rescope(
+            token.company, createdBy: token.seq, old: token.mask, new: view.mask, types: token.types,
+            after: position, keys: keys.prefix(taken))
         var changes: [Schemas.RecordChange] = []
         var revoked: [String] = []
         for record in page {
