@@ -104,14 +104,19 @@ public struct Auth: Sendable {
         case emailChange = "email_change"
     }
 
-    /// Verifies a mailed code and signs in.
+    /// Verifies a mailed code and signs in. The first of an email change's two codes (one mailed to each address)
+    /// throws `otherAddressPending`: the second completes the change.
     @discardableResult
     public func verify(email: String, code: String, type: CodeType = .email) async throws(GatehouseError) -> Session {
         let client = self.client
         return try await signIn {
-            try await client.verify(
+            let answer = try await client.verify(
                 body: .json(.init(_type: .init(rawValue: type.rawValue) ?? .email, email: email, token: code))
             ).ok.body.json
+            switch answer {
+            case .Session(let session): return session
+            case .ConfirmationAccepted: throw GatehouseError.otherAddressPending
+            }
         }
     }
 
@@ -191,9 +196,10 @@ public struct Auth: Sendable {
         _ = try await sessions.authorized { try await $0.reauthenticate().ok }
     }
 
-    /// Changes the account: profile values (an empty string removes a key), the password, or the email address (the
-    /// new one is confirmed by a mailed code). A password or email change needs `currentPassword` or a `nonce` from
-    /// `reauthenticate()` (or a recovery sign-in in the last ten minutes).
+    /// Changes the account: profile values (an empty string removes a key), the password, or the email address (a
+    /// code goes to the new address and one to the current address; `verify(type: .emailChange)` both). A password
+    /// change needs `currentPassword` or a `nonce` from `reauthenticate()` when the session signed in longer ago than
+    /// the server allows (a day by default); a password or code given is always checked.
     @discardableResult
     public func updateUser(
         email: String? = nil, password: String? = nil, currentPassword: String? = nil, nonce: String? = nil,

@@ -28,6 +28,9 @@ public enum GatehouseError: Error, Sendable, Equatable {
     case localStore(String)
     /// There is no session (for a company's calls: no session logged in to that company).
     case notSignedIn
+    /// An email change's code was accepted from one address; the change completes, and signs in, when the code
+    /// mailed to the other address is verified too.
+    case otherAddressPending
     /// Any other refusal: the HTTP status, the server's stable code and its message.
     case server(status: Int, code: String, message: String)
 }

@@ -25,7 +25,7 @@ struct AccountDeletionTests {
             #expect(bare.json["code"] as? String == "reauthentication_needed")
             let wrong = try await h.client.deleteAccount(["current_password": "not it"], bearer: member.account.access)
             #expect(wrong.status == 400)
-            #expect(wrong.json["code"] as? String == "invalid_credentials")
+            #expect(wrong.json["code"] as? String == "current_password_invalid")
 
             // A mail still waiting for the address: a retry the mail server's outage put off until tomorrow.
             let db = h.server.services.store.database

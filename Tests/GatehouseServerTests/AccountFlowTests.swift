@@ -284,57 +284,202 @@ struct AccountFlowTests {
         }
     }
 
-    @Test("changing password needs the current one; other sessions end; profile data merges")
+    @Test(
+        "a password change within a day of sign-in needs nothing more, as GoTrue's secure password change; later it needs the current password or a code; other sessions end"
+    )
     func updateUser() async throws {
         try await AccountHarness.with { h in
             let email = AccountHarness.newEmail()
             _ = try await h.confirmedAccount(email)
-            h.clock.advance(by: 700)  // the code sign-in is no longer fresh
             let main = try SignedIn(try await h.client.password(email, "correct horse battery"))
             let other = try SignedIn(try await h.client.password(email, "correct horse battery"))
-            let missing = try await h.client.put("/auth/v1/user", ["password": "next password 1"], bearer: main.access)
-            #expect(missing.status == 401)
-            #expect(missing.json["error_code"] as? String == "reauthentication_needed")
-            let wrong = try await h.client.put(
-                "/auth/v1/user", ["password": "next password 1", "current_password": "nope nope"], bearer: main.access)
-            #expect(wrong.status == 400)
-            let changed = try await h.client.put(
-                "/auth/v1/user",
-                [
-                    "password": "next password 1", "current_password": "correct horse battery",
-                    "data": ["nickname": "ada"],
-                ],
-                bearer: main.access)
-            #expect(changed.status == 200)
-            #expect((changed.json["user_metadata"] as? [String: Any])?["nickname"] as? String == "ada")
+            // Right after sign-in (supabase-swift cannot send current_password): changed, profile merged.
+            let fresh = try await h.client.put(
+                "/auth/v1/user", ["password": "next password 1", "data": ["nickname": "ada"]], bearer: main.access)
+            #expect(fresh.status == 200)
+            #expect((fresh.json["user_metadata"] as? [String: Any])?["nickname"] as? String == "ada")
             #expect(try await h.client.user(other.access).status == 403)
             #expect(try await h.client.user(main.access).status == 200)
             #expect(try await h.client.password(email, "next password 1").status == 200)
+            let same = try await h.client.put("/auth/v1/user", ["password": "next password 1"], bearer: main.access)
+            #expect(same.status == 422 && same.json["error_code"] as? String == "same_password")
+
+            // A day after the sign-in, refreshed or not: GoTrue's 400 reauthentication_needed.
+            h.clock.advance(by: 86_400 + 1)
+            let refreshed = try SignedIn(try await h.client.refresh(main.refresh))
+            let missing = try await h.client.put(
+                "/auth/v1/user", ["password": "next password 2"], bearer: refreshed.access)
+            #expect(missing.status == 400)
+            #expect(missing.json["error_code"] as? String == "reauthentication_needed")
+            let wrong = try await h.client.put(
+                "/auth/v1/user", ["password": "next password 2", "current_password": "nope nope"],
+                bearer: refreshed.access)
+            #expect(wrong.status == 400 && wrong.json["error_code"] as? String == "current_password_invalid")
+            let badNonce = try await h.client.put(
+                "/auth/v1/user", ["password": "next password 2", "nonce": "000000"], bearer: refreshed.access)
+            #expect(badNonce.status == 422 && badNonce.json["error_code"] as? String == "reauthentication_not_valid")
+            // A code from /auth/v1/reauthenticate does it.
+            #expect(try await h.client.get("/auth/v1/reauthenticate", bearer: refreshed.access).status == 200)
+            let nonce = try #require(try await h.mail(to: email, subject: "Confirm it is you").code)
+            let byNonce = try await h.client.put(
+                "/auth/v1/user", ["password": "next password 2", "nonce": nonce], bearer: refreshed.access)
+            #expect(byNonce.status == 200)
+            // So does the current password; a new sign-in starts a new day.
+            let byPassword = try await h.client.put(
+                "/auth/v1/user", ["password": "next password 3", "current_password": "next password 2"],
+                bearer: refreshed.access)
+            #expect(byPassword.status == 200)
+            let again = try SignedIn(try await h.client.password(email, "next password 3"))
+            #expect(
+                try await h.client.put("/auth/v1/user", ["password": "next password 4"], bearer: again.access).status
+                    == 200)
+        }
+    }
+
+    @Test("--password-reauthentication 0 always asks (but for a fresh recovery link), off never does")
+    func passwordReauthenticationSetting() async throws {
+        try await AccountHarness.with({ $0.auth.passwordReauthenticationWindow = 0 }) { h in
+            let email = AccountHarness.newEmail()
+            let session = try await h.confirmedAccount(email)
+            let refused = try await h.client.put(
+                "/auth/v1/user", ["password": "next password 1"], bearer: session.access)
+            #expect(refused.status == 400 && refused.json["error_code"] as? String == "reauthentication_needed")
+            #expect(try await h.client.post("/auth/v1/recover", ["email": email]).status == 200)
+            let code = try #require(try await h.mail(to: email, subject: "Reset your password").code)
+            let recovery = try SignedIn(try await h.client.verify(email, code: code, type: "recovery"))
+            #expect(
+                try await h.client.put("/auth/v1/user", ["password": "next password 1"], bearer: recovery.access)
+                    .status == 200)
+        }
+        try await AccountHarness.with({ $0.auth.passwordReauthenticationWindow = nil }) { h in
+            let email = AccountHarness.newEmail()
+            let session = try await h.confirmedAccount(email)
+            h.clock.advance(by: 2 * 86_400)
+            let refreshed = try SignedIn(try await h.client.refresh(session.refresh))
+            #expect(
+                try await h.client.put("/auth/v1/user", ["password": "next password 1"], bearer: refreshed.access)
+                    .status == 200)
+            // A password that is given is still checked.
+            let wrong = try await h.client.put(
+                "/auth/v1/user", ["password": "next password 2", "current_password": "nope nope"],
+                bearer: refreshed.access)
+            #expect(wrong.status == 400 && wrong.json["error_code"] as? String == "current_password_invalid")
         }
     }
 
     @Test(
-        "email change needs the current password, is confirmed by a code mailed to the new address, and the old one is told"
+        "secure email change: codes to both addresses, the first confirmation answers GoTrue's message, the second changes the address, signs in and tells the old one"
     )
     func emailChange() async throws {
         try await AccountHarness.with { h in
             let email = AccountHarness.newEmail("old")
             let session = try await h.confirmedAccount(email)
             let newEmail = AccountHarness.newEmail("new")
-            let bare = try await h.client.put("/auth/v1/user", ["email": newEmail], bearer: session.access)
-            #expect(bare.status == 401)
-            #expect(bare.json["error_code"] as? String == "reauthentication_needed")
-            let asked = try await h.client.put(
-                "/auth/v1/user", ["email": newEmail, "current_password": "correct horse battery"],
-                bearer: session.access)
+            // No re-authentication (GoTrue asks none): the current address must confirm instead.
+            let asked = try await h.client.put("/auth/v1/user", ["email": newEmail], bearer: session.access)
             #expect(asked.status == 200)
-            let notice = try await h.mail(to: email, subject: "Your email address is being changed")
-            #expect(notice.text.contains(newEmail))
-            #expect(notice.code == nil)
-            let code = try #require(try await h.mail(to: newEmail, subject: "Confirm your new email address").code)
-            #expect(try await h.client.verify(newEmail, code: code, type: "email_change").status == 200)
+            #expect(asked.json["email"] as? String == email)
+            #expect(asked.json["new_email"] as? String == newEmail)
+            #expect(asked.json["email_change_sent_at"] is String)
+            let current = try await h.mail(to: email, subject: "Confirm the change of your email address")
+            #expect(current.text.contains(newEmail))
+            let currentCode = try #require(current.code)
+            let newCode = try #require(try await h.mail(to: newEmail, subject: "Confirm your new email address").code)
+            #expect(try await h.client.user(session.access).json["new_email"] as? String == newEmail)
+
+            // The new address first: GoTrue's 200 and message, no session; the address has not changed.
+            let first = try await h.client.verify(newEmail, code: newCode, type: "email_change")
+            #expect(first.status == 200)
+            #expect(first.json["code"] as? String == "200")
+            #expect(
+                first.json["msg"] as? String
+                    == "Confirmation link accepted. Please proceed to confirm link sent to the other email")
+            #expect(first.json["access_token"] == nil)
+            #expect(try await h.client.user(session.access).json["email"] as? String == email)
+            #expect(try await h.client.password(email, "correct horse battery").status == 200)
+            // A code is used once.
+            #expect(try await h.client.verify(newEmail, code: newCode, type: "email_change").status == 403)
+
+            // Then the current address: changed, signed in, and the old address is told.
+            let second = try await h.client.verify(email, code: currentCode, type: "email_change")
+            #expect(second.status == 200)
+            let user = try #require(second.json["user"] as? [String: Any])
+            #expect(user["email"] as? String == newEmail)
+            #expect(user["new_email"] == nil || user["new_email"] is NSNull)
             #expect(try await h.client.user(session.access).json["email"] as? String == newEmail)
             #expect(try await h.client.password(newEmail, "correct horse battery").status == 200)
+            #expect(try await h.client.password(email, "correct horse battery").status == 400)
+            let told = try await h.mail(to: email, subject: "Your email address was changed")
+            #expect(told.text.contains(newEmail))
+            #expect(told.code == nil)
+        }
+    }
+
+    @Test(
+        "an email change: a new request voids the earlier codes; resend mails both addresses again; a link confirms too"
+    )
+    func emailChangeResendAndLinks() async throws {
+        try await AccountHarness.with { h in
+            let email = AccountHarness.newEmail("old")
+            let session = try await h.confirmedAccount(email)
+            let dropped = AccountHarness.newEmail("dropped")
+            #expect(try await h.client.put("/auth/v1/user", ["email": dropped], bearer: session.access).status == 200)
+            let droppedCode = try #require(
+                try await h.mail(to: dropped, subject: "Confirm your new email address").code)
+            _ = try await h.mail(to: email, subject: "Confirm the change of your email address")
+            h.clock.advance(by: 61)
+            let newEmail = AccountHarness.newEmail("new")
+            #expect(try await h.client.put("/auth/v1/user", ["email": newEmail], bearer: session.access).status == 200)
+            #expect(try await h.client.verify(dropped, code: droppedCode, type: "email_change").status == 403)
+            let firstRound = try #require(
+                try await h.mail(to: email, subject: "Confirm the change of your email address").code)
+            _ = try await h.mail(to: newEmail, subject: "Confirm your new email address")
+
+            // Resend names the current address, as GoTrue's does; the first round's codes stop working.
+            h.clock.advance(by: 61)
+            #expect(try await h.client.post("/auth/v1/resend", ["type": "email_change", "email": email]).status == 200)
+            let current = try await h.mail(to: email, subject: "Confirm the change of your email address")
+            let fresh = try await h.mail(to: newEmail, subject: "Confirm your new email address")
+            #expect(try await h.client.verify(email, code: firstRound, type: "email_change").status == 403)
+            // An address with no change waiting gets the same answer, and no mail.
+            let stranger = AccountHarness.newEmail("stranger")
+            _ = try await h.confirmedAccount(stranger)
+            #expect(
+                try await h.client.post("/auth/v1/resend", ["type": "email_change", "email": stranger]).status == 200)
+            #expect(try await h.hasMail(to: stranger, subject: "Confirm the change of your email address") == false)
+
+            // Both by link (token_hash), as supabase-js's verifyOtp does it.
+            func tokenHash(_ mail: ReceivedMail) throws -> String {
+                let link = try #require(mail.link.flatMap(URLComponents.init(string:)))
+                return try #require(link.queryItems?.first { $0.name == "token" }?.value)
+            }
+            let first = try await h.client.post(
+                "/auth/v1/verify", ["type": "email_change", "token_hash": try tokenHash(fresh)])
+            #expect(first.status == 200 && first.json["code"] as? String == "200")
+            let second = try await h.client.post(
+                "/auth/v1/verify", ["type": "email_change", "token_hash": try tokenHash(current)])
+            #expect(second.status == 200)
+            #expect((second.json["user"] as? [String: Any])?["email"] as? String == newEmail)
+        }
+    }
+
+    @Test("--secure-email-change off: the new address alone confirms, and asking needs re-authentication after a day")
+    func emailChangeSingleConfirmation() async throws {
+        try await AccountHarness.with({ $0.auth.secureEmailChange = false }) { h in
+            let email = AccountHarness.newEmail("old")
+            let session = try await h.confirmedAccount(email)
+            let newEmail = AccountHarness.newEmail("new")
+            #expect(try await h.client.put("/auth/v1/user", ["email": newEmail], bearer: session.access).status == 200)
+            let notice = try await h.mail(to: email, subject: "Your email address is being changed")
+            #expect(notice.code == nil)
+            let code = try #require(try await h.mail(to: newEmail, subject: "Confirm your new email address").code)
+            let done = try await h.client.verify(newEmail, code: code, type: "email_change")
+            #expect((done.json["user"] as? [String: Any])?["email"] as? String == newEmail)
+            h.clock.advance(by: 86_401)
+            let later = try SignedIn(try await h.client.refresh(session.refresh))
+            let refused = try await h.client.put(
+                "/auth/v1/user", ["email": AccountHarness.newEmail("next")], bearer: later.access)
+            #expect(refused.status == 400 && refused.json["error_code"] as? String == "reauthentication_needed")
         }
     }
 

@@ -123,11 +123,17 @@ struct AttackBinaryTests {
         #expect(statuses.filter { $0 == 400 }.count <= 6)
         #expect(statuses.filter { $0 == 429 }.count >= 24)
 
-        // 5. Email change with a stolen access token alone.
-        let (_, stolen) = try await confirmed(binary, sink)
-        let change = try await binary.client.put(
-            "/auth/v1/user", ["email": AccountHarness.newEmail("thief")], bearer: stolen.access)
-        #expect(change.status == 401)
+        // 5. Email change with a stolen access token alone: asked, but the address stays until the current one
+        // confirms too (secure email change); the thief's own confirmation changes nothing.
+        let (held, stolen) = try await confirmed(binary, sink)
+        let thief = AccountHarness.newEmail("thief")
+        let change = try await binary.client.put("/auth/v1/user", ["email": thief], bearer: stolen.access)
+        #expect(change.status == 200 && change.json["email"] as? String == held)
+        let thiefCode = try #require(
+            try await sink.waitForMail(to: thief, subject: "Confirm your new email address").code)
+        #expect(
+            try await binary.client.verify(thief, code: thiefCode, type: "email_change").json["access_token"] == nil)
+        #expect(try await binary.client.user(stolen.access).json["email"] as? String == held)
 
         // 6. Guessing the current password through the password change: 8 guesses at once; 3 are checked (400), then
         // the backoff answers 429 (one by one on a loaded machine, its first delays could pass between guesses).

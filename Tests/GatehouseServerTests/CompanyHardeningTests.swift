@@ -232,7 +232,7 @@ struct CompanyHardeningTests {
                 let reply = try await h.client.deleteAccount(
                     ["current_password": "guess \(attempt)"], bearer: person.account.access)
                 statuses.append(reply.status)
-                if attempt == 0 { #expect(reply.json["code"] as? String == "invalid_credentials") }
+                if attempt == 0 { #expect(reply.json["code"] as? String == "current_password_invalid") }
             }
             #expect(statuses.prefix(4).allSatisfy { $0 == 400 })
             #expect(statuses.suffix(2).allSatisfy { $0 == 429 })

@@ -36,7 +36,7 @@ struct RotationBatchTests {
             let raced = try SignedIn(try #require(replies[live.count]))
             #expect(raced.refresh == refreshed[0].refresh)
             let refused = try #require(replies[live.count + 1])
-            #expect(refused.status == 400 && refused.json["error_code"] as? String == "session_expired")
+            #expect(refused.status == 400 && refused.json["error_code"] as? String == "refresh_token_not_found")
 
             // Each chain goes on from its successor, and the old tokens are spent.
             for session in refreshed {

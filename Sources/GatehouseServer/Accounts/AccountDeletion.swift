@@ -28,7 +28,8 @@ struct AccountDeletion: Sendable {
         let account = try await profiles.account(caller)
         try await profiles.authorizeSensitiveChange(
             account: account, currentPassword: proof.currentPassword, nonce: proof.nonce, identity: caller.identity,
-            client: client, recentMethods: nil, refusal: .accountDeletionRefused, what: "Deleting the account")
+            client: client, needed: .signedInWithin(600, orRecoveryWithin: nil), neededStatus: .unauthorized,
+            refusal: .accountDeletionRefused, what: "Deleting the account")
         let owned = try await CompanyRepository(db: store.database).owned(by: account.id)
         guard owned.isEmpty else {
             await sessions.audit(

@@ -43,6 +43,36 @@ struct AccountMail: Sendable {
         }
     }
 
+    /// Mails the codes of the account's pending email change, voiding any mailed before: to the new address, and with
+    /// secure email change to the current one (without it, the current address is only told). A taken new address
+    /// gets no code (it could never be confirmed), and nothing says so.
+    func mailEmailChange(_ account: AccountRecord, db: any SQLDatabase) async throws {
+        guard let change = account.emailChange else { return }
+        let newEmail = change.newEmail
+        try await OneTimeCodeRepository(db: db).voidEmailChanges(accountID: account.id, at: clock.now)
+        if settings.secureEmailChange {
+            try await issueAndMail(
+                to: account.email, purpose: .emailChange, accountID: account.id, newEmail: newEmail, db: db
+            ) { code in
+                .emailChangeCurrent(
+                    code: code.code,
+                    link: verifyLink(token: code.linkToken, type: "email_change", redirectTo: nil),
+                    newEmail: newEmail)
+            }
+        } else {
+            try await mailer.enqueue(.emailChangeRequested(newEmail: newEmail), to: account.email, db: db)
+        }
+        guard try await AccountRepository(db: db).find(email: newEmail) == nil else { return }
+        try await issueAndMail(
+            to: newEmail, purpose: .emailChange, accountID: account.id, newEmail: newEmail, db: db
+        ) { code in
+            .emailChange(
+                code: code.code,
+                link: verifyLink(token: code.linkToken, type: "email_change", redirectTo: nil),
+                newEmail: newEmail)
+        }
+    }
+
     /// Issues a code for `purpose` and queues its mail, in the caller's transaction.
     func issueAndMail(
         to email: String, purpose: CodePurpose, accountID: String, newEmail: String? = nil,

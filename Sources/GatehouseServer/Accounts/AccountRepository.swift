@@ -13,6 +13,17 @@ struct AccountRecord: Sendable {
     var updatedAt: Date
     var lastSignInAt: Date?
     var disabledAt: Date?
+    /// The email change asked for and not yet confirmed, if any.
+    var emailChange: PendingEmailChange? = nil
+}
+
+/// An email change waiting for its confirmations (GoTrue's `email_change` columns): the address asked for, when its
+/// codes were mailed, and whether one of the two addresses has confirmed (with secure email change, the change
+/// completes when the other does too).
+struct PendingEmailChange: Sendable, Equatable {
+    let newEmail: String
+    let sentAt: Date
+    var confirmedOnce = false
 }
 
 /// The profile data an account carries (`user_metadata`) has a total size: it rides in every token answer and the
@@ -60,7 +71,7 @@ struct AccountRepository {
 
     private static let columns = [
         "id", "email", "email_confirmed_at", "password_hash", "user_metadata", "created_at", "updated_at",
-        "last_sign_in_at", "disabled_at",
+        "last_sign_in_at", "disabled_at", "email_change", "email_change_sent_at", "email_change_confirmed",
     ]
 
     func find(email: String) async throws -> AccountRecord? {
@@ -91,7 +102,9 @@ struct AccountRepository {
                 SQLBind(account.id), SQLBind(account.email), SQLBind(account.emailConfirmedAt?.epochMilliseconds),
                 SQLBind(account.passwordHash), SQLBind(Self.encode(account.userMetadata)),
                 SQLBind(account.createdAt.epochMilliseconds), SQLBind(account.updatedAt.epochMilliseconds),
-                SQLBind(account.lastSignInAt?.epochMilliseconds), SQLBind(account.disabledAt?.epochMilliseconds)
+                SQLBind(account.lastSignInAt?.epochMilliseconds), SQLBind(account.disabledAt?.epochMilliseconds),
+                SQLBind(account.emailChange?.newEmail), SQLBind(account.emailChange?.sentAt.epochMilliseconds),
+                SQLBind(account.emailChange?.confirmedOnce == true ? 1 : 0)
             )
             .run()
     }
@@ -123,8 +136,22 @@ struct AccountRepository {
             .set("updated_at", to: account.updatedAt.epochMilliseconds)
             .set("last_sign_in_at", to: account.lastSignInAt?.epochMilliseconds)
             .set("disabled_at", to: account.disabledAt?.epochMilliseconds)
+            .set("email_change", to: account.emailChange?.newEmail)
+            .set("email_change_sent_at", to: account.emailChange?.sentAt.epochMilliseconds)
+            .set("email_change_confirmed", to: account.emailChange?.confirmedOnce == true ? 1 : 0)
             .where("id", .equal, account.id)
             .run()
+    }
+
+    /// Marks the account's change to `newEmail` confirmed by one of its two addresses; true when this call did (it
+    /// was not yet), false when the other address already had, so this confirmation completes it. One statement, so
+    /// two confirmations at once cannot both be the first.
+    func confirmEmailChangeOnce(accountID: String, newEmail: String) async throws -> Bool {
+        TransactionChanges.accountChanged(accountID)
+        return try await !db.update("accounts").set("email_change_confirmed", to: 1)
+            .where("id", .equal, accountID).where("email_change", .equal, newEmail)
+            .where("email_change_confirmed", .equal, 0)
+            .returning("id").all().isEmpty
     }
 
     /// Sets the last sign-in time and, when given, a fresh hash of the same password (only over `replacing`, the hash
@@ -190,6 +217,12 @@ struct AccountRepository {
             try row.decode(column: column, as: Int64?.self).map(Date.init(epochMilliseconds:))
         }
         let metadata = try row.decode(column: "user_metadata", as: String.self)
+        var emailChange: PendingEmailChange?
+        if let newEmail = try row.decode(column: "email_change", as: String?.self) {
+            emailChange = PendingEmailChange(
+                newEmail: newEmail, sentAt: try date("email_change_sent_at") ?? Date(timeIntervalSince1970: 0),
+                confirmedOnce: try row.decode(column: "email_change_confirmed", as: Int64.self) != 0)
+        }
         return AccountRecord(
             id: try row.decode(column: "id", as: String.self),
             email: try row.decode(column: "email", as: String.self),
@@ -199,7 +232,7 @@ struct AccountRepository {
             createdAt: try date("created_at") ?? Date(timeIntervalSince1970: 0),
             updatedAt: try date("updated_at") ?? Date(timeIntervalSince1970: 0),
             lastSignInAt: try date("last_sign_in_at"),
-            disabledAt: try date("disabled_at"))
+            disabledAt: try date("disabled_at"), emailChange: emailChange)
     }
 
     private static func decodeIdentity(_ row: any SQLRow) throws -> IdentityRecord {

@@ -25,6 +25,7 @@ extension AccountRecord {
                     lastSignInAt: identity.lastSignInAt, createdAt: identity.createdAt,
                     updatedAt: identity.lastSignInAt ?? identity.createdAt)
             },
-            createdAt: createdAt, updatedAt: updatedAt, isAnonymous: false)
+            createdAt: createdAt, updatedAt: updatedAt, isAnonymous: false, newEmail: emailChange?.newEmail,
+            emailChangeSentAt: emailChange?.sentAt)
     }
 }

@@ -47,7 +47,15 @@ extension API {
     func verify(_ input: Operations.Verify.Input) async throws -> Operations.Verify.Output {
         let client = try access.client()
         switch input.body {
-        case .json(let body): return .ok(.init(body: .json(try await verification.verify(body, client: client))))
+        case .json(let body):
+            switch try await verification.verify(body, client: client) {
+            case .session(let session): return .ok(.init(body: .json(.Session(session))))
+            case .confirmedOnce:
+                return .ok(
+                    .init(
+                        body: .json(
+                            .ConfirmationAccepted(.init(msg: VerificationService.confirmedOnceMessage, code: ._200)))))
+            }
         }
     }
 

@@ -67,6 +67,13 @@ struct OneTimeCodeRepository {
         try await earlier.run()
     }
 
+    /// Voids every unconsumed email-change code of the account, to either address: a new request replaces the old.
+    func voidEmailChanges(accountID: String, at now: Date) async throws {
+        try await db.update("one_time_codes").set("consumed_at", to: now.epochMilliseconds)
+            .where("account_id", .equal, accountID).where("purpose", .equal, CodePurpose.emailChange.rawValue)
+            .where("consumed_at", .is, SQLLiteral.null).run()
+    }
+
     /// Voids every unconsumed sign-up code of `email`.
     func voidSignups(email: String, at now: Date) async throws {
         try await db.update("one_time_codes").set("consumed_at", to: now.epochMilliseconds)

@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseAPI
+import HTTPTypes
 import SQLKit
 
 /// The signed-in account's own record: reading it, changing profile, password or email (with recent
@@ -32,9 +33,12 @@ struct ProfileService: Sendable {
         return account
     }
 
-    /// Changes profile data, password or email. A new password needs the current one, a `reauthenticate` code, or a
-    /// recovery sign-in in the last ten minutes; a new email needs the current password or a code. The new address
-    /// confirms with a mailed code, the old one is told, and the answer is the same whether the new one is taken.
+    /// Changes profile data, password or email, as GoTrue does. A new password needs the current one or a
+    /// `reauthenticate` code only when the session signed in longer ago than `passwordReauthenticationWindow` (a
+    /// recovery sign-in in the last ten minutes always may). A new email needs nothing more with secure email change:
+    /// a code goes to the new address and one to the current address, and the change completes when both are
+    /// confirmed (`VerificationService`); without it, the new address alone confirms and asking takes what a password
+    /// change takes. The answer is the same whether the new address is taken (a taken one gets no code).
     func update(_ body: Schemas.UpdateUserRequest, by caller: Caller) async throws -> Schemas.User {
         let client = caller.client
         let identity = caller.identity
@@ -49,15 +53,19 @@ struct ProfileService: Sendable {
             let email = try await mail.deliverableEmail(raw)
             if email != account.email { newEmail = email }
         }
-        var newHash: String?
-        if body.password != nil || newEmail != nil {
+        if let password = body.password { try passwords.checkPassword(password, email: account.email) }
+        var needed: Freshness = .none
+        if body.password != nil || (newEmail != nil && !settings.secureEmailChange) {
+            needed = passwordFreshness(allowingRecovery: body.password != nil && newEmail == nil)
+        }
+        if needed != .none || body.currentPassword != nil || body.nonce != nil {
             try await authorizeSensitiveChange(
                 account: account, currentPassword: body.currentPassword, nonce: body.nonce, identity: identity,
-                client: client, recentMethods: newEmail == nil ? ["recovery"] : [], refusal: .passwordChangeRefused,
-                what: "Changing the password or email")
+                client: client, needed: needed, neededStatus: .badRequest, refusal: .passwordChangeRefused,
+                what: body.password != nil ? "Password update" : "Email update")
         }
+        var newHash: String?
         if let password = body.password {
-            try passwords.checkPassword(password, email: account.email)
             if let current = account.passwordHash, case .valid = await hasher.verify(password, against: current) {
                 throw APIError(
                     .unprocessableContent, code: .samePassword,
@@ -69,6 +77,9 @@ struct ProfileService: Sendable {
             try await throttling.limit(
                 "mail", settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
             _ = try await throttling.claimCooldown("email_change", email: newEmail)
+            // The current address gets mail too, and `resend` names it: one change's mail a minute, as GoTrue's
+            // `email_change_sent_at` allows.
+            _ = try await throttling.claimCooldown("email_change", email: account.email)
         }
         let passwordChanged = newHash != nil
         let requestedEmail = newEmail
@@ -95,47 +106,63 @@ struct ProfileService: Sendable {
                     accountID: updated.id, current: identity.sessionID, scope: .others, db: db)
                 try await audit.record(client.event(.passwordChanged, accountID: updated.id))
             }
-            try await AccountRepository(db: db).update(updated)
-            guard let newEmail = requestedEmail else { return updated }
-            let taken = try await AccountRepository(db: db).find(email: newEmail) != nil
-            try await audit.record(
-                client.event(
-                    .emailChangeRequested, accountID: updated.id, detail: ["new_email": Secrets.emailDigest(newEmail)]))
-            try await mailer.enqueue(.emailChangeRequested(newEmail: newEmail), to: updated.email, db: db)
-            // A taken address gets no code (it could never be confirmed), and the answer does not say so.
-            guard !taken else { return updated }
-            try await mail.issueAndMail(
-                to: newEmail, purpose: .emailChange, accountID: updated.id, newEmail: newEmail, db: db
-            ) { code in
-                .emailChange(
-                    code: code.code,
-                    link: mail.verifyLink(token: code.linkToken, type: "email_change", redirectTo: nil),
-                    newEmail: newEmail)
+            if let newEmail = requestedEmail {
+                updated.emailChange = PendingEmailChange(newEmail: newEmail, sentAt: now)
+                try await audit.record(
+                    client.event(
+                        .emailChangeRequested, accountID: updated.id,
+                        detail: ["new_email": Secrets.emailDigest(newEmail)]))
             }
+            try await AccountRepository(db: db).update(updated)
+            if requestedEmail != nil { try await mail.mailEmailChange(updated, db: db) }
             return updated
         }
         return try await users.user(account, db: store.database)
     }
 
+    /// What a password change needs, by `passwordReauthenticationWindow`.
+    private func passwordFreshness(allowingRecovery: Bool) -> Freshness {
+        guard let window = settings.passwordReauthenticationWindow else { return .none }
+        return .signedInWithin(window, orRecoveryWithin: allowingRecovery ? 600 : nil)
+    }
+
+    /// How recently a session must have signed in to make a sensitive change without the current password or a
+    /// `reauthenticate` code.
+    enum Freshness: Equatable {
+        /// Nothing more (what is given is still checked).
+        case none
+        /// A sign-in by any method within the interval (0: never enough), or by a recovery link within the second.
+        case signedInWithin(TimeInterval, orRecoveryWithin: TimeInterval?)
+    }
+
     /// Whether the session's sign-in was in the last ten minutes, by one of `methods` (nil: any method).
     func signedInRecently(_ identity: Identity, by methods: Set<String>?) -> Bool {
+        signedIn(identity, within: 600, by: methods)
+    }
+
+    /// Whether the session signed in (by one of `methods`; nil: any) in the last `interval` seconds. A refresh keeps
+    /// the sign-in's time (the `amr` claim), as GoTrue keeps its session's `created_at`.
+    private func signedIn(_ identity: Identity, within interval: TimeInterval, by methods: Set<String>?) -> Bool {
         let now = Int64(clock.now.timeIntervalSince1970)
-        return identity.claims.amr.contains { (methods?.contains($0.method) ?? true) && now - $0.timestamp <= 600 }
+        return identity.claims.amr.contains {
+            (methods?.contains($0.method) ?? true) && Double(now - $0.timestamp) < interval
+        }
     }
 
     /// Recent re-authentication for a sensitive change: the current password (throttled like sign-in), a code from
-    /// `/auth/v1/reauthenticate`, or a sign-in in the last ten minutes by one of `recentMethods` (nil: any method; a
-    /// password or email change takes a recovery sign-in only). A password or code that is given is always checked,
-    /// recent sign-in or not: a wrong one is refused and counts toward the backoff, so a session cannot be used to
-    /// test guesses for free. (An account without a password has nothing to guess: a password given for it, as the
-    /// account page's form always sends one, leaves the recent sign-in to decide.)
+    /// `/auth/v1/reauthenticate`, or a sign-in recent enough for `needed`. A password or code that is given is always
+    /// checked, recent sign-in or not: a wrong one is refused and counts toward the backoff, so a session cannot be
+    /// used to test guesses for free. (An account without a password has nothing to guess: a password given for it,
+    /// as the account page's form always sends one, leaves the recent sign-in to decide.) Refusals use GoTrue's codes:
+    /// `current_password_invalid` (400), `reauthentication_not_valid` (422), `reauthentication_needed`
+    /// (`neededStatus`: GoTrue's 400 for `PUT /user`).
     func authorizeSensitiveChange(
         account: AccountRecord, currentPassword: String?, nonce: String?, identity: Identity, client: ClientInfo,
-        recentMethods: Set<String>?, refusal: AuditAction, what: String
+        needed: Freshness, neededStatus: HTTPResponse.Status, refusal: AuditAction, what: String
     ) async throws {
         let givesPassword = currentPassword != nil && account.passwordHash != nil
-        if !givesPassword, nonce == nil, signedInRecently(identity, by: recentMethods) { return }
-        if let current = currentPassword {
+        if !givesPassword, nonce == nil, fresh(identity, needed) { return }
+        if let current = currentPassword, account.passwordHash != nil || nonce == nil {
             try await throttling.limit("sign-in", settings.limits.signInsPerIP, client: client)
             let key = AccountThrottling.passwordKey(account.email)
             try await throttling.admit(key, rule: throttling.passwordRule, client: client, accountID: account.id)
@@ -145,7 +172,7 @@ struct ProfileService: Sendable {
             }
             await sessions.audit(
                 client.event(refusal, accountID: account.id, detail: ["reason": "wrong_current_password"]))
-            throw APIError(.badRequest, code: .invalidCredentials, message: "The current password is not correct")
+            throw APIError(.badRequest, code: .currentPasswordInvalid, message: "The current password is not correct")
         }
         if let nonce {
             let consumed = try await throttling.consumeCode(
@@ -154,13 +181,22 @@ struct ProfileService: Sendable {
             await sessions.audit(
                 client.event(refusal, accountID: account.id, detail: ["reason": "wrong_reauthentication_code"]))
             throw APIError(
-                .badRequest, code: .reauthenticationNotValid, message: "Verification code is invalid or has expired")
+                .unprocessableContent, code: .reauthenticationNotValid, message: "Nonce has expired or is invalid")
         }
         await sessions.audit(
             client.event(refusal, accountID: account.id, detail: ["reason": "reauthentication_needed"]))
         throw APIError(
-            .unauthorized, code: .reauthenticationNeeded,
-            message: "\(what) requires the current password or a code from /auth/v1/reauthenticate")
+            neededStatus, code: .reauthenticationNeeded,
+            message: "\(what) requires reauthentication: the current password or a code from /auth/v1/reauthenticate")
+    }
+
+    private func fresh(_ identity: Identity, _ needed: Freshness) -> Bool {
+        switch needed {
+        case .none: return true
+        case .signedInWithin(let window, let recovery):
+            return signedIn(identity, within: window, by: nil)
+                || recovery.map { signedIn(identity, within: $0, by: ["recovery"]) } == true
+        }
     }
 
     /// Mails a code that authorizes a password or email change.

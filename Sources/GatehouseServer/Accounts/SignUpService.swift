@@ -25,7 +25,12 @@ struct SignUpService: Sendable {
     /// that code and takes effect only when that code is verified. An existing address gets the same answer (same
     /// ids each time), and its owner a warning mail instead.
     func signUp(_ body: Schemas.SignUpRequest, redirectTo: String?, client: ClientInfo) async throws -> Schemas.User {
-        let email = try await mail.deliverableEmail(body.email)
+        // GoTrue's anonymous sign-in is a sign-up without an address; Gatehouse has no anonymous users (yet).
+        guard let raw = body.email else {
+            throw APIError(
+                .unprocessableContent, code: .anonymousProviderDisabled, message: "Anonymous sign-ins are disabled")
+        }
+        let email = try await mail.deliverableEmail(raw)
         try UserMetadata.check(body.data ?? [:])
         if let password = body.password { try passwords.checkPassword(password, email: email) }
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
@@ -105,6 +110,10 @@ struct SignUpService: Sendable {
     /// password chosen at sign-up takes effect only through that sign-up's own code.
     func resend(_ body: Schemas.EmailRequest, redirectTo: String?, client: ClientInfo) async throws {
         let email = try await mail.deliverableEmail(body.email)
+        if body._type == .emailChange {
+            try await resendEmailChange(currentEmail: email, client: client)
+            return
+        }
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
         try await spendMail(to: email, cooldown: "signup", client: client)
         try await mail.mailCode(
@@ -113,6 +122,25 @@ struct SignUpService: Sendable {
         ) { [self] code in
             .signupConfirmation(
                 code: code.code, link: mail.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirectTo))
+        }
+    }
+
+    /// Mails new codes for the email change the account at `currentEmail` (its current address, as GoTrue takes it)
+    /// is waiting for, to both addresses; the earlier codes stop working. Nothing happens, and the answer is the
+    /// same, when there is no such account or change.
+    private func resendEmailChange(currentEmail: String, client: ClientInfo) async throws {
+        try await spendMail(to: currentEmail, cooldown: "email_change", client: client)
+        try await mail.transactionQueuingMail { [self] db in
+            let accounts = AccountRepository(db: db)
+            guard var account = try await accounts.find(email: currentEmail), account.disabledAt == nil,
+                let change = account.emailChange
+            else { return }
+            // New codes to both addresses: neither has confirmed these.
+            account.emailChange = PendingEmailChange(newEmail: change.newEmail, sentAt: clock.now)
+            try await accounts.update(account)
+            try await mail.mailEmailChange(account, db: db)
+            try await AuditRepository(db: db, clock: clock).record(
+                client.event(.emailChangeRequested, accountID: account.id, detail: ["resent": "true"]))
         }
     }
 

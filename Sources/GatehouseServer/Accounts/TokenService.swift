@@ -91,7 +91,7 @@ struct TokenService: Sendable {
         switch outcome {
         case .success(let consumed):
             // The session is bound to its code, so a replayed code can end what the first exchange started.
-            return try await verification.signIn(after: consumed, method: "magiclink", client: client) {
+            return try await verification.session(after: consumed, method: "magiclink", client: client) {
                 [clock] sessionID, db in
                 try await FlowStates(db: db, clock: clock).bind(body.authCode, sessionID: sessionID)
             }
@@ -119,6 +119,11 @@ struct TokenService: Sendable {
                 .badRequest, code: .refreshTokenNotFound, message: "Invalid Refresh Token: Refresh Token Not Found")
         } catch SessionService.RefreshFailure.sessionEnded {
             throw APIError(.badRequest, code: .sessionExpired, message: "Invalid Refresh Token: Session Expired")
+        } catch SessionService.RefreshFailure.signedOut {
+            throw APIError(
+                .badRequest, code: .refreshTokenNotFound, message: "Invalid Refresh Token: Refresh Token Not Found")
+        } catch SessionService.RefreshFailure.banned {
+            throw APIError(.badRequest, code: .userBanned, message: "Invalid Refresh Token: User Banned")
         } catch SessionService.RefreshFailure.alreadyUsed(let sessionID, let accountID) {
             await sessions.audit(
                 client.event(

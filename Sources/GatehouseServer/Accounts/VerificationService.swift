@@ -11,12 +11,24 @@ struct VerificationService: Sendable {
     let sessions: SessionService
     let throttling: AccountThrottling
     let users: UserReader
+    let mail: AccountMail
+
+    /// What a verified code earned.
+    enum Verified: Sendable {
+        case session(Schemas.Session)
+        /// The first of a secure email change's two confirmations: no session, until the other address confirms.
+        case confirmedOnce
+    }
+
+    /// GoTrue's words for the first of the two confirmations, in its `POST /verify` answer and link redirects.
+    static let confirmedOnceMessage =
+        "Confirmation link accepted. Please proceed to confirm link sent to the other email"
 
     static let otpExpired = APIError(.forbidden, code: .otpExpired, message: "Token has expired or is invalid")
 
     /// Verifies a mailed code (or a link token as `token_hash`) and signs in. Wrong codes count per code (five
     /// tries) and per address across all its codes (a ceiling a day), each counted before the code is compared.
-    func verify(_ body: Schemas.VerifyRequest, client: ClientInfo) async throws -> Schemas.Session {
+    func verify(_ body: Schemas.VerifyRequest, client: ClientInfo) async throws -> Verified {
         try await throttling.limit("verify", settings.limits.verificationsPerIP, client: client)
         let type = body._type.rawValue
         guard let purposes = CodePurpose.accepted(byVerifyType: type) else {
@@ -53,6 +65,8 @@ struct VerificationService: Sendable {
         case app(LinkRedirect)
         /// The link lands on this server (no app redirect): this browser is signed in, for `purpose`.
         case here(Schemas.Session, purpose: CodePurpose)
+        /// The link lands on this server and confirmed one address of a secure email change.
+        case confirmedOnce
         /// The link was used or expired, and lands on this server.
         case spent(LinkState)
     }
@@ -99,7 +113,12 @@ struct VerificationService: Sendable {
             return .app(LinkPage.redirect(target, query: [("code", code)]))
         }
         do {
-            let session = try await signIn(after: consumed, method: "magiclink", client: client)
+            guard case .session(let session) = try await signIn(after: consumed, method: "magiclink", client: client)
+            else {
+                return landsHere
+                    ? .confirmedOnce
+                    : .app(LinkPage.redirect(target, fragment: [("message", Self.confirmedOnceMessage)]))
+            }
             if landsHere { return .here(session, purpose: consumed.purpose) }
             return .app(
                 LinkPage.redirect(
@@ -119,17 +138,32 @@ struct VerificationService: Sendable {
             target, fragment: [("error", "access_denied"), ("error_code", code), ("error_description", description)])
     }
 
-    /// Applies what a verified code proves (a confirmed email, a new email) and starts a session. An unconfirmed
-    /// account takes the password and profile of the sign-up whose code this is; confirmed any other way, whatever a
-    /// sign-up had chosen is dropped.
-    func signIn(
+    /// A session for a verified code that cannot be half of an email change (a PKCE exchange).
+    func session(
         after consumed: ConsumedCode, method: String, client: ClientInfo,
         started: @escaping @Sendable (String, any SQLDatabase) async throws -> Void = { _, _ in }
     ) async throws -> Schemas.Session {
+        guard
+            case .session(let session) = try await signIn(
+                after: consumed, method: method, client: client, started: started)
+        else { throw Self.otpExpired }
+        return session
+    }
+
+    /// Applies what a verified code proves (a confirmed email, a new email) and starts a session. An unconfirmed
+    /// account takes the password and profile of the sign-up whose code this is; confirmed any other way, whatever a
+    /// sign-up had chosen is dropped. An email change's code applies to the change the account is waiting for: with
+    /// secure email change, the first of its two codes only marks it confirmed once (`confirmedOnce`), and the second
+    /// changes the address, tells the old one, and signs in.
+    func signIn(
+        after consumed: ConsumedCode, method: String, client: ClientInfo,
+        started: @escaping @Sendable (String, any SQLDatabase) async throws -> Void = { _, _ in }
+    ) async throws -> Verified {
         let now = clock.now
         let amrMethod =
             consumed.purpose == .recovery ? "recovery" : consumed.purpose == .emailChange ? "email_change" : method
-        let (account, issued) = try await store.transaction { [self] db in
+        let secureEmailChange = settings.secureEmailChange
+        let done = try await mail.transactionQueuingMail { [self] db -> (AccountRecord, IssuedSession)? in
             let accounts = AccountRepository(db: db)
             var found: AccountRecord? = nil
             if let id = consumed.accountID { found = try await accounts.find(id: id) }
@@ -140,13 +174,29 @@ struct VerificationService: Sendable {
             }
             let audit = AuditRepository(db: db, clock: clock)
             if consumed.purpose == .emailChange, let newEmail = consumed.newEmail {
+                // A code of a change replaced since (its codes are void) or already done no longer applies. (A code
+                // from before the account kept its change, mailed just before an upgrade, confirms alone.)
+                if let change = account.emailChange, change.newEmail != newEmail { throw Self.otpExpired }
+                if account.emailChange != nil, secureEmailChange,
+                    try await accounts.confirmEmailChangeOnce(accountID: account.id, newEmail: newEmail)
+                {
+                    try await audit.record(
+                        client.event(
+                            .verified, accountID: account.id,
+                            detail: ["purpose": consumed.purpose.rawValue, "confirmed": "once"]))
+                    return nil
+                }
                 if let other = try await accounts.find(email: newEmail), other.id != account.id {
                     throw APIError(
                         .unprocessableContent, code: .emailExists,
                         message: "A user with this email address has already been registered")
                 }
+                let oldEmail = account.email
                 account.email = newEmail
+                account.emailChange = nil
                 try await accounts.updateEmailIdentity(accountID: account.id, email: newEmail)
+                try await OneTimeCodeRepository(db: db).voidEmailChanges(accountID: account.id, at: now)
+                try await mail.mailer.enqueue(.emailChanged(newEmail: newEmail), to: oldEmail, db: db)
             }
             let pending = consumed.pending ?? PendingSignup(passwordHash: nil, metadata: [:])
             if account.emailConfirmedAt == nil,
@@ -170,6 +220,8 @@ struct VerificationService: Sendable {
             try await audit.record(client.event(.signedIn, accountID: account.id, detail: ["method": amrMethod]))
             return (account, issued)
         }
-        return try await sessions.response(for: issued, user: try await users.user(account, db: store.database))
+        guard let (account, issued) = done else { return .confirmedOnce }
+        return .session(
+            try await sessions.response(for: issued, user: try await users.user(account, db: store.database)))
     }
 }

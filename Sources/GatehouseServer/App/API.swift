@@ -40,7 +40,7 @@ final class API: APIProtocol {
             mail: mail, throttling: throttling, passwords: passwords, users: users)
         verification = VerificationService(
             store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, throttling: throttling,
-            users: users)
+            users: users, mail: mail)
         tokens = TokenService(
             store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, hasher: env.hasher,
             appleVerifier: env.apple, throttling: throttling, users: users, verification: verification)

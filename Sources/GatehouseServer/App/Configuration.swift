@@ -120,6 +120,12 @@ public struct AuthSettings: Sendable, Equatable {
     public var trustedProxies: [IPNetwork] = []
     public var passwordPolicy = PasswordPolicy()
     public var limits = AuthLimits()
+    /// How long after a session's sign-in it may set a new password without the current one or a `reauthenticate`
+    /// code, seconds (GoTrue's secure password change: a day); 0 always asks, nil never asks (GoTrue's default).
+    public var passwordReauthenticationWindow: TimeInterval? = 24 * 3600
+    /// Whether an email change is confirmed by both addresses (GoTrue's secure email change), or by the new one
+    /// alone; then it needs re-authentication like a password change.
+    public var secureEmailChange = true
 
     public init() {}
 }

@@ -3,6 +3,8 @@
 public enum ErrorCode: String, CaseIterable, Sendable {
     /// A company session used where only the account session may act.
     case accountSessionRequired = "account_session_required"
+    /// A sign-up without an email asks for an anonymous user, and anonymous sign-ins are off.
+    case anonymousProviderDisabled = "anonymous_provider_disabled"
     /// The PKCE verifier does not match the challenge.
     case badCodeVerifier = "bad_code_verifier"
     /// The body is not JSON of the expected shape (the field is named, the value never echoed).
@@ -19,6 +21,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case credentialExists = "credential_exists"
     /// The link page's form posted from another site.
     case crossSiteRequest = "cross_site_request"
+    /// The current password given with a change is wrong (GoTrue's `current_password_invalid`).
+    case currentPasswordInvalid = "current_password_invalid"
     /// A mutation sets department bits outside what the caller may grant.
     case deptMaskForbidden = "dept_mask_forbidden"
     /// A non-ASCII address the mail server cannot deliver to (no SMTPUTF8).

@@ -71,7 +71,7 @@ extension Setting {
         redirectURLs, accessTokenTTL, sessionIdleTimeout, sessionLifetime, appleAudiences, appleJWKSURL,
         trustedProxies, codeFailuresPerDay, metricsToken, encryptionKeys, syncRetention, templatesDir, appURL,
         appStoreURL, idleTimeout, liveStreamsPerSession, liveStreamsPerInstance, auditRetention,
-        sessionRetention,
+        sessionRetention, passwordReauthentication, secureEmailChange,
     ]
 
     public static let host = Setting("host", default: .value("127.0.0.1"), meaning: "address to listen on") {
@@ -355,6 +355,29 @@ extension Setting {
     ) { (config, value, source) throws(ConfigurationError) in
         config.sweep.endedSessionRetention = try seconds(value, source: source, range: 0...31_536_000)
     }
+
+    public static let passwordReauthentication = Setting(
+        "password-reauthentication", default: .value("86400", note: "a day"),
+        meaning: """
+            seconds after a session's sign-in during which it may set a new password without the current one or a \
+            `reauthenticate` code (GoTrue's secure password change); `0` always asks, `off` never does (GoTrue's \
+            default). A password or code that is given is checked either way
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.auth.passwordReauthenticationWindow =
+            value == "off" ? nil : value == "0" ? 0 : try seconds(value, source: source, range: 60...31_536_000)
+    }
+
+    public static let secureEmailChange = Setting(
+        "secure-email-change", default: .value("on"),
+        meaning: """
+            `on`: an email change takes a code or link mailed to the current address and one mailed to the new \
+            address (GoTrue's secure email change). `off`: the new address alone confirms, and asking for the change \
+            needs re-authentication as `--password-reauthentication` says
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.auth.secureEmailChange = try onOff(value, source: source)
+    }
 }
 
 extension Setting {
@@ -382,6 +405,14 @@ extension Setting {
                 "\(source) must be a number of seconds from \(range.lowerBound) to \(range.upperBound)")
         }
         return TimeInterval(seconds)
+    }
+
+    private static func onOff(_ value: String, source: String) throws(ConfigurationError) -> Bool {
+        switch value {
+        case "on": return true
+        case "off": return false
+        default: throw ConfigurationError("\(source) must be on or off, got '\(value)'")
+        }
     }
 
     /// The non-empty items of a comma-separated value, trimmed.

@@ -20,6 +20,10 @@ public struct Mailer: Sendable {
         case magicLink(code: String, link: String)
         case recovery(code: String, link: String)
         case emailChange(code: String, link: String, newEmail: String)
+        /// The current address's half of a secure email change.
+        case emailChangeCurrent(code: String, link: String, newEmail: String)
+        /// Told to the old address once a change completed.
+        case emailChanged(newEmail: String)
         case reauthentication(code: String)
         case signupAttempt(signInLink: String)
         case emailChangeRequested(newEmail: String)
@@ -32,6 +36,8 @@ public struct Mailer: Sendable {
             case .magicLink: "magic_link"
             case .recovery: "recovery"
             case .emailChange: "email_change"
+            case .emailChangeCurrent: "email_change_current"
+            case .emailChanged: "email_changed"
             case .reauthentication: "reauthentication"
             case .signupAttempt: "signup_attempt"
             case .emailChangeRequested: "email_change_requested"
@@ -44,7 +50,9 @@ public struct Mailer: Sendable {
             switch self {
             case .signupConfirmation(let code, let link), .magicLink(let code, let link), .recovery(let code, let link):
                 ["code": code, "link": link]
-            case .emailChange(let code, let link, let newEmail): ["code": code, "link": link, "new_email": newEmail]
+            case .emailChange(let code, let link, let newEmail), .emailChangeCurrent(let code, let link, let newEmail):
+                ["code": code, "link": link, "new_email": newEmail]
+            case .emailChanged(let newEmail): ["new_email": newEmail]
             case .reauthentication(let code): ["code": code]
             case .signupAttempt(let signInLink): ["sign_in_link": signInLink]
             case .emailChangeRequested(let newEmail): ["new_email": newEmail]
@@ -58,6 +66,8 @@ public struct Mailer: Sendable {
             .magicLink(code: "123456", link: sampleLink("magiclink")),
             .recovery(code: "123456", link: sampleLink("recovery")),
             .emailChange(code: "123456", link: sampleLink("email_change"), newEmail: "new@example.com"),
+            .emailChangeCurrent(code: "123456", link: sampleLink("email_change"), newEmail: "new@example.com"),
+            .emailChanged(newEmail: "new@example.com"),
             .reauthentication(code: "123456"),
             .signupAttempt(signInLink: "https://app.example.com"),
             .emailChangeRequested(newEmail: "new@example.com"),

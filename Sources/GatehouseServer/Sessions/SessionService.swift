@@ -28,7 +28,7 @@ struct CompanyScope: Sendable {
 }
 
 /// A session just started or refreshed: what the client is given.
-struct IssuedSession {
+struct IssuedSession: Sendable {
     let accountID: String
     let sessionID: String
     let refreshToken: String
@@ -162,7 +162,22 @@ final class SessionService: Sendable {
     enum RefreshFailure: Error, Equatable {
         case notFound
         case alreadyUsed(sessionID: String, accountID: String)
+        /// Past its idle timeout or lifetime.
         case sessionEnded
+        /// Signed out, or ended by a password change, a reuse or an operator: GoTrue deletes such a session with its
+        /// tokens, so it answers as for a token it never issued.
+        case signedOut
+        /// The account is disabled.
+        case banned
+    }
+
+    /// Why the session of `row`, which is not live, ended.
+    static func refusal(_ row: SessionRow) -> RefreshFailure {
+        if row.accountDisabledAt != nil { return .banned }
+        if row.revokedAt != nil || row.parent?.revokedAt != nil || (row.parentID != nil && row.parent == nil) {
+            return .signedOut
+        }
+        return .sessionEnded
     }
 
     /// Rotates `token`: a fresh token normally, the current one for a race inside the grace window, and the end of
@@ -180,7 +195,7 @@ final class SessionService: Sendable {
         guard var (state, row) = try await sessions.findByRefreshToken(token) else { throw RefreshFailure.notFound }
         var current = token
         for _ in 0..<64 {
-            guard let session = liveSession(row, now: now) else { throw RefreshFailure.sessionEnded }
+            guard let session = liveSession(row, now: now) else { throw Self.refusal(row) }
             let next = RefreshRotation.successor(of: current, key: key)
             let issued = IssuedSession(
                 accountID: session.accountID, sessionID: state.sessionID, refreshToken: next, amr: session.amr,
@@ -193,7 +208,7 @@ final class SessionService: Sendable {
                         at: now, audit: event(issued)))
                 switch rotation {
                 case .rotated: return issued
-                case .sessionEnded: throw RefreshFailure.sessionEnded
+                case .sessionEnded: throw RefreshFailure.signedOut
                 case .alreadyRotated:
                     guard let reread = try await sessions.findByRefreshToken(current) else {
                         throw RefreshFailure.notFound

@@ -40,8 +40,11 @@ extension WebPages {
     func verifyCode(email: String, code: String) async throws -> WebAnswer {
         let client = try await formClient()
         do {
-            let signedIn = try await verification.verify(
-                .init(_type: .email, email: email, token: code), client: client)
+            // A sign-in code (type email) is never half of an email change.
+            guard
+                case .session(let signedIn) = try await verification.verify(
+                    .init(_type: .email, email: email, token: code), client: client)
+            else { throw VerificationService.otpExpired }
             return .redirect("/account", cookies: session.cookies(for: signedIn))
         } catch let error as APIError {
             let text =

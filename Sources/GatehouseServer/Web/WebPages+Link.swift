@@ -49,6 +49,13 @@ extension WebPages {
             return .redirect(redirect)
         case .spent(let state):
             return spentLink(state, type: type)
+        case .confirmedOnce:
+            return message(
+                page: "confirmed", title: "One address confirmed",
+                [
+                    "Now open the link we sent to the other address (or enter its code in the app).",
+                    "Your email address changes once both are confirmed; until then the current one keeps working.",
+                ])
         case .here(let signedIn, let purpose):
             let cookies = session.cookies(for: signedIn)
             switch purpose {
