@@ -13,7 +13,7 @@ struct MailTemplateTests {
 
     @Test("every mail has a subject, a text and an HTML part in English and German, with its code in both bodies")
     func everyMailRenders() throws {
-        #expect(Mailer.names.count == 10)
+        #expect(Mailer.names.count == 11)
         #expect(Mailer.names.contains("account_deleted"))
         for name in Mailer.names {
             for locale in ["en", "de"] {
@@ -22,7 +22,9 @@ struct MailTemplateTests {
                 #expect(message.text.hasSuffix("— Gatehouse\n"), "\(locale)/\(name)")
                 #expect(message.html.contains("<html lang=\"\(locale)\">"), "\(locale)/\(name)")
                 #expect(message.html.contains("</html>") && !message.html.contains("{{"), "\(locale)/\(name)")
-                let coded = ["signup_confirmation", "magic_link", "recovery", "email_change", "email_change_current"]
+                let coded = [
+                    "signup_confirmation", "invite", "magic_link", "recovery", "email_change", "email_change_current",
+                ]
                 if (coded + ["reauthentication"]).contains(name) {
                     #expect(message.text.contains("\n123456\n"), "\(locale)/\(name)")
                     #expect(message.html.contains(">123456</p>"), "\(locale)/\(name)")

@@ -30,10 +30,19 @@ struct AccountDeletion: Sendable {
             account: account, currentPassword: proof.currentPassword, nonce: proof.nonce, identity: caller.identity,
             client: client, needed: .signedInWithin(600, orRecoveryWithin: nil), neededStatus: .unauthorized,
             refusal: .accountDeletionRefused, what: "Deleting the account")
+        try await erase(account, client: client, refusal: .accountDeletionRefused)
+    }
+
+    /// Deletes `account` as `delete` describes, whoever asked (the account, or the admin API): refused while it owns
+    /// companies, with a `refusal` event; `tombstone` extra goes into the deletion's event.
+    func erase(
+        _ account: AccountRecord, client: ClientInfo, refusal: AuditAction, tombstone extra: [String: String] = [:]
+    ) async throws {
         let owned = try await CompanyRepository(db: store.database).owned(by: account.id)
         guard owned.isEmpty else {
             await sessions.audit(
-                client.event(.accountDeletionRefused, accountID: account.id, detail: ["reason": "owns_companies"]))
+                client.event(
+                    refusal, accountID: account.id, detail: extra.merging(["reason": "owns_companies"]) { $1 }))
             throw Self.ownsCompanies(owned)
         }
         try await mail.transactionQueuingMail { db in
@@ -50,7 +59,9 @@ struct AccountDeletion: Sendable {
                 .forget(accountID: account.id, emailDigest: Secrets.emailDigest(account.email))
             try await AccountRepository(db: db).delete(id: account.id)
             try await AuditRepository(db: db, clock: clock).record(
-                AuditEvent(.accountDeleted, accountID: account.id, detail: ["sessions": String(ended.count)]))
+                AuditEvent(
+                    .accountDeleted, accountID: account.id,
+                    detail: extra.merging(["sessions": String(ended.count)]) { $1 }))
         }
     }
 

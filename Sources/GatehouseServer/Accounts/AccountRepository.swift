@@ -15,6 +15,10 @@ struct AccountRecord: Sendable {
     var disabledAt: Date?
     /// The email change asked for and not yet confirmed, if any.
     var emailChange: PendingEmailChange? = nil
+    /// What the admin API set (GoTrue's `app_metadata`, without the providers, which the identities give).
+    var appMetadata: [String: JSONValue] = [:]
+    /// When a ban of a set length ends (`disabledAt` holds since when); nil for none or one without an end.
+    var bannedUntil: Date? = nil
 }
 
 /// An email change waiting for its confirmations (GoTrue's `email_change` columns): the address asked for, when its
@@ -72,6 +76,7 @@ struct AccountRepository {
     private static let columns = [
         "id", "email", "email_confirmed_at", "password_hash", "user_metadata", "created_at", "updated_at",
         "last_sign_in_at", "disabled_at", "email_change", "email_change_sent_at", "email_change_confirmed",
+        "app_metadata", "banned_until",
     ]
 
     func find(email: String) async throws -> AccountRecord? {
@@ -89,6 +94,29 @@ struct AccountRepository {
         return try await find(email: idOrEmail.lowercased())
     }
 
+    /// A page of accounts for the admin API: `limit` after skipping `offset`, by creation time (newest first unless
+    /// `oldestFirst`), those whose email holds `filter` when given.
+    func page(offset: Int, limit: Int, oldestFirst: Bool, filter: String?) async throws -> [AccountRecord] {
+        var query = db.select().columns(Self.columns).from("accounts")
+        if let filter { query = query.where("email", .like, Self.containing(filter)) }
+        let direction: SQLDirection = oldestFirst ? .ascending : .descending
+        return try await query.orderBy("created_at", direction).orderBy("id", direction).limit(limit).offset(offset)
+            .all().map(Self.decode)
+    }
+
+    /// How many accounts `page` would go through.
+    func count(filter: String?) async throws -> Int {
+        var query = db.select().column(SQLFunction("COUNT", args: SQLLiteral.all), as: "count").from("accounts")
+        if let filter { query = query.where("email", .like, Self.containing(filter)) }
+        return try await query.first(decodingColumn: "count", as: Int.self) ?? 0
+    }
+
+    /// A LIKE pattern for addresses holding `text`: its own `%` and `_` are dropped (an address filter has no use for
+    /// them), so they match nothing more.
+    private static func containing(_ text: String) -> String {
+        "%" + text.lowercased().filter { $0 != "%" && $0 != "_" && $0 != "\\" } + "%"
+    }
+
     /// The first `limit` accounts, oldest first (an operator's listing).
     func oldestFirst(limit: Int) async throws -> [AccountRecord] {
         try await db.select().columns(Self.columns).from("accounts").orderBy("created_at").limit(limit).all()
@@ -104,7 +132,9 @@ struct AccountRepository {
                 SQLBind(account.createdAt.epochMilliseconds), SQLBind(account.updatedAt.epochMilliseconds),
                 SQLBind(account.lastSignInAt?.epochMilliseconds), SQLBind(account.disabledAt?.epochMilliseconds),
                 SQLBind(account.emailChange?.newEmail), SQLBind(account.emailChange?.sentAt.epochMilliseconds),
-                SQLBind(account.emailChange?.confirmedOnce == true ? 1 : 0)
+                SQLBind(account.emailChange?.confirmedOnce == true ? 1 : 0),
+                SQLBind(account.appMetadata.isEmpty ? nil : Self.encode(account.appMetadata)),
+                SQLBind(account.bannedUntil?.epochMilliseconds)
             )
             .run()
     }
@@ -139,6 +169,8 @@ struct AccountRepository {
             .set("email_change", to: account.emailChange?.newEmail)
             .set("email_change_sent_at", to: account.emailChange?.sentAt.epochMilliseconds)
             .set("email_change_confirmed", to: account.emailChange?.confirmedOnce == true ? 1 : 0)
+            .set("app_metadata", to: account.appMetadata.isEmpty ? nil : Self.encode(account.appMetadata))
+            .set("banned_until", to: account.bannedUntil?.epochMilliseconds)
             .where("id", .equal, account.id)
             .run()
     }
@@ -217,6 +249,7 @@ struct AccountRepository {
             try row.decode(column: column, as: Int64?.self).map(Date.init(epochMilliseconds:))
         }
         let metadata = try row.decode(column: "user_metadata", as: String.self)
+        let appMetadata = try row.decode(column: "app_metadata", as: String?.self)
         var emailChange: PendingEmailChange?
         if let newEmail = try row.decode(column: "email_change", as: String?.self) {
             emailChange = PendingEmailChange(
@@ -232,7 +265,12 @@ struct AccountRepository {
             createdAt: try date("created_at") ?? Date(timeIntervalSince1970: 0),
             updatedAt: try date("updated_at") ?? Date(timeIntervalSince1970: 0),
             lastSignInAt: try date("last_sign_in_at"),
-            disabledAt: try date("disabled_at"), emailChange: emailChange)
+            disabledAt: try date("disabled_at"), emailChange: emailChange,
+            appMetadata: appMetadata.flatMap {
+                try? JSONDecoder().decode([String: JSONValue].self, from: Data($0.utf8))
+            }
+                ?? [:],
+            bannedUntil: try date("banned_until"))
     }
 
     private static func decodeIdentity(_ row: any SQLRow) throws -> IdentityRecord {

@@ -9,9 +9,9 @@ extension AccountRecord {
             id: id, aud: "authenticated", role: "authenticated", email: email, emailConfirmedAt: emailConfirmedAt,
             confirmedAt: emailConfirmedAt, confirmationSentAt: confirmationSentAt, phone: "",
             lastSignInAt: lastSignInAt,
-            appMetadata: [
+            appMetadata: appMetadata.merging([
                 "provider": .string(providers.first ?? "email"), "providers": .array(providers.map { .string($0) }),
-            ],
+            ]) { $1 },
             userMetadata: userMetadata,
             identities: identities.map { identity in
                 var data: [String: JSONValue] = ["sub": .string(identity.providerID)]
@@ -26,6 +26,8 @@ extension AccountRecord {
                     updatedAt: identity.lastSignInAt ?? identity.createdAt)
             },
             createdAt: createdAt, updatedAt: updatedAt, isAnonymous: false, newEmail: emailChange?.newEmail,
-            emailChangeSentAt: emailChange?.sentAt)
+            emailChangeSentAt: emailChange?.sentAt,
+            // A ban without an end (an operator's disable) shows as a century, as Supabase's dashboard sets one.
+            bannedUntil: disabledAt.map { bannedUntil ?? $0.addingTimeInterval(100 * 365 * 86_400) })
     }
 }

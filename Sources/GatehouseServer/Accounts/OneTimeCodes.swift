@@ -12,7 +12,7 @@ enum CodePurpose: String, Sendable, CaseIterable, Codable {
     /// The purposes a `type` given to `/verify` accepts.
     static func accepted(byVerifyType type: String) -> [CodePurpose]? {
         switch type {
-        case "signup": [.signup]
+        case "signup", "invite": [.signup]
         case "email": [.magiclink, .signup]
         case "magiclink": [.magiclink]
         case "recovery": [.recovery]

@@ -20,6 +20,7 @@ final class API: APIProtocol {
     let profiles: ProfileService
     let accountSessions: AccountSessions
     let accountDeletion: AccountDeletion
+    let admin: AdminService
     let companies: CompanyService
     let shares: ShareService
     let credentials: CredentialService
@@ -30,7 +31,10 @@ final class API: APIProtocol {
 
     init(_ services: GatehouseServices) throws {
         let env = services.accounts
-        access = Access(sessions: env.sessions, store: env.store)
+        access = Access(
+            sessions: env.sessions, store: env.store,
+            serviceKeys: ServiceKeys(
+                store: env.store, secrets: env.secrets, clock: env.clock, issuer: env.publicURL + "/auth/v1"))
         operations = OperationsService(
             store: services.store, metrics: services.metrics, metricsToken: services.configuration.metricsToken,
             openAPIDocument: try GatehouseAPIDocument.yaml())
@@ -50,6 +54,9 @@ final class API: APIProtocol {
         accountDeletion = AccountDeletion(
             store: env.store, clock: env.clock, sessions: env.sessions, mailer: env.mailer, mail: mail,
             profiles: profiles)
+        admin = AdminService(
+            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, hasher: env.hasher,
+            mailer: env.mailer, mail: mail, passwords: passwords, users: users, deletion: accountDeletion)
         accountSessions = AccountSessions(store: env.store, clock: env.clock, sessions: env.sessions)
         companies = CompanyService(store: env.store, clock: env.clock, publicURL: env.publicURL, bus: services.bus)
         shares = ShareService(

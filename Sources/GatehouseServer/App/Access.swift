@@ -19,13 +19,23 @@ struct RequestScope: Sendable {
 struct RequestScopeMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
 
+    static let link = HTTPField.Name("Link")!
+
     func handle(
         _ request: Request, context: AppRequestContext,
         next: (Request, AppRequestContext) async throws -> Response
     ) async throws -> Response {
-        try await RequestScope.$current.withValue(RequestScope(head: request.head, peerAddress: context.peerAddress)) {
+        var response = try await RequestScope.$current.withValue(
+            RequestScope(head: request.head, peerAddress: context.peerAddress)
+        ) {
             try await next(request, context)
         }
+        // The generated code percent-encodes every header value it sets (OpenAPI's `simple` style); GoTrue's `Link`
+        // (admin listings) is read by clients as written, `<url>; rel="next"`.
+        if let link = response.headers[Self.link], link.hasPrefix("%3C") {
+            response.headers[Self.link] = link.removingPercentEncoding ?? link
+        }
+        return response
     }
 }
 
@@ -67,11 +77,29 @@ struct CompanyCaller: Sendable {
     }
 }
 
+/// A backend holding a live service key: only `Access.admin` makes one. Its key's id goes into every audit event of
+/// what it does.
+struct AdminCaller: Sendable {
+    let keyID: String
+    let client: ClientInfo
+
+    fileprivate init(keyID: String, client: ClientInfo) {
+        self.keyID = keyID
+        self.client = client
+    }
+
+    /// The audit event of an admin action on `accountID`.
+    func event(_ action: AuditAction, accountID: String?, detail: [String: String] = [:]) -> AuditEvent {
+        client.event(action, accountID: accountID, detail: detail.merging(["service_key": keyID]) { $1 })
+    }
+}
+
 /// Who is asking: verifies the bearer token and its session, and the company context where one is needed. A refusal
 /// is audited with the path, and answered with the stable code of its reason.
 struct Access: Sendable {
     let sessions: SessionService
     let store: Store
+    let serviceKeys: ServiceKeys
 
     static let contextRequired = APIError(
         .forbidden, code: .companyContextRequired,
@@ -136,6 +164,42 @@ struct Access: Sendable {
         }
         return CompanyCaller(identity: identity, membership: membership, client: client)
     }
+
+    /// A backend with a live service key, as the bearer token or (GoTrue's clients send both) `apikey`. A browser's
+    /// request (it carries `Origin` or `Sec-Fetch-Site`) is refused whatever it holds: the key is never for a page.
+    func admin() async throws -> AdminCaller {
+        let scope = try scope
+        let client = try client()
+        let headers = scope.head.headerFields
+        if headers[.origin] != nil || headers[Self.fetchSite] != nil {
+            await sessions.auditRefusal(
+                client.event(.authorizationRefused, accountID: nil, detail: ["reason": "browser", "path": scope.path]))
+            throw APIError(
+                .forbidden, code: .crossSiteRequest, message: "The admin API is for backends: a browser may not call it"
+            )
+        }
+        var presented: [String] = []
+        if let header = headers[.authorization], header.lowercased().hasPrefix("bearer ") {
+            presented.append(String(header.dropFirst("bearer ".count).trimmingHTTPWhitespace))
+        }
+        if let key = headers[Self.apiKey] { presented.append(key) }
+        guard !presented.isEmpty else { throw APIError.noAuthorization }
+        for token in presented {
+            if let keyID = await serviceKeys.verify(token) { return AdminCaller(keyID: keyID, client: client) }
+        }
+        // As GoTrue: a user's own valid token is not_admin; anything that verifies as nothing is bad_jwt.
+        var isUserToken = false
+        for token in presented where (try? await sessions.keys.verify(token)) != nil { isUserToken = true }
+        await sessions.auditRefusal(
+            client.event(
+                .authorizationRefused, accountID: nil,
+                detail: ["reason": isUserToken ? "not_admin" : "invalid_token", "path": scope.path]))
+        if isUserToken { throw APIError(.forbidden, code: .notAdmin, message: "User not allowed") }
+        throw APIError.badJWT
+    }
+
+    static let fetchSite = HTTPField.Name("Sec-Fetch-Site")!
+    static let apiKey = HTTPField.Name("apikey")!
 
     /// The identity behind the bearer token, or the matching 401/403. A token that is forged, tampered, foreign or
     /// whose session has ended is audited (with no subject: nothing in it can be trusted).

@@ -59,6 +59,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case metadataTooLarge = "metadata_too_large"
     /// The caller is not a member of the company.
     case notAMember = "not_a_member"
+    /// The admin API called without a live service key (GoTrue's `not_admin`).
+    case notAdmin = "not_admin"
     /// No such route or resource.
     case notFound = "not_found"
     /// The store is not reachable or not migrated yet.
@@ -130,6 +132,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     /// A body not declared as JSON (or, for the link form, as a form).
     case unsupportedMediaType = "unsupported_media_type"
     /// The account is disabled.
+    /// The admin API was asked to create a user with an id that is taken.
+    case userAlreadyExists = "user_already_exists"
     case userBanned = "user_banned"
     /// The token's account no longer exists.
     case userNotFound = "user_not_found"

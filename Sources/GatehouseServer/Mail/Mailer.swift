@@ -17,6 +17,8 @@ public struct Mailer: Sendable {
     /// Which mail to write. Codes and links appear only in the mail body, never in logs.
     enum Template: Sendable {
         case signupConfirmation(code: String, link: String)
+        /// An invitation from the admin API: its link confirms the address and signs in.
+        case invite(code: String, link: String)
         case magicLink(code: String, link: String)
         case recovery(code: String, link: String)
         case emailChange(code: String, link: String, newEmail: String)
@@ -33,6 +35,7 @@ public struct Mailer: Sendable {
         var name: String {
             switch self {
             case .signupConfirmation: "signup_confirmation"
+            case .invite: "invite"
             case .magicLink: "magic_link"
             case .recovery: "recovery"
             case .emailChange: "email_change"
@@ -48,7 +51,8 @@ public struct Mailer: Sendable {
         /// What it carries, under the names its templates use.
         var variables: [String: String] {
             switch self {
-            case .signupConfirmation(let code, let link), .magicLink(let code, let link), .recovery(let code, let link):
+            case .signupConfirmation(let code, let link), .invite(let code, let link), .magicLink(let code, let link),
+                .recovery(let code, let link):
                 ["code": code, "link": link]
             case .emailChange(let code, let link, let newEmail), .emailChangeCurrent(let code, let link, let newEmail):
                 ["code": code, "link": link, "new_email": newEmail]
@@ -63,6 +67,7 @@ public struct Mailer: Sendable {
         /// Every mail, filled with sample values, for previews.
         static let samples: [Template] = [
             .signupConfirmation(code: "123456", link: sampleLink("signup")),
+            .invite(code: "123456", link: sampleLink("invite")),
             .magicLink(code: "123456", link: sampleLink("magiclink")),
             .recovery(code: "123456", link: sampleLink("recovery")),
             .emailChange(code: "123456", link: sampleLink("email_change"), newEmail: "new@example.com"),

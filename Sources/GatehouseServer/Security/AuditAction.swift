@@ -3,9 +3,17 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case accountDeleted = "account_deleted"
     case accountDeletionRefused = "account_deletion_refused"
     case accountDisabled = "account_disabled"
+    /// The admin API (a service key's id in the detail) changed an account: `admin_user_…`, and its generated links.
+    case adminLinkGenerated = "admin_link_generated"
+    case adminUserCreated = "admin_user_created"
+    case adminUserDeleted = "admin_user_deleted"
+    case adminUserUpdated = "admin_user_updated"
+    case adminUserInvited = "admin_user_invited"
     /// Refusals from one address stopped being recorded for a while (`SessionService.auditRefusal`).
     case auditSuppressed = "audit_suppressed"
     case authorizationRefused = "authorization_refused"
+    /// A ban of a set length ended (the sweeper).
+    case banLifted = "ban_lifted"
     case companyCreated = "company_created"
     case companyDeleted = "company_deleted"
     case companyLogin = "company_login"
@@ -38,6 +46,8 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case shareCreated = "share_created"
     case shareRefused = "share_refused"
     case shareRevoked = "share_revoked"
+    case serviceKeyMinted = "service_key_minted"
+    case serviceKeyRevoked = "service_key_revoked"
     case signInFailed = "sign_in_failed"
     case signedIn = "signed_in"
     case signedOutEverywhere = "signed_out_everywhere"

@@ -59,6 +59,39 @@ struct AuditRepository {
         }
     }
 
+    /// Every event, newest first, `limit` after skipping `offset`, of one action or one account when given (the admin
+    /// API's trail), with how many there are in all.
+    func all(offset: Int, limit: Int, action: String?, accountID: String?) async throws -> (
+        records: [(accountID: String?, record: AuditRecord)], total: Int
+    ) {
+        func narrowed(_ query: SQLSelectBuilder) -> SQLSelectBuilder {
+            var query = query
+            if let action { query = query.where("action", .equal, action) }
+            if let accountID { query = query.where("account_id", .equal, accountID) }
+            return query
+        }
+        let total =
+            try await narrowed(
+                db.select().column(SQLFunction("COUNT", args: SQLLiteral.all), as: "count").from("audit_events")
+            ).first(decodingColumn: "count", as: Int.self) ?? 0
+        let rows = try await narrowed(
+            db.select().columns("id", "occurred_at", "action", "account_id", "company_id", "ip", "user_agent", "detail")
+                .from("audit_events")
+        ).orderBy("id", .descending).limit(limit).offset(offset).all()
+        let records = try rows.map { sqlRow in
+            let row = try sqlRow.decode(model: Row.self)
+            return (
+                try sqlRow.decode(column: "account_id", as: String?.self),
+                AuditRecord(
+                    id: row.id, occurredAt: Date(epochMilliseconds: row.occurredAt), action: row.action,
+                    companyID: row.companyID, ip: row.ip, userAgent: row.userAgent,
+                    detail: row.detail.flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
+                        ?? [:])
+            )
+        }
+        return (records, total)
+    }
+
     private struct Row: Decodable {
         let id: Int64
         let occurredAt: Int64

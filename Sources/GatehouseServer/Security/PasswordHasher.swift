@@ -139,6 +139,9 @@ public struct PasswordHasher: Sendable {
     /// r = 32, N = 2^(cost+7) for costs 3–11, so "j9T" is cost 5 (N = 2^12, r = 32, 16 MiB) and "jAT" cost 6.
     /// Longer fields (values of 48 and above, or optional p/t/g/NROM parameters) are never written by
     /// crypt_gensalt_rn and give nil.
+    /// Whether `hash` is one this hasher verifies (yescrypt, bcrypt), so the admin API may store it as given.
+    static func isImportable(_ hash: String) -> Bool { StoredHash(hash) != nil }
+
     public static func yescryptCost(of hash: String) -> Int? {
         guard case .yescrypt(let cost) = StoredHash(hash) else { return nil }
         return cost

@@ -410,13 +410,25 @@ public enum Migrations {
                 """
             ).run()
         },
-        Migration(version: 8, name: "Supabase parity: email changes") { db in
+        Migration(version: 8, name: "Supabase parity: email changes, admin API, service keys") { db in
             // The change asked for, as GoTrue keeps it: the new address, when its codes went out, and whether one of
             // the two addresses has confirmed it.
             try await db.alter(table: "accounts").column("email_change", type: .text).run()
             try await db.alter(table: "accounts").column("email_change_sent_at", type: .bigint).run()
             try await db.alter(table: "accounts")
                 .column("email_change_confirmed", type: .bigint, .notNull, .default(0)).run()
+            // What only the admin API writes (GoTrue's `raw_app_meta_data`), and when a ban of a set length ends (the
+            // sweeper lifts it; a ban without an end is `disabled_at` alone).
+            try await db.alter(table: "accounts").column("app_metadata", type: .text).run()
+            try await db.alter(table: "accounts").column("banned_until", type: .bigint).run()
+            try await db.create(index: "accounts_banned_until").on("accounts").column("banned_until").run()
+            try await db.create(index: "accounts_created").on("accounts").column("created_at").column("id").run()
+            // One row per service key minted; the key itself is never stored.
+            try await db.create(table: "service_keys")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("created_at", type: .bigint, .notNull)
+                .column("revoked_at", type: .bigint)
+                .run()
         },
     ]
 }

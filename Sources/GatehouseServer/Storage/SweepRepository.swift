@@ -82,6 +82,17 @@ struct SweepRepository {
         ).first(decodingColumn: "locked", as: Bool.self) ?? false
     }
 
+    /// Lifts the bans of a set length that ended by `now` (the admin API's `ban_duration`): the accounts may sign in
+    /// again. Returns their ids, for the audit trail. Call it inside a transaction.
+    func liftBans(now: Int64) async throws -> [String] {
+        let ids = try await db.update("accounts").set("disabled_at", to: SQLLiteral.null)
+            .set("banned_until", to: SQLLiteral.null)
+            .where("banned_until", .isNot, SQLLiteral.null).where("banned_until", .lessThanOrEqual, now)
+            .returning("id").all(decodingColumn: "id", as: String.self)
+        for id in ids { TransactionChanges.accountChanged(id) }
+        return ids
+    }
+
     /// Up to `limit` keys of dead rows of `kind`.
     func candidates(_ kind: SweepKind, _ cutoffs: SweepCutoffs, limit: Int) async throws -> [SQLBind] {
         let rows = try await db.raw(

@@ -39,6 +39,8 @@ enum SweepRules {
 /// What one sweep deleted, per kind, and whether it gave way to another instance sweeping the same store.
 struct SweepReport: Sendable, Equatable {
     var deleted: [SweepKind: Int] = [:]
+    /// Accounts whose ban of a set length ended.
+    var bansLifted = 0
     var batches = 0
     /// True when another instance held the sweeper's lock (PostgreSQL), so this sweep stopped early.
     var yielded = false
@@ -81,6 +83,12 @@ struct Sweeper: Service {
         let cutoffs = SweepRules.cutoffs(now: clock.now, sweep: settings, auth: auth)
         let batchSize = max(1, settings.batchSize)
         var report = SweepReport()
+        report.bansLifted = try await store.transaction { [clock] db in
+            let lifted = try await SweepRepository(db: db).liftBans(now: cutoffs.now)
+            let audit = AuditRepository(db: db, clock: clock)
+            for id in lifted { try await audit.record(AuditEvent(.banLifted, accountID: id)) }
+            return lifted.count
+        }
         kinds: for kind in SweepKind.allCases {
             if kind == .audit, cutoffs.auditBefore == nil { continue }
             var deleted = 0
@@ -110,6 +118,7 @@ struct Sweeper: Service {
             "ms": "\(Int((ContinuousClock.now - started) / .milliseconds(1)))",
         ]
         for (kind, count) in report.deleted where count > 0 { metadata[kind.rawValue] = "\(count)" }
+        if report.bansLifted > 0 { metadata["bans_lifted"] = "\(report.bansLifted)" }
         if report.yielded { metadata["yielded"] = "another instance is sweeping" }
         logger.info("store swept", metadata: metadata)
         return report

@@ -1,0 +1,115 @@
+import Crypto
+import Foundation
+import JWTKit
+import SQLKit
+
+/// What a service key says: GoTrue's `role: service_role`, who issued it, and its id in `service_keys` (`jti`), which
+/// the admin API's audit events name.
+struct ServiceKeyClaims: JWTPayload, Equatable {
+    var iss: String
+    var role: String
+    var iat: Int64
+    var exp: Int64
+    var jti: String
+
+    /// Time and revocation are checked against the store by `ServiceKeys.verify`, not here.
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+}
+
+/// The keys backends call the admin API with: ES256 JWTs of role `service_role`, as Supabase's service key, signed
+/// by a key of their own (derived from a server secret, so every instance verifies alike and access-token key
+/// rotation leaves them alone). Each minted key has a row in `service_keys`; a revoked row refuses its key on every
+/// instance at once, since each admin request reads it.
+public struct ServiceKeys: Sendable {
+    let store: Store
+    let secrets: ServerSecrets
+    let clock: any GatehouseClock
+    let issuer: String
+
+    /// The `kid` of a service key's header: never one of the access-token keys' ids (those are 16 base64url characters).
+    static let keyID = "gatehouse-service-key"
+    static let role = "service_role"
+    /// How long a minted key is stamped valid for (revocation, not expiry, is what ends one).
+    static let lifetime: TimeInterval = 10 * 365 * 24 * 3600
+
+    init(store: Store, secrets: ServerSecrets, clock: any GatehouseClock, issuer: String) {
+        self.store = store
+        self.secrets = secrets
+        self.clock = clock
+        self.issuer = issuer
+    }
+
+    /// The same, for the command line: `gatehouse keys service-key`.
+    public init(store: Store, box: SecretBox, issuer: String) {
+        self.init(store: store, secrets: ServerSecrets(store: store, box: box), clock: SystemClock(), issuer: issuer)
+    }
+
+    /// The signing key, derived from the store's `service_key_signing` secret.
+    private func keys() async throws -> JWTKeyCollection {
+        let seed = try await secrets.key("service_key_signing")
+        let scalar = seed.withUnsafeBytes { Data(SHA256.hash(data: Data($0))) }
+        let key = try ES256PrivateKey(pem: try P256.Signing.PrivateKey(rawRepresentation: scalar).pemRepresentation)
+        return await JWTKeyCollection().add(ecdsa: key, kid: JWKIdentifier(string: Self.keyID))
+    }
+
+    /// Mints a key, records it, and returns its id and the token (shown once: only its id is stored). With
+    /// `revokingOthers`, every earlier key stops working in the same transaction: a rotation.
+    public func mint(revokingOthers: Bool) async throws -> (id: String, token: String, revoked: Int) {
+        let now = clock.now
+        let id = Secrets.identifier()
+        let issuedAt = Int64(now.timeIntervalSince1970)
+        let claims = ServiceKeyClaims(
+            iss: issuer, role: Self.role, iat: issuedAt, exp: issuedAt + Int64(Self.lifetime), jti: id)
+        let token = try await keys().sign(claims, kid: JWKIdentifier(string: Self.keyID))
+        let revoked = try await store.transaction { db in
+            let repository = ServiceKeyRepository(db: db)
+            let revoked = revokingOthers ? try await repository.revokeAll(at: now) : 0
+            try await repository.insert(id: id, at: now)
+            return revoked
+        }
+        return (id, token, revoked)
+    }
+
+    /// Revokes one key by id, or every key; returns how many were live.
+    public func revoke(_ id: String?) async throws -> Int {
+        let repository = ServiceKeyRepository(db: store.database)
+        if let id { return try await repository.revoke(id, at: clock.now) ? 1 : 0 }
+        return try await repository.revokeAll(at: clock.now)
+    }
+
+    /// The id of the live service key `token` is, or nil: a forged, foreign or revoked key, or any other token.
+    func verify(_ token: String) async -> String? {
+        guard SigningKeys.headerAlgorithm(of: token) == "ES256",
+            let claims = try? await keys().verify(token, as: ServiceKeyClaims.self), claims.role == Self.role,
+            (try? await ServiceKeyRepository(db: store.database).isLive(claims.jti)) == true
+        else { return nil }
+        return claims.jti
+    }
+}
+
+/// The SQL of `service_keys`: one row per minted key, by id; the token itself is never stored.
+struct ServiceKeyRepository {
+    let db: any SQLDatabase
+
+    func insert(id: String, at time: Date) async throws {
+        try await db.insert(into: "service_keys").columns("id", "created_at")
+            .values(SQLBind(id), SQLBind(time.epochMilliseconds)).run()
+    }
+
+    func isLive(_ id: String) async throws -> Bool {
+        try await db.select().column("id").from("service_keys").where("id", .equal, id)
+            .where("revoked_at", .is, SQLLiteral.null).first() != nil
+    }
+
+    /// Revokes the key `id`; false when there is no live key of that id.
+    func revoke(_ id: String, at time: Date) async throws -> Bool {
+        try await !db.update("service_keys").set("revoked_at", to: time.epochMilliseconds)
+            .where("id", .equal, id).where("revoked_at", .is, SQLLiteral.null).returning("id").all().isEmpty
+    }
+
+    /// Revokes every live key; returns how many there were.
+    func revokeAll(at time: Date) async throws -> Int {
+        try await db.update("service_keys").set("revoked_at", to: time.epochMilliseconds)
+            .where("revoked_at", .is, SQLLiteral.null).returning("id").all().count
+    }
+}
