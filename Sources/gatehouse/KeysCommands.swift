@@ -78,16 +78,16 @@ struct Keys: AsyncParsableCommand {
         }
     }
 
-    /// `gatehouse keys revoke-service-key ID|--all`.
+    /// `gatehouse keys revoke-service-key --id ID | --all`.
     struct RevokeServiceKey: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Revoke a service key by its id, or every one; admin calls with it are refused at once.")
         @OptionGroup var options: ServerOptions
-        @Argument(help: "The key's id, as `keys service-key` printed it.") var id: String?
+        @Option(help: "The key's id, as `keys service-key` printed it.") var id: String?
         @Flag(help: "Revoke every service key.") var all = false
 
         func validate() throws {
-            guard (id == nil) != (!all) else { throw ValidationError("Give a key id or --all, not both") }
+            guard (id == nil) != (!all) else { throw ValidationError("Give --id ID or --all, one of them") }
         }
 
         func run() async throws {

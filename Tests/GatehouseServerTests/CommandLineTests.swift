@@ -244,6 +244,24 @@ struct OperatorCommandTests {
         #expect(try await again.client.password(owner.email, "correct horse battery").status == 400)
         let keys = try await again.client.get("/auth/v1/.well-known/jwks.json")
         #expect((keys.json["keys"] as? [Any])?.count == 2)
+
+        // Service keys: minted by the command while the server runs, printed once, revoked by it at once.
+        let minted = try CommandLineTests.run(["keys", "service-key"] + args)
+        #expect(minted.status == 0)
+        let serviceKey = minted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(minted.stderr.contains("shown once"))
+        let keyID = try #require(minted.stderr.firstMatch(of: /service key ([0-9a-f-]{36})/).map { String($0.1) })
+        let admin = AdminClient(client: again.client, key: serviceKey)
+        let listed = try await admin.get("/auth/v1/admin/users")
+        #expect(listed.status == 200 && listed.headers["x-total-count"] == "1")
+        let rotated2 = try CommandLineTests.run(["keys", "service-key", "--revoke-others"] + args)
+        #expect(rotated2.stderr.contains("revoked 1 earlier key"))
+        #expect(try await admin.get("/auth/v1/admin/users").status == 403)
+        let next = AdminClient(client: again.client, key: rotated2.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(try await next.get("/auth/v1/admin/users").status == 200)
+        #expect(try CommandLineTests.run(["keys", "revoke-service-key", "--id", keyID] + args).status != 0)
+        #expect(try CommandLineTests.run(["keys", "revoke-service-key", "--all"] + args).stdout == "revoked 1 service key\n")
+        #expect(try await next.get("/auth/v1/admin/users").status == 403)
         try await again.stop()
     }
 }
