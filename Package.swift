@@ -68,12 +68,15 @@ let package = Package(
             path: "Examples/GatehouseExample"
         ),
         .systemLibrary(name: "CCrypt"),
+        .systemLibrary(name: "CArgon2"),
         .target(
             name: "GatehouseServer",
             dependencies: [
                 "GatehouseAPI",
                 "CCrypt",
+                "CArgon2",
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -5,8 +5,9 @@
 # operations run past 401/403: account operations with the account token, company operations with the company
 # session on that company's id. Three operations would end the run's own sessions or company and are left out:
 # logout, deleteCompany and deleteCredential (flow tests cover them). The live stream (syncLive) runs with the account
-# token: with a company session it would stream for as long as the session lives (SyncFlowTests cover it). The HTML
-# pages are router routes outside the document; scripts/browser-test.sh drives them.
+# token: with a company session it would stream for as long as the session lives (SyncFlowTests cover it). The admin
+# API's operations carry a service key. The HTML pages are router routes outside the document;
+# scripts/browser-test.sh drives them.
 #
 # Expected statuses of schema-valid requests include Supabase's refusals of well-formed requests (400 for a wrong
 # password, code or grant; 422 weak password; 410 an expired share link): the document cannot know a password.
@@ -39,6 +40,9 @@ curl -sf -X PUT "$base/v1/companies/$cid/credential" -H "$H" -H "Authorization: 
 company=$(curl -sf "$base/v1/companies/$cid/login" -H "$H" -H "Authorization: Bearer $account" \
     -d '{"username":"owner","password":"a long company password"}' | field access_token)
 
+# The admin API's operations run with a service key, minted by the command while the server runs.
+service=$("$binary" keys service-key --data-dir "$work/data" 2>/dev/null)
+
 cat > "$work/schemathesis.toml" <<EOF
 [headers]
 Authorization = "Bearer $account"
@@ -54,6 +58,11 @@ include-operation-id = ["getCompany", "updateCompany", "getCredential", "changeC
     "createShare", "revokeShare", "listMembers", "updateMember", "removeMember", "memberImage", "leaveCompany",
     "transferOwnership", "companyAudit", "syncPull", "syncPush", "syncDigest", "listRecords", "getRecord"]
 headers = { Authorization = "Bearer $company" }
+
+[[operations]]
+include-operation-id = ["adminListUsers", "adminCreateUser", "adminGetUser", "adminUpdateUser", "adminDeleteUser",
+    "adminGenerateLink", "invite", "adminInvite", "adminAudit"]
+headers = { Authorization = "Bearer $service" }
 
 [[operations]]
 include-operation-id = "getMetrics"

@@ -257,10 +257,13 @@ struct OperatorCommandTests {
         let rotated2 = try CommandLineTests.run(["keys", "service-key", "--revoke-others"] + args)
         #expect(rotated2.stderr.contains("revoked 1 earlier key"))
         #expect(try await admin.get("/auth/v1/admin/users").status == 403)
-        let next = AdminClient(client: again.client, key: rotated2.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let next = AdminClient(
+            client: again.client, key: rotated2.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(try await next.get("/auth/v1/admin/users").status == 200)
         #expect(try CommandLineTests.run(["keys", "revoke-service-key", "--id", keyID] + args).status != 0)
-        #expect(try CommandLineTests.run(["keys", "revoke-service-key", "--all"] + args).stdout == "revoked 1 service key\n")
+        #expect(
+            try CommandLineTests.run(["keys", "revoke-service-key", "--all"] + args).stdout == "revoked 1 service key\n"
+        )
         #expect(try await next.get("/auth/v1/admin/users").status == 403)
         try await again.stop()
     }

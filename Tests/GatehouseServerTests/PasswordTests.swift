@@ -1,5 +1,7 @@
-import GatehouseServer
+import Foundation
 import Testing
+
+@testable import GatehouseServer
 
 @Suite("Password hashing")
 struct PasswordHasherTests {
@@ -125,6 +127,49 @@ struct PasswordHasherTests {
         #expect(await hasher.verify(password, against: hash) == .valid(needsRehash: true))
         #expect(await hasher.verify(password + "!", against: hash) == .invalid)
         #expect(await hasher.verify(password.uppercased() + "x", against: hash) == .invalid)
+    }
+
+    @Test(
+        "imported argon2id and argon2i hashes (made by argon2-cffi) verify and ask for a rehash",
+        arguments: [
+            "$argon2id$v=19$m=19456,t=2,p=1$ZAdAb1Q7BFiqjmWiWY8BeQ$51+AhSj/kFkhR1FgfNid0HfbbAhloKIpMCjkkdQu+WI",
+            "$argon2i$v=19$m=4096,t=3,p=2$78NMyGUBXPKImiyd1lAL+Q$7c1xcbt3PhPXuF53jqu/+Qk3zk3k1F76cLAhr3jnRu4",
+        ])
+    func argon2(hash: String) async {
+        #expect(PasswordHasher.isImportable(hash))
+        #expect(await hasher.verify("correct horse battery", against: hash) == .valid(needsRehash: true))
+        #expect(await hasher.verify("correct horse battery!", against: hash) == .invalid)
+    }
+
+    @Test("Firebase's published scrypt example verifies, stored as GoTrue's $fbscrypt$ string; a wrong key does not")
+    func firebaseScrypt() async throws {
+        // github.com/firebase/scrypt's README: the project's parameters, the exported salt, and the expected hash.
+        let signerKey = "jxspr8Ki0RYycVU8zykbdLGjFQ3McFUH0uiiTvC8pVMXAn210wjLNmdZJzxUECKbm0QsEmYUSDzZvpjeJ9WmXA=="
+        let expected = "lSrfV15cpx95/sZS2W9c9Kp6i/LVgQNDNC/qzrCnh1SAyZvqmZqAjTdn3aoItz+VHjoZilo78198JAdRuid5lQ=="
+        let stored = "$fbscrypt$v=1,n=14,r=8,p=1,ss=Bw==,sk=\(signerKey)$42xEC+ixf3L2lw==$\(expected)"
+        #expect(PasswordHasher.isImportable(stored))
+        #expect(await hasher.verify("user1password", against: stored) == .valid(needsRehash: true))
+        #expect(await hasher.verify("user2password", against: stored) == .invalid)
+        let parsed = try #require(FirebaseScryptHash(stored))
+        #expect(parsed.encoded == stored)
+        let otherKey = stored.replacingOccurrences(of: "sk=jxspr8", with: "sk=jxspr9")
+        #expect(await hasher.verify("user1password", against: otherKey) == .invalid)
+    }
+
+    @Test(
+        "imported formats outside the limits are not importable",
+        arguments: [
+            "$argon2d$v=19$m=4096,t=3,p=2$78NMyGUBXPKImiyd1lAL+Q$7c1xcbt3PhPXuF53jqu/+Qk3zk3k1F76cLAhr3jnRu4",
+            "$argon2id$v=16$m=4096,t=3,p=2$78NMyGUBXPKImiyd1lAL+Q$7c1xcbt3PhPXuF53jqu/+Qk3zk3k1F76cLAhr3jnRu4",
+            "$argon2id$v=19$m=2097152,t=3,p=2$78NMyGUBXPKImiyd1lAL+Q$7c1xcbt3PhPXuF53jqu/+Qk3zk3k1F76cLAhr3jnRu4",
+            "$argon2id$v=19$m=4096,t=3,p=2,keyid=x$78NMyGUBXPKImiyd1lAL+Q$7c1xcbt3PhPXuF53jqu/+Qk3zk3k1F76cLAhr3jnRu4",
+            "$fbscrypt$v=2,n=14,r=8,p=1,ss=Bw==,sk=AAAA$42xEC+ixf3L2lw==$AAAA",
+            "$fbscrypt$v=1,n=30,r=8,p=1,ss=Bw==,sk=AAAA$42xEC+ixf3L2lw==$AAAA",
+            "$fbscrypt$v=1,n=14,r=8,p=1,ss=Bw==,sk=AAAA$42xEC+ixf3L2lw==$AAAAAAAA",
+            "md5:5f4dcc3b5aa765d61d8327deb882cf99",
+        ])
+    func notImportable(hash: String) {
+        #expect(!PasswordHasher.isImportable(hash))
     }
 
     @Test(

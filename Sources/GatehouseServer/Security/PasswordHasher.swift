@@ -119,10 +119,20 @@ public struct PasswordHasher: Sendable {
             let matches = await Self.offLoop { Bcrypt.verify(password, hash: normalized) }
             // Any bcrypt hash is an imported legacy one: move it to yescrypt at the next sign-in.
             return matches ? .valid(needsRehash: true) : .invalid
+        case .argon2(let hash):
+            let matches = await Self.offLoop { hash.matches(password) }
+            return matches ? .valid(needsRehash: true) : .invalid
+        case .firebaseScrypt(let hash):
+            let matches = await Self.offLoop { hash.matches(password) }
+            return matches ? .valid(needsRehash: true) : .invalid
         case nil:
             return .invalid
         }
     }
+
+    /// Whether `hash` is one this hasher verifies (yescrypt, bcrypt, argon2i/argon2id, Firebase's scrypt), so an
+    /// import or the admin API may store it as given.
+    static func isImportable(_ hash: String) -> Bool { StoredHash(hash) != nil }
 
     /// Spends as long as a failed `verify` against a hash of this hasher's cost, for accounts that do not exist,
     /// so that "no such user" cannot be told from "wrong password" by timing.
@@ -139,9 +149,6 @@ public struct PasswordHasher: Sendable {
     /// r = 32, N = 2^(cost+7) for costs 3–11, so "j9T" is cost 5 (N = 2^12, r = 32, 16 MiB) and "jAT" cost 6.
     /// Longer fields (values of 48 and above, or optional p/t/g/NROM parameters) are never written by
     /// crypt_gensalt_rn and give nil.
-    /// Whether `hash` is one this hasher verifies (yescrypt, bcrypt), so the admin API may store it as given.
-    static func isImportable(_ hash: String) -> Bool { StoredHash(hash) != nil }
-
     public static func yescryptCost(of hash: String) -> Int? {
         guard case .yescrypt(let cost) = StoredHash(hash) else { return nil }
         return cost
@@ -201,8 +208,20 @@ private enum StoredHash {
     /// The hash with "$2y$" rewritten to "$2b$", because HummingbirdBcrypt knows only "$2a$" and "$2b$";
     /// crypt_blowfish's "$2y$" and OpenBSD's "$2b$" are the same algorithm.
     case bcrypt(normalized: String)
+    /// Imported: an argon2i or argon2id PHC string (`ImportedHashes.swift`).
+    case argon2(Argon2Hash)
+    /// Imported from Firebase: its modified scrypt, with the project's parameters in the string.
+    case firebaseScrypt(FirebaseScryptHash)
 
     init?(_ stored: String) {
+        if let argon2 = Argon2Hash(stored) {
+            self = .argon2(argon2)
+            return
+        }
+        if let firebase = FirebaseScryptHash(stored) {
+            self = .firebaseScrypt(firebase)
+            return
+        }
         let bytes = stored.utf8
         // Refusing anything outside printable ASCII up front keeps NULs and odd bytes away from C.
         guard bytes.count <= 256, bytes.allSatisfy({ (0x21...0x7E).contains($0) }) else { return nil }
