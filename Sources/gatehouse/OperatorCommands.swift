@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import GatehouseServer
 
 /// A target the operator named that does not exist: exit 1 with one line.
@@ -66,7 +67,7 @@ struct Companies: AsyncParsableCommand {
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Inspect accounts, sign them out everywhere, or disable them.",
-        subcommands: [List.self, Show.self, SignOut.self, Disable.self])
+        subcommands: [List.self, Show.self, SignOut.self, Disable.self, Import.self])
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List every account.")
@@ -107,6 +108,67 @@ struct Users: AsyncParsableCommand {
                 try await op.disableUser(account) ? () : nil
             }
             print("account \(account) disabled; its sessions ended")
+        }
+    }
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Import users from a Supabase or Firebase export, keeping ids and password hashes.",
+            discussion: """
+                Supabase: auth.users (and --identities auth.identities) as COPY ... TO STDOUT WITH CSV HEADER or as \
+                JSON rows. Firebase: firebase auth:export --format=json, with the project's password hash \
+                parameters. Every row is checked first; if any is refused nothing is written, and each refusal is \
+                listed by line. Running the same import again changes nothing. Imported hashes (bcrypt, argon2, \
+                Firebase scrypt) verify at sign-in and are rehashed to yescrypt then.
+                """)
+        @Argument(help: "The export file.") var file: String
+        @Option(help: "supabase or firebase.") var from: String
+        @Option(help: "Supabase: the auth.identities export, to link Sign in with Apple.") var identities: String?
+        @Option(help: "Firebase: the project's base64 signer key.") var hashKey: String?
+        @Option(help: "Firebase: the project's base64 salt separator.") var saltSeparator: String?
+        @Option(help: "Firebase: scrypt rounds.") var rounds: Int = 8
+        @Option(help: "Firebase: scrypt memory cost (log2 N).") var memCost: Int = 14
+        @Flag(help: "Check and report; write nothing.") var dryRun = false
+        @OptionGroup var options: ServerOptions
+
+        func validate() throws {
+            guard ["supabase", "firebase"].contains(from) else {
+                throw ValidationError("--from is supabase or firebase")
+            }
+            guard (hashKey == nil) == (saltSeparator == nil) else {
+                throw ValidationError("--hash-key and --salt-separator go together")
+            }
+        }
+
+        func run() async throws {
+            let configuration = try options.resolve()
+            let data = try Data(contentsOf: URL(fileURLWithPath: file))
+            let read: ImportRead
+            if from == "supabase" {
+                let linked = try identities.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }
+                read = ImportFormats.supabase(users: data, identities: linked)
+            } else {
+                var parameters: FirebaseHashParameters?
+                if let hashKey, let saltSeparator {
+                    parameters = FirebaseHashParameters(
+                        signerKey: hashKey, saltSeparator: saltSeparator, rounds: rounds, memoryCost: memCost)
+                    guard parameters != nil else {
+                        throw ValidationError("--hash-key and --salt-separator must be base64")
+                    }
+                }
+                read = ImportFormats.firebase(data, parameters: parameters)
+            }
+            let report = try await withStore(configuration) { store, _ in
+                try await UserImporter(store: store).run(read, source: from, dryRun: dryRun)
+            }
+            for note in report.notes { FileHandle.standardError.write(Data("note: \(note)\n".utf8)) }
+            for problem in report.problems { FileHandle.standardError.write(Data("refused: \(problem)\n".utf8)) }
+            guard report.problems.isEmpty else {
+                print("nothing imported: \(report.problems.count) row\(report.problems.count == 1 ? "" : "s") refused")
+                throw ExitCode(1)
+            }
+            let verb = dryRun ? "would import" : "imported"
+            print("\(verb) \(report.imported) user\(report.imported == 1 ? "" : "s"); \(report.unchanged) already here")
         }
     }
 }

@@ -54,7 +54,7 @@ class Client(SyncGoTrueClient):
     client sees is still what the client returns or raises; `answers` is there to say what came over the wire when the
     client does not show it."""
 
-    def __init__(self, url):
+    def __init__(self, url, headers=None):
         self.answers = []  # httpx.Response, oldest first, bodies read
         # As the client makes its own (redirects followed, HTTP/2 offered), but never through a proxy of the
         # environment: the server is on loopback.
@@ -65,7 +65,7 @@ class Client(SyncGoTrueClient):
             trust_env=False,
             event_hooks={"response": [self._record]},
         )
-        super().__init__(url=url, auto_refresh_token=False, persist_session=False, http_client=http)
+        super().__init__(url=url, headers=headers, auto_refresh_token=False, persist_session=False, http_client=http)
 
     def _record(self, response):
         response.read()
@@ -130,11 +130,33 @@ class Server:
         except FileNotFoundError:
             return ""
 
-    def client(self):
-        """A new official client with no session, like a fresh app install."""
-        client = Client(self.auth_url)
+    def client(self, headers=None):
+        """A new official client with no session, like a fresh app install; `headers` go on every request it makes,
+        its admin API's included."""
+        client = Client(self.auth_url, headers)
         self.clients.append(client)
         return client
+
+    def service_client(self, key):
+        """An official client for a backend holding the service key `key`: both headers carry it, as supabase-py's
+        create_client sets them for the service role. Its `admin` is the admin API."""
+        return self.client({"Authorization": f"Bearer {key}", "apikey": key})
+
+    def keys(self, *arguments):
+        """Runs `gatehouse keys ARGUMENTS --data-dir <this server's data>` beside the running server (the store is
+        SQLite in WAL mode) and returns what it printed on stdout."""
+        command = [self.binary, "keys", *arguments, "--data-dir", self.data_dir]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=WAIT)
+        assert done.returncode == 0, (
+            f"`gatehouse keys {' '.join(arguments)}` exited with {done.returncode}: {done.stderr.strip()}"
+        )
+        return done.stdout.strip()
+
+    def mint_service_key(self, *flags):
+        """A new service key (`gatehouse keys service-key`, which prints the key alone on stdout)."""
+        key = self.keys("service-key", *flags)
+        assert key and "\n" not in key, f"`gatehouse keys service-key` printed more than a key: {key!r}"
+        return key
 
     def get(self, path):
         """(status, headers) of a plain GET; no answer at all is status None."""
@@ -280,6 +302,16 @@ class Mailbox:
 @pytest.fixture
 def mailbox(server):
     return server.mailbox
+
+
+@pytest.fixture
+def service(server):
+    """An official client holding a service key of this test's server, as a backend makes one; `service.admin` is
+    its admin API (`SyncGoTrueAdminAPI`), whose answers `service.answers` records like any other."""
+    key = server.mint_service_key()
+    service = server.service_client(key)
+    service.key = key
+    return service
 
 
 # --- accounts ---------------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ struct TokenService: Sendable {
         try await throttling.admit(throttleKey, rule: throttling.passwordRule, client: client)
         let account = try await AccountRepository(db: store.database).find(email: email)
         let verification: PasswordVerification
-        if let account, let hash = account.passwordHash, account.disabledAt == nil {
+        if let account, let hash = account.passwordHash {
             verification = await hasher.verify(body.password, against: hash)
         } else if let account, account.emailConfirmedAt == nil, account.disabledAt == nil,
             let pending = try await OneTimeCodes(db: store.database, clock: clock, settings: settings)
@@ -53,6 +53,12 @@ struct TokenService: Sendable {
                     .signInFailed, accountID: account?.id,
                     detail: ["method": "password", "reason": reason, "email": Secrets.emailDigest(email)]))
             throw Self.invalidCredentials
+        }
+        // A banned account hears so, as from GoTrue, but only with its right password: a guess learns nothing.
+        guard account.disabledAt == nil else {
+            await sessions.audit(
+                client.event(.signInFailed, accountID: account.id, detail: ["method": "password", "reason": "banned"]))
+            throw APIError(.badRequest, code: .userBanned, message: "User is banned")
         }
         // An unconfirmed account with a password (imported, or written by an older release) does not sign in by it.
         guard account.emailConfirmedAt != nil else {

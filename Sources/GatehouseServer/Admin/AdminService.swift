@@ -203,7 +203,8 @@ struct AdminService: Sendable {
         case (nil, let hash?):
             guard PasswordHasher.isImportable(hash) else {
                 throw APIError.validation(
-                    "password_hash must be a bcrypt ($2a$, $2b$, $2y$) or yescrypt ($y$) hash")
+                    "password_hash must be a bcrypt, argon2i/argon2id (PHC), Firebase scrypt ($fbscrypt$) or yescrypt hash"
+                )
             }
             return hash
         case (nil, nil): return nil
@@ -259,8 +260,10 @@ struct AdminService: Sendable {
                     if let existing {
                         account = existing
                     } else {
+                        // The admin is trusted with the profile (GoTrue sets it at once); the password still waits
+                        // for the code, so whoever holds the address chooses whether it counts.
                         account = try await accounts.create(
-                            email: email, passwordHash: nil, metadata: [:], confirmedAt: nil, now: now)
+                            email: email, passwordHash: nil, metadata: body.data ?? [:], confirmedAt: nil, now: now)
                     }
                     purpose = .signup
                     pending = PendingSignup(passwordHash: pendingHash, metadata: body.data ?? [:])
@@ -328,8 +331,9 @@ struct AdminService: Sendable {
             if let existing {
                 account = existing
             } else {
+                // The invitation's profile is the user's at once, as GoTrue sets it.
                 account = try await accounts.create(
-                    email: email, passwordHash: nil, metadata: [:], confirmedAt: nil, now: now)
+                    email: email, passwordHash: nil, metadata: body.data ?? [:], confirmedAt: nil, now: now)
             }
             try await mail.issueAndMail(
                 to: email, purpose: .signup, accountID: account.id,

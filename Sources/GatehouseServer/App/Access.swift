@@ -178,11 +178,14 @@ struct Access: Sendable {
                 .forbidden, code: .crossSiteRequest, message: "The admin API is for backends: a browser may not call it"
             )
         }
+        // The bearer token decides when there is one (a user's token with the service key as apikey is that user);
+        // without one, the apikey.
         var presented: [String] = []
         if let header = headers[.authorization], header.lowercased().hasPrefix("bearer ") {
             presented.append(String(header.dropFirst("bearer ".count).trimmingHTTPWhitespace))
+        } else if let key = headers[Self.apiKey] {
+            presented.append(key)
         }
-        if let key = headers[Self.apiKey] { presented.append(key) }
         guard !presented.isEmpty else { throw APIError.noAuthorization }
         for token in presented {
             if let keyID = await serviceKeys.verify(token) { return AdminCaller(keyID: keyID, client: client) }

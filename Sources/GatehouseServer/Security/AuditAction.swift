@@ -58,6 +58,8 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case tierChanged = "tier_changed"
     case tokenRefreshed = "token_refreshed"
     case tokenRejected = "token_rejected"
+    /// `gatehouse users import` wrote the account.
+    case userImported = "user_imported"
     case verified = "verified"
     case verifyFailed = "verify_failed"
 }

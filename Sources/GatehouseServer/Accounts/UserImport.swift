@@ -1,0 +1,112 @@
+import Foundation
+import GatehouseAPI
+import SQLKit
+
+/// What an import did, or (a dry run) would do.
+public struct ImportReport: Sendable {
+    public var imported = 0
+    /// Users already here with the same id and address (a second run of the same import).
+    public var unchanged = 0
+    public var problems: [ImportNote] = []
+    public var notes: [ImportNote] = []
+    public var written: Bool = false
+}
+
+/// Writes imported users (`ImportFormats`) into the store, idempotently. Every row is checked first, against the
+/// others and the store; if any is refused, nothing is written and the report lists each refusal by line. Then the
+/// users go in batches, each one transaction: a batch is whole or absent, and a second run of the same file finds
+/// the written users unchanged and goes on from there.
+public struct UserImporter: Sendable {
+    let store: Store
+    let clock: any GatehouseClock
+    public var batchSize = 500
+
+    public init(store: Store, clock: any GatehouseClock = SystemClock()) {
+        self.store = store
+        self.clock = clock
+    }
+
+    public func run(_ read: ImportRead, source: String, dryRun: Bool) async throws -> ImportReport {
+        var report = ImportReport(problems: read.problems, notes: read.notes)
+        var fresh: [ImportedUser] = []
+        var ids: [String: Int] = [:]
+        var emails: [String: Int] = [:]
+        var subjects: [String: Int] = [:]
+        let accounts = AccountRepository(db: store.database)
+        for user in read.users {
+            if let first = ids[user.id] {
+                report.problems.append(.init(line: user.line, reason: "id \(user.id) is also on line \(first)"))
+                continue
+            }
+            if let first = emails[user.email] {
+                report.problems.append(.init(line: user.line, reason: "its email is also on line \(first)"))
+                continue
+            }
+            ids[user.id] = user.line
+            emails[user.email] = user.line
+            if let existing = try await accounts.find(id: user.id) {
+                if existing.email == user.email {
+                    report.unchanged += 1
+                } else {
+                    report.problems.append(
+                        .init(line: user.line, reason: "id \(user.id) is already an account with another email"))
+                }
+                continue
+            }
+            if try await accounts.find(email: user.email) != nil {
+                report.problems.append(.init(line: user.line, reason: "its email already has an account here"))
+                continue
+            }
+            var clash = false
+            for subject in user.appleSubjects {
+                if let first = subjects[subject] {
+                    report.problems.append(
+                        .init(line: user.line, reason: "its Apple identity is also on line \(first)"))
+                    clash = true
+                } else if try await accounts.identity(provider: "apple", providerID: subject) != nil {
+                    report.problems.append(
+                        .init(line: user.line, reason: "its Apple identity is linked to another account here"))
+                    clash = true
+                }
+                subjects[subject] = user.line
+            }
+            if !clash { fresh.append(user) }
+        }
+        report.problems.sort { $0.line < $1.line }
+        guard report.problems.isEmpty else { return report }
+        report.imported = fresh.count
+        guard !dryRun else { return report }
+        let now = clock.now
+        for start in stride(from: 0, to: fresh.count, by: max(1, batchSize)) {
+            let batch = Array(fresh[start..<min(start + max(1, batchSize), fresh.count)])
+            try await store.transaction { [clock] db in
+                let accounts = AccountRepository(db: db)
+                let audit = AuditRepository(db: db, clock: clock)
+                for user in batch {
+                    try await accounts.insert(
+                        AccountRecord(
+                            id: user.id, email: user.email, emailConfirmedAt: user.emailConfirmedAt,
+                            passwordHash: user.passwordHash, userMetadata: user.userMetadata,
+                            createdAt: user.createdAt, updatedAt: user.updatedAt, lastSignInAt: user.lastSignInAt,
+                            disabledAt: user.disabled ? now : nil, appMetadata: user.appMetadata))
+                    try await accounts.insert(
+                        IdentityRecord(
+                            id: Secrets.identifier(), accountID: user.id, provider: "email", providerID: user.id,
+                            email: user.email, createdAt: user.createdAt, lastSignInAt: user.lastSignInAt))
+                    for subject in user.appleSubjects {
+                        try await accounts.insert(
+                            IdentityRecord(
+                                id: Secrets.identifier(), accountID: user.id, provider: "apple", providerID: subject,
+                                email: user.email, createdAt: user.createdAt, lastSignInAt: nil))
+                    }
+                    try await audit.record(
+                        AuditEvent(
+                            .userImported, accountID: user.id,
+                            detail: ["source": source, "password": user.passwordHash == nil ? "none" : "imported"]))
+                }
+            }
+        }
+        report.written = true
+        return report
+    }
+}
