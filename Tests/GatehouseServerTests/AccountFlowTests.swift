@@ -483,6 +483,29 @@ struct AccountFlowTests {
         }
     }
 
+    @Test(
+        "--reveal-accounts on answers as GoTrue: a confirmed address's sign-up has no identities, create_user false for an unknown one is 422 otp_disabled; off, both answer as for any address"
+    )
+    func revealAccounts() async throws {
+        for reveal in [false, true] {
+            try await AccountHarness.with({ $0.auth.revealAccounts = reveal }) { h in
+                let taken = AccountHarness.newEmail("taken")
+                _ = try await h.confirmedAccount(taken)
+                h.clock.advance(by: 61)
+                let again = try await h.client.signUp(taken, password: "another passphrase 1")
+                #expect(again.status == 200)
+                #expect((again.json["identities"] as? [Any])?.isEmpty == reveal)
+                let fresh = try await h.client.signUp(
+                    AccountHarness.newEmail("fresh"), password: "another passphrase 1")
+                #expect((fresh.json["identities"] as? [Any])?.count == 1)
+                let unknown = try await h.client.otp(AccountHarness.newEmail("unknown"), createUser: false)
+                #expect(unknown.status == (reveal ? 422 : 200))
+                #expect(unknown.json["error_code"] as? String == (reveal ? "otp_disabled" : nil))
+                #expect(try await h.client.otp(taken, createUser: false).status == 200)
+            }
+        }
+    }
+
     @Test("both error formats: legacy by default, {code, message} with X-Supabase-Api-Version echoed")
     func errorFormats() async throws {
         try await AccountHarness.with { h in

@@ -68,7 +68,12 @@ struct SignUpService: Sendable {
             return account.id
         }
         guard let accountID, var account = try await AccountRepository(db: store.database).find(id: accountID)
-        else { return try await users.decoyUser(email: email, metadata: metadata, now: now) }
+        else {
+            var decoy = try await users.decoyUser(email: email, metadata: metadata, now: now)
+            // GoTrue's answer for a confirmed address: a user without identities, which apps test.
+            if settings.revealAccounts { decoy.identities = [] }
+            return decoy
+        }
         account.userMetadata = metadata
         let identities = try await AccountRepository(db: store.database).identities(accountID: account.id)
         return account.wire(identities: identities, confirmationSentAt: now)
@@ -83,6 +88,11 @@ struct SignUpService: Sendable {
         try await spendMail(to: email, cooldown: "otp", client: client)
         let now = clock.now
         let createUser = body.createUser ?? true
+        if !createUser, settings.revealAccounts,
+            try await AccountRepository(db: store.database).find(email: email) == nil
+        {
+            throw APIError(.unprocessableContent, code: .otpDisabled, message: "Signups not allowed for otp")
+        }
         try await mail.transactionQueuingMail { [self] db in
             let accounts = AccountRepository(db: db)
             var account = try await accounts.find(email: email)

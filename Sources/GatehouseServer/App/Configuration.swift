@@ -126,6 +126,8 @@ public struct AuthSettings: Sendable, Equatable {
     /// Whether an email change is confirmed by both addresses (GoTrue's secure email change), or by the new one
     /// alone; then it needs re-authentication like a password change.
     public var secureEmailChange = true
+    /// Answer as GoTrue does where that tells whether an address has an account (off: the same answer for any).
+    public var revealAccounts = false
 
     public init() {}
 }

@@ -67,6 +67,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case notReady = "not_ready"
     /// A mailed code or link that is wrong, used, voided or expired.
     case otpExpired = "otp_expired"
+    /// A code asked with `create_user: false` for an address with no account, with `--reveal-accounts on`.
+    case otpDisabled = "otp_disabled"
     /// A mail limit (per IP, or the per-address cooldown).
     case overEmailSendRateLimit = "over_email_send_rate_limit"
     /// A request limit or a backoff; Retry-After says when.

@@ -71,7 +71,7 @@ extension Setting {
         redirectURLs, accessTokenTTL, sessionIdleTimeout, sessionLifetime, appleAudiences, appleJWKSURL,
         trustedProxies, codeFailuresPerDay, metricsToken, encryptionKeys, syncRetention, templatesDir, appURL,
         appStoreURL, idleTimeout, liveStreamsPerSession, liveStreamsPerInstance, auditRetention,
-        sessionRetention, passwordReauthentication, secureEmailChange,
+        sessionRetention, passwordReauthentication, secureEmailChange, revealAccounts,
     ]
 
     public static let host = Setting("host", default: .value("127.0.0.1"), meaning: "address to listen on") {
@@ -405,6 +405,18 @@ extension Setting {
                 "\(source) must be a number of seconds from \(range.lowerBound) to \(range.upperBound)")
         }
         return TimeInterval(seconds)
+    }
+
+    public static let revealAccounts = Setting(
+        "reveal-accounts", default: .value("off"),
+        meaning: """
+            `on` answers as GoTrue does where that tells whether an address has an account: a sign-up of a \
+            confirmed address answers a user with no identities (what supabase-js apps test), and a code asked with \
+            `create_user: false` for an unknown address 422 `otp_disabled`. Anyone may then test addresses; `off` \
+            answers both as for any address
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.auth.revealAccounts = try onOff(value, source: source)
     }
 
     private static func onOff(_ value: String, source: String) throws(ConfigurationError) -> Bool {
