@@ -149,7 +149,8 @@ extension CommandLineTests {
             "--templates-dir": folder.path, "--app-url": "myapp://", "--app-store-url": "https://apps.example.com/app",
             "--idle-timeout": "30", "--live-streams-per-session": "2", "--live-streams-per-instance": "100",
             "--audit-retention": "0", "--session-retention": "86400", "--password-reauthentication": "off",
-            "--secure-email-change": "off", "--reveal-accounts": "on",
+            "--secure-email-change": "off", "--reveal-accounts": "on", "--anonymous-users": "on",
+            "--anonymous-retention": "86400",
         ]
     }
 

@@ -185,10 +185,6 @@ def test_anonymous_sign_in_is_refused_when_off(server):
 
 
 @pytest.mark.serve("--anonymous-users", "on")
-@pytest.mark.xfail(
-    strict=True,
-    reason="server work in progress: `gatehouse serve` has no --anonymous-users setting yet (exits 2, Unknown option)",
-)
 def test_anonymous_user_made_permanent_by_confirming_an_email(server, mailbox):
     client = server.client()
 

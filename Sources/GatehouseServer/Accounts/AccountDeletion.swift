@@ -26,6 +26,11 @@ struct AccountDeletion: Sendable {
     func delete(_ caller: Caller, proof: Proof) async throws {
         let client = caller.client
         let account = try await profiles.account(caller)
+        // An anonymous user has nothing but its session to prove itself with.
+        guard !account.isAnonymous else {
+            try await erase(account, client: client, refusal: .accountDeletionRefused)
+            return
+        }
         try await profiles.authorizeSensitiveChange(
             account: account, currentPassword: proof.currentPassword, nonce: proof.nonce, identity: caller.identity,
             client: client, needed: .signedInWithin(600, orRecoveryWithin: nil), neededStatus: .unauthorized,

@@ -50,7 +50,9 @@ struct AccountMail: Sendable {
         guard let change = account.emailChange else { return }
         let newEmail = change.newEmail
         try await OneTimeCodeRepository(db: db).voidEmailChanges(accountID: account.id, at: clock.now)
-        if settings.secureEmailChange {
+        if account.isAnonymous {
+            // No current address to ask: the new one alone confirms (GoTrue's anonymous user, made permanent).
+        } else if settings.secureEmailChange {
             try await issueAndMail(
                 to: account.email, purpose: .emailChange, accountID: account.id, newEmail: newEmail, db: db
             ) { code in
@@ -116,6 +118,10 @@ struct AccountMail: Sendable {
     /// A valid address mail can be sent to: one with non-ASCII characters needs a mail server with SMTPUTF8.
     func deliverableEmail(_ raw: String) async throws -> String {
         let email = try CredentialRules.validEmail(raw)
+        // The reserved .invalid domain (RFC 2606) receives no mail; anonymous users' placeholders live there.
+        guard !email.hasSuffix(".invalid") else {
+            throw APIError.validation("Unable to validate email address: the .invalid domain receives no mail")
+        }
         guard await mailer.canDeliver(to: email) else {
             throw APIError(
                 .unprocessableContent, code: .emailAddressNotSupported,

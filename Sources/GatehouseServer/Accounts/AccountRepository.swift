@@ -19,6 +19,13 @@ struct AccountRecord: Sendable {
     var appMetadata: [String: JSONValue] = [:]
     /// When a ban of a set length ends (`disabledAt` holds since when); nil for none or one without an end.
     var bannedUntil: Date? = nil
+    /// An anonymous user: `email` is a placeholder (`AccountRecord.anonymousEmail`) until it confirms one.
+    var isAnonymous = false
+
+    /// The placeholder address of an anonymous user: unique, and in the reserved `.invalid` domain (RFC 2606), which
+    /// `AccountMail.deliverableEmail` refuses and the mailer never sends to.
+    static func anonymousEmail(id: String) -> String { "anonymous+\(id)@\(anonymousDomain)" }
+    static let anonymousDomain = "anonymous.invalid"
 }
 
 /// An email change waiting for its confirmations (GoTrue's `email_change` columns): the address asked for, when its
@@ -76,7 +83,7 @@ struct AccountRepository {
     private static let columns = [
         "id", "email", "email_confirmed_at", "password_hash", "user_metadata", "created_at", "updated_at",
         "last_sign_in_at", "disabled_at", "email_change", "email_change_sent_at", "email_change_confirmed",
-        "app_metadata", "banned_until",
+        "app_metadata", "banned_until", "is_anonymous",
     ]
 
     func find(email: String) async throws -> AccountRecord? {
@@ -134,7 +141,7 @@ struct AccountRepository {
                 SQLBind(account.emailChange?.newEmail), SQLBind(account.emailChange?.sentAt.epochMilliseconds),
                 SQLBind(account.emailChange?.confirmedOnce == true ? 1 : 0),
                 SQLBind(account.appMetadata.isEmpty ? nil : Self.encode(account.appMetadata)),
-                SQLBind(account.bannedUntil?.epochMilliseconds)
+                SQLBind(account.bannedUntil?.epochMilliseconds), SQLBind(account.isAnonymous ? 1 : 0)
             )
             .run()
     }
@@ -171,6 +178,7 @@ struct AccountRepository {
             .set("email_change_confirmed", to: account.emailChange?.confirmedOnce == true ? 1 : 0)
             .set("app_metadata", to: account.appMetadata.isEmpty ? nil : Self.encode(account.appMetadata))
             .set("banned_until", to: account.bannedUntil?.epochMilliseconds)
+            .set("is_anonymous", to: account.isAnonymous ? 1 : 0)
             .where("id", .equal, account.id)
             .run()
     }
@@ -270,7 +278,8 @@ struct AccountRepository {
                 try? JSONDecoder().decode([String: JSONValue].self, from: Data($0.utf8))
             }
                 ?? [:],
-            bannedUntil: try date("banned_until"))
+            bannedUntil: try date("banned_until"),
+            isAnonymous: try row.decode(column: "is_anonymous", as: Int64.self) != 0)
     }
 
     private static func decodeIdentity(_ row: any SQLRow) throws -> IdentityRecord {

@@ -5,13 +5,17 @@ extension AccountRecord {
     /// The account as its owner sees it, in Supabase's user shape.
     func wire(identities: [IdentityRecord], confirmationSentAt: Date? = nil) -> Schemas.User {
         let providers = identities.map(\.provider).uniqued()
+        // An anonymous user has no provider (GoTrue leaves provider and providers out).
+        let providerMetadata: [String: JSONValue] =
+            isAnonymous && providers.isEmpty
+            ? [:]
+            : ["provider": .string(providers.first ?? "email"), "providers": .array(providers.map { .string($0) })]
         return Schemas.User(
-            id: id, aud: "authenticated", role: "authenticated", email: email, emailConfirmedAt: emailConfirmedAt,
+            id: id, aud: "authenticated", role: "authenticated", email: isAnonymous ? "" : email,
+            emailConfirmedAt: emailConfirmedAt,
             confirmedAt: emailConfirmedAt, confirmationSentAt: confirmationSentAt, phone: "",
             lastSignInAt: lastSignInAt,
-            appMetadata: appMetadata.merging([
-                "provider": .string(providers.first ?? "email"), "providers": .array(providers.map { .string($0) }),
-            ]) { $1 },
+            appMetadata: appMetadata.merging(providerMetadata) { $1 },
             userMetadata: userMetadata,
             identities: identities.map { identity in
                 var data: [String: JSONValue] = ["sub": .string(identity.providerID)]
@@ -25,7 +29,7 @@ extension AccountRecord {
                     lastSignInAt: identity.lastSignInAt, createdAt: identity.createdAt,
                     updatedAt: identity.lastSignInAt ?? identity.createdAt)
             },
-            createdAt: createdAt, updatedAt: updatedAt, isAnonymous: false, newEmail: emailChange?.newEmail,
+            createdAt: createdAt, updatedAt: updatedAt, isAnonymous: isAnonymous, newEmail: emailChange?.newEmail,
             emailChangeSentAt: emailChange?.sentAt,
             // A ban without an end (an operator's disable) shows as a century, as Supabase's dashboard sets one.
             bannedUntil: disabledAt.map { bannedUntil ?? $0.addingTimeInterval(100 * 365 * 86_400) })

@@ -13,8 +13,10 @@ extension API {
         let client = try access.client()
         switch input.body {
         case .json(let body):
-            let user = try await signUps.signUp(body, redirectTo: input.query.redirectTo, client: client)
-            return .ok(.init(body: .json(user)))
+            switch try await signUps.signUp(body, redirectTo: input.query.redirectTo, client: client) {
+            case .user(let user): return .ok(.init(body: .json(.User(user))))
+            case .anonymous(let session): return .ok(.init(body: .json(.Session(session))))
+            }
         }
     }
 
@@ -106,7 +108,9 @@ extension API {
     func getSettings(_ input: Operations.GetSettings.Input) async throws -> Operations.GetSettings.Output {
         let apple = !verification.settings.appleAudiences.isEmpty
         let settings = Schemas.Settings(
-            external: .init(email: true, apple: apple, phone: false, anonymousUsers: false), disableSignup: false,
+            external: .init(
+                email: true, apple: apple, phone: false, anonymousUsers: verification.settings.anonymousUsers),
+            disableSignup: false,
             mailerAutoconfirm: false, phoneAutoconfirm: false, smsProvider: "", samlEnabled: false)
         return .ok(.init(body: .json(settings)))
     }

@@ -54,8 +54,13 @@ struct ProfileService: Sendable {
             if email != account.email { newEmail = email }
         }
         if let password = body.password { try passwords.checkPassword(password, email: account.email) }
+        if account.isAnonymous, body.password != nil, newEmail == nil {
+            throw APIError.validation(
+                "Updating password of an anonymous user without an email or phone is not allowed")
+        }
         var needed: Freshness = .none
-        if body.password != nil || (newEmail != nil && !settings.secureEmailChange) {
+        // An anonymous user's session is all it has to prove itself with: it re-authenticates with nothing.
+        if !account.isAnonymous, body.password != nil || (newEmail != nil && !settings.secureEmailChange) {
             needed = passwordFreshness(allowingRecovery: body.password != nil && newEmail == nil)
         }
         if needed != .none || body.currentPassword != nil || body.nonce != nil {
@@ -203,6 +208,9 @@ struct ProfileService: Sendable {
     func reauthenticate(_ caller: Caller) async throws {
         let client = caller.client
         let account = try await account(caller)
+        guard !account.isAnonymous else {
+            throw APIError.validation("Reauthentication requires the user to have an email or a phone number")
+        }
         try await throttling.limit("mail", settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
         _ = try await throttling.claimCooldown("reauthentication", email: account.email)
         try await mail.transactionQueuingMail { db in

@@ -14,6 +14,13 @@ struct SignUpService: Sendable {
     let throttling: AccountThrottling
     let passwords: CredentialRules
     let users: UserReader
+    let sessions: SessionService
+
+    /// A sign-up's answer: a new user waiting for its code, or an anonymous user's session.
+    enum SignedUp: Sendable {
+        case user(Schemas.User)
+        case anonymous(Schemas.Session)
+    }
 
     /// Spends what every mail costs: the per-IP budget and the address's cooldown.
     private func spendMail(to email: String, cooldown: String, client: ClientInfo) async throws {
@@ -24,12 +31,41 @@ struct SignUpService: Sendable {
     /// Creates an unverified account and mails a code and link. What the sign-up chose (password, profile) waits on
     /// that code and takes effect only when that code is verified. An existing address gets the same answer (same
     /// ids each time), and its owner a warning mail instead.
-    func signUp(_ body: Schemas.SignUpRequest, redirectTo: String?, client: ClientInfo) async throws -> Schemas.User {
-        // GoTrue's anonymous sign-in is a sign-up without an address; Gatehouse has no anonymous users (yet).
-        guard let raw = body.email else {
+    func signUp(_ body: Schemas.SignUpRequest, redirectTo: String?, client: ClientInfo) async throws -> SignedUp {
+        // GoTrue's anonymous sign-in is a sign-up without an address.
+        guard let raw = body.email else { return .anonymous(try await anonymous(body.data ?? [:], client: client)) }
+        return .user(try await signUp(email: raw, body, redirectTo: redirectTo, client: client))
+    }
+
+    /// Signs in a new anonymous user (`--anonymous-users on`), 30 an hour from one address: a placeholder address in
+    /// the `.invalid` domain, the sign-up's data as its profile, a session whose `amr` is `anonymous`.
+    private func anonymous(_ data: [String: JSONValue], client: ClientInfo) async throws -> Schemas.Session {
+        guard settings.anonymousUsers else {
             throw APIError(
                 .unprocessableContent, code: .anonymousProviderDisabled, message: "Anonymous sign-ins are disabled")
         }
+        try UserMetadata.check(data)
+        try await throttling.limit("anonymous", settings.limits.anonymousSignInsPerIP, client: client)
+        let now = clock.now
+        let (account, issued) = try await store.transaction { [self] db in
+            let id = Secrets.identifier()
+            let account = AccountRecord(
+                id: id, email: AccountRecord.anonymousEmail(id: id), emailConfirmedAt: nil, passwordHash: nil,
+                userMetadata: data, createdAt: now, updatedAt: now, lastSignInAt: now, disabledAt: nil,
+                isAnonymous: true)
+            try await AccountRepository(db: db).insert(account)
+            let issued = try await sessions.start(
+                accountID: id, method: "anonymous", ip: client.ip, userAgent: client.userAgent, db: db)
+            try await AuditRepository(db: db, clock: clock).record(
+                client.event(.signup, accountID: id, detail: ["anonymous": "true"]))
+            return (account, issued)
+        }
+        return try await sessions.response(for: issued, user: try await users.user(account, db: store.database))
+    }
+
+    private func signUp(email raw: String, _ body: Schemas.SignUpRequest, redirectTo: String?, client: ClientInfo)
+        async throws -> Schemas.User
+    {
         let email = try await mail.deliverableEmail(raw)
         try UserMetadata.check(body.data ?? [:])
         if let password = body.password { try passwords.checkPassword(password, email: email) }

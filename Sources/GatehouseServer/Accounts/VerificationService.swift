@@ -177,7 +177,7 @@ struct VerificationService: Sendable {
                 // A code of a change replaced since (its codes are void) or already done no longer applies. (A code
                 // from before the account kept its change, mailed just before an upgrade, confirms alone.)
                 if let change = account.emailChange, change.newEmail != newEmail { throw Self.otpExpired }
-                if account.emailChange != nil, secureEmailChange,
+                if account.emailChange != nil, secureEmailChange, !account.isAnonymous,
                     try await accounts.confirmEmailChangeOnce(accountID: account.id, newEmail: newEmail)
                 {
                     try await audit.record(
@@ -194,7 +194,18 @@ struct VerificationService: Sendable {
                 let oldEmail = account.email
                 account.email = newEmail
                 account.emailChange = nil
-                try await accounts.updateEmailIdentity(accountID: account.id, email: newEmail)
+                if account.isAnonymous {
+                    // Made permanent, with the same id: the address is its first identity, and confirmed now (the
+                    // password and profile it set while anonymous are its own, not a sign-up's to replace).
+                    account.isAnonymous = false
+                    account.emailConfirmedAt = now
+                    try await accounts.insert(
+                        IdentityRecord(
+                            id: Secrets.identifier(), accountID: account.id, provider: "email", providerID: account.id,
+                            email: newEmail, createdAt: now, lastSignInAt: nil))
+                } else {
+                    try await accounts.updateEmailIdentity(accountID: account.id, email: newEmail)
+                }
                 try await OneTimeCodeRepository(db: db).voidEmailChanges(accountID: account.id, at: now)
                 try await mail.mailer.enqueue(.emailChanged(newEmail: newEmail), to: oldEmail, db: db)
             }

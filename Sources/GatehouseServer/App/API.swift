@@ -41,7 +41,7 @@ final class API: APIProtocol {
         let (mail, throttling, passwords, users) = (env.mail, env.throttling, env.passwords, env.users)
         signUps = SignUpService(
             store: env.store, clock: env.clock, settings: env.settings, hasher: env.hasher, mailer: env.mailer,
-            mail: mail, throttling: throttling, passwords: passwords, users: users)
+            mail: mail, throttling: throttling, passwords: passwords, users: users, sessions: env.sessions)
         verification = VerificationService(
             store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, throttling: throttling,
             users: users, mail: mail)

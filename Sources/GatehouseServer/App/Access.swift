@@ -138,6 +138,18 @@ struct Access: Sendable {
         return caller
     }
 
+    /// The account session of a permanent account: an anonymous user may not do this until it confirms an email.
+    func permanentAccount() async throws -> Caller {
+        let caller = try await account()
+        guard !caller.identity.claims.isAnonymous else {
+            await refused(caller.identity, client: caller.client, companyID: nil, reason: "anonymous_user")
+            throw APIError(
+                .forbidden, code: .anonymousNotAllowed,
+                message: "Anonymous users cannot do this: add an email to the account first")
+        }
+        return caller
+    }
+
     /// The account session of `token` (the web session cookie's access token), or nil: a page answers a missing or
     /// ended session with the sign-in page, not an error.
     func account(token: String) async -> Caller? {

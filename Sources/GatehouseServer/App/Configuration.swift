@@ -128,6 +128,8 @@ public struct AuthSettings: Sendable, Equatable {
     public var secureEmailChange = true
     /// Answer as GoTrue does where that tells whether an address has an account (off: the same answer for any).
     public var revealAccounts = false
+    /// Whether a sign-up without an email makes an anonymous user (GoTrue's anonymous sign-in; off by default).
+    public var anonymousUsers = false
 
     public init() {}
 }
@@ -154,6 +156,8 @@ public struct SweepSettings: Sendable, Equatable {
     public var auditRetention: TimeInterval = 400 * 24 * 3600
     /// Ended and expired sessions, with their refresh tokens, are deleted this long after they ended, seconds.
     public var endedSessionRetention: TimeInterval = 7 * 24 * 3600
+    /// Anonymous users with no sign-in or refresh for this long are deleted, seconds.
+    public var anonymousRetention: TimeInterval = 30 * 24 * 3600
     /// How often each instance sweeps, seconds.
     public var interval: TimeInterval = 300
     /// Rows deleted per statement, so no sweep holds the write lock for long.
@@ -176,6 +180,8 @@ public struct AuthLimits: Sendable, Equatable {
     public var failuresPerHour = 100
     /// Wrong mailed codes allowed per address in a day, across all its codes (NIST SP 800-63B: at most 100).
     public var codeFailuresPerDay = 100
+    /// Anonymous sign-ins from one IP address (GoTrue: 30 an hour).
+    public var anonymousSignInsPerIP = RateLimit(limit: 30, per: 3600)
 
     public init() {}
 }

@@ -5,6 +5,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case accountSessionRequired = "account_session_required"
     /// A sign-up without an email asks for an anonymous user, and anonymous sign-ins are off.
     case anonymousProviderDisabled = "anonymous_provider_disabled"
+    /// An anonymous user asked for what needs a permanent account (companies, shares): confirm an email first.
+    case anonymousNotAllowed = "anonymous_not_allowed"
     /// The PKCE verifier does not match the challenge.
     case badCodeVerifier = "bad_code_verifier"
     /// The body is not JSON of the expected shape (the field is named, the value never echoed).

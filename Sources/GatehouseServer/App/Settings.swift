@@ -71,7 +71,8 @@ extension Setting {
         redirectURLs, accessTokenTTL, sessionIdleTimeout, sessionLifetime, appleAudiences, appleJWKSURL,
         trustedProxies, codeFailuresPerDay, metricsToken, encryptionKeys, syncRetention, templatesDir, appURL,
         appStoreURL, idleTimeout, liveStreamsPerSession, liveStreamsPerInstance, auditRetention,
-        sessionRetention, passwordReauthentication, secureEmailChange, revealAccounts,
+        sessionRetention, passwordReauthentication, secureEmailChange, revealAccounts, anonymousUsers,
+        anonymousRetention,
     ]
 
     public static let host = Setting("host", default: .value("127.0.0.1"), meaning: "address to listen on") {
@@ -417,6 +418,24 @@ extension Setting {
             """
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.revealAccounts = try onOff(value, source: source)
+    }
+
+    public static let anonymousUsers = Setting(
+        "anonymous-users", default: .value("off"),
+        meaning: """
+            `on`: a sign-up without an email signs in a new anonymous user (GoTrue's anonymous sign-in, 30 an hour \
+            from one address), who becomes permanent, with the same id, by confirming an email; until then it may \
+            not create companies or accept shares. `off` answers 422 `anonymous_provider_disabled`
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.auth.anonymousUsers = try onOff(value, source: source)
+    }
+
+    public static let anonymousRetention = Setting(
+        "anonymous-retention", default: .value("2592000", note: "30 days"),
+        meaning: "seconds an anonymous user may go without a sign-in or refresh before the sweeper deletes it"
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.sweep.anonymousRetention = try seconds(value, source: source, range: 3600...315_360_000)
     }
 
     private static func onOff(_ value: String, source: String) throws(ConfigurationError) -> Bool {

@@ -8,7 +8,7 @@ extension API {
     }
 
     func createCompany(_ input: Operations.CreateCompany.Input) async throws -> Operations.CreateCompany.Output {
-        let caller = try await access.account()
+        let caller = try await access.permanentAccount()
         switch input.body {
         case .json(let body): return .created(.init(body: .json(try await companies.create(body, by: caller))))
         }
@@ -19,7 +19,7 @@ extension API {
     }
 
     func acceptShare(_ input: Operations.AcceptShare.Input) async throws -> Operations.AcceptShare.Output {
-        .ok(.init(body: .json(try await shares.accept(input.path.token, by: try await access.account()))))
+        .ok(.init(body: .json(try await shares.accept(input.path.token, by: try await access.permanentAccount()))))
     }
 
     // MARK: One company (a session logged in to it)

@@ -94,6 +94,8 @@ public struct Mailer: Sendable {
     func enqueue(
         _ template: Template, to recipient: String, locale: String? = nil, db: any SQLDatabase
     ) async throws {
+        // An anonymous user's placeholder address receives nothing.
+        guard !recipient.hasSuffix("@" + AccountRecord.anonymousDomain) else { return }
         var tag = locale
         if tag == nil {
             tag = Self.locale(in: try await AccountRepository(db: db).find(email: recipient)?.userMetadata)

@@ -147,7 +147,7 @@ final class SessionService: Sendable {
         let claims = AccessTokenClaims(
             iss: issuer, aud: "authenticated", sub: issued.accountID, exp: issuedAt + Int64(lifetime), iat: issuedAt,
             nbf: issuedAt, email: user.email, phone: "", role: "authenticated", aal: "aal1", amr: issued.amr,
-            sessionID: issued.sessionID, sid: issued.sessionID, isAnonymous: false,
+            sessionID: issued.sessionID, sid: issued.sessionID, isAnonymous: user.isAnonymous,
             cid: membership?.companyID, companyRole: membership?.role.rawValue, deptMask: membership?.deptMask,
             managerMask: membership?.managerMask, username: issued.username)
         let token = try await keys.sign(claims)

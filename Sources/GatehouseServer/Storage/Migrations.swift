@@ -421,6 +421,9 @@ public enum Migrations {
             // sweeper lifts it; a ban without an end is `disabled_at` alone).
             try await db.alter(table: "accounts").column("app_metadata", type: .text).run()
             try await db.alter(table: "accounts").column("banned_until", type: .bigint).run()
+            // An anonymous user (GoTrue's anonymous sign-in) until it confirms an email; its address column holds a
+            // placeholder in the reserved .invalid domain, which no mail is ever sent to.
+            try await db.alter(table: "accounts").column("is_anonymous", type: .bigint, .notNull, .default(0)).run()
             try await db.create(index: "accounts_banned_until").on("accounts").column("banned_until").run()
             try await db.create(index: "accounts_created").on("accounts").column("created_at").column("id").run()
             // One row per service key minted; the key itself is never stored.

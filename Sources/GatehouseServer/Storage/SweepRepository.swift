@@ -25,6 +25,8 @@ enum SweepKind: String, CaseIterable, Sendable {
     case identityTokens = "identity_tokens"
     /// Audit events older than the audit retention.
     case audit
+    /// Anonymous users with no sign-in and no session refreshed for the anonymous retention (their sessions go too).
+    case anonymousAccounts = "anonymous_accounts"
 
     var table: String {
         switch self {
@@ -36,6 +38,7 @@ enum SweepKind: String, CaseIterable, Sendable {
         case .throttles: "auth_throttle"
         case .identityTokens: "used_identity_tokens"
         case .audit: "audit_events"
+        case .anonymousAccounts: "accounts"
         }
     }
 
@@ -60,6 +63,7 @@ struct SweepCutoffs: Sendable, Equatable {
     let throttlesIdleBefore: Int64
     /// Nil when audit events are kept forever.
     let auditBefore: Int64?
+    var anonymousIdleBefore: Int64 = .min
 }
 
 /// All SQL of the sweeper. A batch is found by a plain read (no write lock held while the store is searched), then
@@ -162,6 +166,13 @@ struct SweepRepository {
         case .audit:
             // Never reached with no retention: the sweeper skips the kind.
             return "occurred_at < \(bind: c.auditBefore ?? Int64.min)"
+        case .anonymousAccounts:
+            return """
+                is_anonymous = 1 AND created_at < \(bind: c.anonymousIdleBefore) \
+                AND COALESCE(last_sign_in_at, 0) < \(bind: c.anonymousIdleBefore) AND NOT EXISTS \
+                (SELECT 1 FROM sessions s WHERE s.account_id = accounts.id \
+                AND s.refreshed_at >= \(bind: c.anonymousIdleBefore))
+                """
         }
     }
 

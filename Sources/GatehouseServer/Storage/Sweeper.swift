@@ -32,7 +32,8 @@ enum SweepRules {
             codesExpiredBefore: before(spentCodeMargin),
             mailCreatedBefore: before(MailQueue.giveUpAfter + spentCodeMargin),
             throttlesIdleBefore: before(max(throttleWindow, auth.resendCooldown)),
-            auditBefore: sweep.auditRetention > 0 ? before(sweep.auditRetention) : nil)
+            auditBefore: sweep.auditRetention > 0 ? before(sweep.auditRetention) : nil,
+            anonymousIdleBefore: before(sweep.anonymousRetention))
     }
 }
 
