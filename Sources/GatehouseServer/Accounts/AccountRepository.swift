@@ -21,6 +21,10 @@ struct AccountRecord: Sendable {
     var bannedUntil: Date? = nil
     /// An anonymous user: `email` is a placeholder (`AccountRecord.anonymousEmail`) until it confirms one.
     var isAnonymous = false
+    /// When the last sign-up code, recovery or sign-in link, and invitation were sent (`AccountRepository.stamp`).
+    var confirmationSentAt: Date? = nil
+    var recoverySentAt: Date? = nil
+    var invitedAt: Date? = nil
 
     /// The placeholder address of an anonymous user: unique, and in the reserved `.invalid` domain (RFC 2606), which
     /// `AccountMail.deliverableEmail` refuses and the mailer never sends to.
@@ -83,7 +87,7 @@ struct AccountRepository {
     private static let columns = [
         "id", "email", "email_confirmed_at", "password_hash", "user_metadata", "created_at", "updated_at",
         "last_sign_in_at", "disabled_at", "email_change", "email_change_sent_at", "email_change_confirmed",
-        "app_metadata", "banned_until", "is_anonymous",
+        "app_metadata", "banned_until", "is_anonymous", "confirmation_sent_at", "recovery_sent_at", "invited_at",
     ]
 
     func find(email: String) async throws -> AccountRecord? {
@@ -141,7 +145,10 @@ struct AccountRepository {
                 SQLBind(account.emailChange?.newEmail), SQLBind(account.emailChange?.sentAt.epochMilliseconds),
                 SQLBind(account.emailChange?.confirmedOnce == true ? 1 : 0),
                 SQLBind(account.appMetadata.isEmpty ? nil : Self.encode(account.appMetadata)),
-                SQLBind(account.bannedUntil?.epochMilliseconds), SQLBind(account.isAnonymous ? 1 : 0)
+                SQLBind(account.bannedUntil?.epochMilliseconds), SQLBind(account.isAnonymous ? 1 : 0),
+                SQLBind(account.confirmationSentAt?.epochMilliseconds),
+                SQLBind(account.recoverySentAt?.epochMilliseconds),
+                SQLBind(account.invitedAt?.epochMilliseconds)
             )
             .run()
     }
@@ -192,6 +199,20 @@ struct AccountRepository {
             .where("id", .equal, accountID).where("email_change", .equal, newEmail)
             .where("email_change_confirmed", .equal, 0)
             .returning("id").all().isEmpty
+    }
+
+    /// When something went out to the account, as GoTrue stamps its user. Written only here (never by `update`), so
+    /// a record read earlier in the same transaction cannot undo it.
+    enum Stamp: String {
+        case confirmationSent = "confirmation_sent_at"
+        case recoverySent = "recovery_sent_at"
+        case invited = "invited_at"
+    }
+
+    func stamp(_ stamp: Stamp, accountID: String, at time: Date) async throws {
+        TransactionChanges.accountChanged(accountID)
+        try await db.update("accounts").set(SQLIdentifier(stamp.rawValue), to: SQLBind(time.epochMilliseconds))
+            .where("id", .equal, accountID).run()
     }
 
     /// Sets the last sign-in time and, when given, a fresh hash of the same password (only over `replacing`, the hash
@@ -279,7 +300,9 @@ struct AccountRepository {
             }
                 ?? [:],
             bannedUntil: try date("banned_until"),
-            isAnonymous: try row.decode(column: "is_anonymous", as: Int64.self) != 0)
+            isAnonymous: try row.decode(column: "is_anonymous", as: Int64.self) != 0,
+            confirmationSentAt: try date("confirmation_sent_at"), recoverySentAt: try date("recovery_sent_at"),
+            invitedAt: try date("invited_at"))
     }
 
     private static func decodeIdentity(_ row: any SQLRow) throws -> IdentityRecord {

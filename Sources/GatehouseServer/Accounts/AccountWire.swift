@@ -13,7 +13,7 @@ extension AccountRecord {
         return Schemas.User(
             id: id, aud: "authenticated", role: "authenticated", email: isAnonymous ? "" : email,
             emailConfirmedAt: emailConfirmedAt,
-            confirmedAt: emailConfirmedAt, confirmationSentAt: confirmationSentAt, phone: "",
+            confirmedAt: emailConfirmedAt, confirmationSentAt: confirmationSentAt ?? self.confirmationSentAt, phone: "",
             lastSignInAt: lastSignInAt,
             appMetadata: appMetadata.merging(providerMetadata) { $1 },
             userMetadata: userMetadata,
@@ -32,6 +32,7 @@ extension AccountRecord {
             createdAt: createdAt, updatedAt: updatedAt, isAnonymous: isAnonymous, newEmail: emailChange?.newEmail,
             emailChangeSentAt: emailChange?.sentAt,
             // A ban without an end (an operator's disable) shows as a century, as Supabase's dashboard sets one.
-            bannedUntil: disabledAt.map { bannedUntil ?? $0.addingTimeInterval(100 * 365 * 86_400) })
+            bannedUntil: disabledAt.map { bannedUntil ?? $0.addingTimeInterval(100 * 365 * 86_400) },
+            recoverySentAt: recoverySentAt, invitedAt: invitedAt)
     }
 }

@@ -89,6 +89,14 @@ struct OneTimeCodes {
                 pendingPasswordHash: pending?.passwordHash, pendingMetadata: pendingJSON, codeChallenge: codeChallenge),
             linkHash: Secrets.digest(issued.linkToken), createdAt: now,
             expiresAt: now.addingTimeInterval(settings.codeLifetime))
+        if let accountID {
+            switch purpose {
+            case .signup: try await AccountRepository(db: db).stamp(.confirmationSent, accountID: accountID, at: now)
+            case .recovery, .magiclink:
+                try await AccountRepository(db: db).stamp(.recoverySent, accountID: accountID, at: now)
+            case .emailChange, .reauthentication: break
+            }
+        }
         return issued
     }
 

@@ -111,6 +111,9 @@ struct SignUpService: Sendable {
             return decoy
         }
         account.userMetadata = metadata
+        // Shaped as the decoy is: what else went out to an existing address is not the sign-up's to tell.
+        account.recoverySentAt = nil
+        account.invitedAt = nil
         let identities = try await AccountRepository(db: store.database).identities(accountID: account.id)
         return account.wire(identities: identities, confirmationSentAt: now)
     }

@@ -293,9 +293,12 @@ struct AdminService: Sendable {
             let code = try await codes.issue(
                 email: recipient, purpose: purpose, accountID: account.id, newEmail: newEmail, pending: pending,
                 keys: mail.codeKeys)
+            if body._type == .invite {
+                try await accounts.stamp(.invited, accountID: account.id, at: now)
+            }
             try await AuditRepository(db: db, clock: clock).record(
                 admin.event(.adminLinkGenerated, accountID: account.id, detail: ["type": type]))
-            return (account, code, type)
+            return (try await accounts.find(id: account.id) ?? account, code, type)
         }
         let linkType = purpose(ofLinkType: type)
         let user = try await users.user(account, db: store.database)
@@ -335,6 +338,7 @@ struct AdminService: Sendable {
                 account = try await accounts.create(
                     email: email, passwordHash: nil, metadata: body.data ?? [:], confirmedAt: nil, now: now)
             }
+            try await AccountRepository(db: db).stamp(.invited, accountID: account.id, at: now)
             try await mail.issueAndMail(
                 to: email, purpose: .signup, accountID: account.id,
                 pending: PendingSignup(passwordHash: nil, metadata: body.data ?? [:]), db: db
@@ -345,7 +349,7 @@ struct AdminService: Sendable {
             }
             try await AuditRepository(db: db, clock: clock).record(
                 admin.event(.adminUserInvited, accountID: account.id))
-            return account
+            return try await accounts.find(id: account.id) ?? account
         }
         return try await users.user(account, db: store.database)
     }

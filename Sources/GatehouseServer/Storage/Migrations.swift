@@ -424,6 +424,10 @@ public enum Migrations {
             // An anonymous user (GoTrue's anonymous sign-in) until it confirms an email; its address column holds a
             // placeholder in the reserved .invalid domain, which no mail is ever sent to.
             try await db.alter(table: "accounts").column("is_anonymous", type: .bigint, .notNull, .default(0)).run()
+            // When the last sign-up code, recovery or sign-in link and invitation went out (GoTrue's stamps).
+            for column in ["confirmation_sent_at", "recovery_sent_at", "invited_at"] {
+                try await db.alter(table: "accounts").column(column, type: .bigint).run()
+            }
             try await db.create(index: "accounts_banned_until").on("accounts").column("banned_until").run()
             try await db.create(index: "accounts_created").on("accounts").column("created_at").column("id").run()
             // One row per service key minted; the key itself is never stored.
