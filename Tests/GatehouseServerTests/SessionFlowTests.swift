@@ -278,4 +278,27 @@ struct SessionFlowTests {
             #expect(try await h.client.verify(email, code: code, type: "signup").status == 200)
         }
     }
+
+    @Test(
+        "access tokens carry app_metadata and user_metadata as GoTrue's do, while they fit a web cookie (1 KiB together)"
+    )
+    func metadataClaims() async throws {
+        try await AccountHarness.with { h in
+            let email = AccountHarness.newEmail("claims")
+            let session = try await h.confirmedAccount(email)
+            #expect(
+                try await h.client.put("/auth/v1/user", ["data": ["theme": "dark"]], bearer: session.access).status
+                    == 200)
+            let small = try SignedIn(try await h.client.refresh(session.refresh))
+            let claims = try AnonymousTests.claims(small.access)
+            #expect((claims["user_metadata"] as? [String: Any])?["theme"] as? String == "dark")
+            #expect((claims["app_metadata"] as? [String: Any])?["provider"] as? String == "email")
+            let large = String(repeating: "x", count: 2000)
+            #expect(
+                try await h.client.put("/auth/v1/user", ["data": ["bio": large]], bearer: small.access).status == 200)
+            let big = try SignedIn(try await h.client.refresh(small.refresh))
+            #expect(try AnonymousTests.claims(big.access)["user_metadata"] == nil)
+            #expect(big.access.utf8.count < 4000)
+        }
+    }
 }

@@ -163,10 +163,6 @@ def test_update_user_data_round_trips(server, confirmed_account):
     assert elsewhere.user.user_metadata == updated.user.user_metadata
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the server's access tokens carry no app_metadata and no user_metadata claim; GoTrue's always carry both",
-)
 def test_access_token_carries_the_users_metadata(server, confirmed_account):
     client, address = confirmed_account(data={"name": "Ada"})
     client.update_user({"data": {"theme": "dark"}})

@@ -144,16 +144,32 @@ final class SessionService: Sendable {
         let now = clock.now
         let lifetime = Int(settings.accessTokenLifetime)
         let issuedAt = Int64(now.timeIntervalSince1970)
+        // GoTrue's tokens carry both metadata objects, which apps read (get_claims, row-level security). The web
+        // pages keep the token in a cookie, whose 4 KB they must fit: larger metadata is read from /user instead.
+        let metadata = Self.metadataClaims(app: user.appMetadata, user: user.userMetadata)
         let claims = AccessTokenClaims(
             iss: issuer, aud: "authenticated", sub: issued.accountID, exp: issuedAt + Int64(lifetime), iat: issuedAt,
             nbf: issuedAt, email: user.email, phone: "", role: "authenticated", aal: "aal1", amr: issued.amr,
             sessionID: issued.sessionID, sid: issued.sessionID, isAnonymous: user.isAnonymous,
-            cid: membership?.companyID, companyRole: membership?.role.rawValue, deptMask: membership?.deptMask,
+            appMetadata: metadata?.app, userMetadata: metadata?.user, cid: membership?.companyID,
+            companyRole: membership?.role.rawValue, deptMask: membership?.deptMask,
             managerMask: membership?.managerMask, username: issued.username)
         let token = try await keys.sign(claims)
         return Schemas.Session(
             accessToken: token, tokenType: .bearer, expiresIn: lifetime, expiresAt: claims.exp,
             refreshToken: issued.refreshToken, user: user, sessionExpiresAt: issued.endsAt.map { $0 / 1000 })
+    }
+
+    /// The most bytes the two metadata objects may take, encoded, to ride in an access token.
+    static let metadataClaimLimit = 1024
+
+    /// Both metadata objects for the token's claims, or nil when together they are over `metadataClaimLimit`.
+    static func metadataClaims(app: JSONFields, user: JSONFields) -> (app: JSONFields, user: JSONFields)? {
+        let encoder = JSONEncoder()
+        guard let appSize = try? encoder.encode(app).count, let userSize = try? encoder.encode(user).count,
+            appSize + userSize <= metadataClaimLimit
+        else { return nil }
+        return (app, user)
     }
 
     // MARK: Refreshing

@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseAPI
 import JWTKit
 import NIOConcurrencyHelpers
 import SQLKit
@@ -189,6 +190,10 @@ struct AccessTokenClaims: JWTPayload, Equatable {
     var sessionID: String
     var sid: String
     var isAnonymous: Bool
+    /// The user's `app_metadata` and `user_metadata` as GoTrue's tokens carry them, when they fit
+    /// (`SessionService.metadataClaimLimit`); absent from older tokens.
+    var appMetadata: JSONFields? = nil
+    var userMetadata: JSONFields? = nil
     /// Company context, present on a company login's tokens.
     var cid: String? = nil
     var companyRole: String? = nil
@@ -200,6 +205,8 @@ struct AccessTokenClaims: JWTPayload, Equatable {
         case iss, aud, sub, exp, iat, nbf, email, phone, role, aal, amr, sid, cid, username
         case sessionID = "session_id"
         case isAnonymous = "is_anonymous"
+        case appMetadata = "app_metadata"
+        case userMetadata = "user_metadata"
         case companyRole = "company_role"
         case deptMask = "dept_mask"
         case managerMask = "manager_mask"
