@@ -223,6 +223,28 @@ struct ClientSDKTests {
         }
     }
 
+    @Test(
+        "An email change through the SDK: the first code throws otherAddressPending, the second signs in with the new address"
+    )
+    func emailChange() async throws {
+        try await AccountHarness.with { h in
+            let client = try Self.client(h, store: MemorySessionStore())
+            let (email, _) = try await Self.signedUp(h, client)
+            let newEmail = AccountHarness.newEmail("sdk-new")
+            let asked = try await client.auth.updateUser(email: newEmail)
+            #expect(asked.email == email)
+            let current = try #require(
+                try await h.mail(to: email, subject: "Confirm the change of your email address").code)
+            let fresh = try #require(try await h.mail(to: newEmail, subject: "Confirm your new email address").code)
+            await #expect(throws: GatehouseError.otherAddressPending) {
+                try await client.auth.verify(email: newEmail, code: fresh, type: .emailChange)
+            }
+            let session = try await client.auth.verify(email: email, code: current, type: .emailChange)
+            #expect(session.email == newEmail)
+            #expect(try await client.auth.user().email == newEmail)
+        }
+    }
+
     @Test("Sign in with Apple: the app gives Apple the nonce helper's hash, and the SDK the raw nonce")
     func signInWithApple() async throws {
         let apple = try await FakeAppleKeys.start()
