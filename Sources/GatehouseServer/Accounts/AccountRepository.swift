@@ -99,6 +99,25 @@ struct AccountRepository {
         try await db.select().columns(Self.columns).from("accounts").where("id", .equal, id).first().map(Self.decode)
     }
 
+    /// The accounts with any of `ids` or `emails`, read 500 at a time (an import's check of its rows), as id → email.
+    func existing(ids: [String], emails: [String]) async throws -> (byID: [String: String], byEmail: [String: String]) {
+        var byID: [String: String] = [:]
+        var byEmail: [String: String] = [:]
+        for (column, values) in [("id", ids), ("email", emails)] {
+            for chunk in values.chunks(of: 500) {
+                let rows = try await db.select().columns("id", "email").from("accounts")
+                    .where(SQLIdentifier(column), .in, Array(chunk)).all()
+                for row in rows {
+                    let id = try row.decode(column: "id", as: String.self)
+                    let email = try row.decode(column: "email", as: String.self)
+                    byID[id] = email
+                    byEmail[email] = id
+                }
+            }
+        }
+        return (byID, byEmail)
+    }
+
     /// The account an operator names, by id or by email.
     func find(idOrEmail: String) async throws -> AccountRecord? {
         if let account = try await find(id: idOrEmail) { return account }

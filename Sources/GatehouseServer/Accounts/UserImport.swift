@@ -33,6 +33,7 @@ public struct UserImporter: Sendable {
         var emails: [String: Int] = [:]
         var subjects: [String: Int] = [:]
         let accounts = AccountRepository(db: store.database)
+        let existing = try await accounts.existing(ids: read.users.map(\.id), emails: read.users.map(\.email))
         for user in read.users {
             if let first = ids[user.id] {
                 report.problems.append(.init(line: user.line, reason: "id \(user.id) is also on line \(first)"))
@@ -44,8 +45,8 @@ public struct UserImporter: Sendable {
             }
             ids[user.id] = user.line
             emails[user.email] = user.line
-            if let existing = try await accounts.find(id: user.id) {
-                if existing.email == user.email {
+            if let email = existing.byID[user.id] {
+                if email == user.email {
                     report.unchanged += 1
                 } else {
                     report.problems.append(
@@ -53,7 +54,7 @@ public struct UserImporter: Sendable {
                 }
                 continue
             }
-            if try await accounts.find(email: user.email) != nil {
+            if existing.byEmail[user.email] != nil {
                 report.problems.append(.init(line: user.line, reason: "its email already has an account here"))
                 continue
             }

@@ -396,7 +396,7 @@ enum StoredJSON {
 
 extension Array {
     /// The array in consecutive slices of at most `size` elements (statements stay within the stores' bind limits).
-    fileprivate func chunks(of size: Int) -> [ArraySlice<Element>] {
+    func chunks(of size: Int) -> [ArraySlice<Element>] {
         stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
     }
 }
