@@ -203,8 +203,10 @@ struct AdminAPITests {
             #expect(try await h.client.user(session.access).status == 403)
             #expect(try await h.client.refresh(session.refresh).json["error_code"] as? String == "user_banned")
             #expect(try await h.client.password(email, "correct horse battery").status != 200)
-            let bad = try await admin.send(.put, "/auth/v1/admin/users/\(id)", ["ban_duration": "2 days"])
-            #expect(bad.status == 400 && bad.json["error_code"] as? String == "validation_failed")
+            for refused in ["2 days", "99999999999999h", "1e400h"] {
+                let bad = try await admin.send(.put, "/auth/v1/admin/users/\(id)", ["ban_duration": refused])
+                #expect(bad.status == 400 && bad.json["error_code"] as? String == "validation_failed", "\(refused)")
+            }
 
             // Past its end, the sweeper lifts it.
             h.clock.advance(by: 90 * 60 + 1)
@@ -272,6 +274,13 @@ struct AdminAPITests {
             let first = try await h.client.verify(
                 email, code: try #require(current.json["email_otp"] as? String), type: "email_change")
             #expect(first.json["code"] as? String == "200")
+            // Another code for the side that confirmed already confirms that side again, never both.
+            let currentAgain = try await admin.send(
+                .post, "/auth/v1/admin/generate_link",
+                ["type": "email_change_current", "email": email, "new_email": newEmail])
+            let repeated = try await h.client.verify(
+                email, code: try #require(currentAgain.json["email_otp"] as? String), type: "email_change")
+            #expect(repeated.json["code"] as? String == "200" && repeated.json["access_token"] == nil)
             let second = try await h.client.verify(
                 newEmail, code: try #require(new.json["email_otp"] as? String), type: "email_change")
             #expect((second.json["user"] as? [String: Any])?["email"] as? String == newEmail)

@@ -48,13 +48,18 @@ struct AnonymousTests {
             #expect(company.status == 403 && company.json["code"] as? String == "anonymous_not_allowed")
             let password = try await h.client.put(
                 "/auth/v1/user", ["password": "guest passphrase 1"], bearer: session.access)
-            #expect(password.status == 400 && password.json["error_code"] as? String == "validation_failed")
-            #expect(try await h.client.get("/auth/v1/reauthenticate", bearer: session.access).status == 400)
+            #expect(password.status == 422 && password.json["error_code"] as? String == "validation_failed")
+            #expect(try await h.client.get("/auth/v1/reauthenticate", bearer: session.access).status == 422)
 
-            // An email (and a password with it): one code, to the new address, and the same user, permanent.
+            // Nor with an email in the same request: whoever confirms that address would take over an account whose
+            // password someone else chose.
             let email = AccountHarness.newEmail("kept")
-            let asked = try await h.client.put(
+            let both = try await h.client.put(
                 "/auth/v1/user", ["email": email, "password": "guest passphrase 1"], bearer: session.access)
+            #expect(both.status == 422)
+
+            // An email: one code, to the new address, and the same user, permanent; a password after that.
+            let asked = try await h.client.put("/auth/v1/user", ["email": email], bearer: session.access)
             #expect(asked.status == 200 && asked.json["new_email"] as? String == email)
             let code = try #require(try await h.mail(to: email, subject: "Confirm your new email address").code)
             let confirmed = try await h.client.verify(email, code: code, type: "email_change")
@@ -66,6 +71,9 @@ struct AnonymousTests {
             #expect((now["user_metadata"] as? [String: Any])?["nickname"] as? String == "guest")
             #expect((now["identities"] as? [[String: Any]])?.first?["provider"] as? String == "email")
             #expect(try Self.claims(permanent.access)["is_anonymous"] as? Bool == false)
+            let password2 = try await h.client.put(
+                "/auth/v1/user", ["password": "guest passphrase 1"], bearer: permanent.access)
+            #expect(password2.status == 200)
             #expect(try await h.client.password(email, "guest passphrase 1").status == 200)
             #expect(try await h.client.createCompany("Kept Co", bearer: permanent.access).status == 201)
         }

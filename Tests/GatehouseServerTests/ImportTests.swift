@@ -115,6 +115,11 @@ struct ImportTests {
         let missing = ImportFormats.firebase(data, parameters: nil)
         #expect(missing.users.isEmpty && missing.problems.first?.reason.contains("--hash-key") == true)
         #expect(ImportFormats.firebase(Data("{}".utf8), parameters: nil).problems.count == 1)
+        var odd = Self.firebaseUser
+        odd["createdAt"] = "1e30"
+        let oddTime = ImportFormats.firebase(
+            try JSONSerialization.data(withJSONObject: ["users": [odd]]), parameters: Self.firebaseParameters)
+        #expect(oddTime.users.isEmpty && oddTime.problems.first?.reason.contains("milliseconds") == true)
     }
 
     @Test(

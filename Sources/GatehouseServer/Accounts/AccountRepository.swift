@@ -38,7 +38,15 @@ struct AccountRecord: Sendable {
 struct PendingEmailChange: Sendable, Equatable {
     let newEmail: String
     let sentAt: Date
-    var confirmedOnce = false
+    /// Which address confirmed first: none yet, the current one, or the new one. The change completes when the
+    /// other one does.
+    var confirmedBy: Side = .none
+
+    enum Side: Int64, Sendable {
+        case none = 0
+        case current = 1
+        case new = 2
+    }
 }
 
 /// The profile data an account carries (`user_metadata`) has a total size: it rides in every token answer and the
@@ -118,6 +126,16 @@ struct AccountRepository {
         return (byID, byEmail)
     }
 
+    /// The account, its row locked until the transaction ends, for a read-modify-write that must not write back
+    /// columns another transaction changed meanwhile (`update` writes them all). PostgreSQL takes the row lock;
+    /// SQLite's write transactions run one at a time already.
+    func findLocked(id: String) async throws -> AccountRecord? {
+        guard db.dialect.name == "postgresql" else { return try await find(id: id) }
+        return try await db.raw(
+            "SELECT \(unsafeRaw: Self.columns.joined(separator: ", ")) FROM accounts WHERE id = \(bind: id) FOR UPDATE"
+        ).first().map(Self.decode)
+    }
+
     /// The account an operator names, by id or by email.
     func find(idOrEmail: String) async throws -> AccountRecord? {
         if let account = try await find(id: idOrEmail) { return account }
@@ -162,7 +180,7 @@ struct AccountRepository {
                 SQLBind(account.createdAt.epochMilliseconds), SQLBind(account.updatedAt.epochMilliseconds),
                 SQLBind(account.lastSignInAt?.epochMilliseconds), SQLBind(account.disabledAt?.epochMilliseconds),
                 SQLBind(account.emailChange?.newEmail), SQLBind(account.emailChange?.sentAt.epochMilliseconds),
-                SQLBind(account.emailChange?.confirmedOnce == true ? 1 : 0),
+                SQLBind(account.emailChange?.confirmedBy.rawValue ?? 0),
                 SQLBind(account.appMetadata.isEmpty ? nil : Self.encode(account.appMetadata)),
                 SQLBind(account.bannedUntil?.epochMilliseconds), SQLBind(account.isAnonymous ? 1 : 0),
                 SQLBind(account.confirmationSentAt?.epochMilliseconds),
@@ -201,7 +219,7 @@ struct AccountRepository {
             .set("disabled_at", to: account.disabledAt?.epochMilliseconds)
             .set("email_change", to: account.emailChange?.newEmail)
             .set("email_change_sent_at", to: account.emailChange?.sentAt.epochMilliseconds)
-            .set("email_change_confirmed", to: account.emailChange?.confirmedOnce == true ? 1 : 0)
+            .set("email_change_confirmed", to: account.emailChange?.confirmedBy.rawValue ?? 0)
             .set("app_metadata", to: account.appMetadata.isEmpty ? nil : Self.encode(account.appMetadata))
             .set("banned_until", to: account.bannedUntil?.epochMilliseconds)
             .set("is_anonymous", to: account.isAnonymous ? 1 : 0)
@@ -212,9 +230,11 @@ struct AccountRepository {
     /// Marks the account's change to `newEmail` confirmed by one of its two addresses; true when this call did (it
     /// was not yet), false when the other address already had, so this confirmation completes it. One statement, so
     /// two confirmations at once cannot both be the first.
-    func confirmEmailChangeOnce(accountID: String, newEmail: String) async throws -> Bool {
+    func confirmEmailChangeOnce(accountID: String, newEmail: String, by side: PendingEmailChange.Side) async throws
+        -> Bool
+    {
         TransactionChanges.accountChanged(accountID)
-        return try await !db.update("accounts").set("email_change_confirmed", to: 1)
+        return try await !db.update("accounts").set("email_change_confirmed", to: side.rawValue)
             .where("id", .equal, accountID).where("email_change", .equal, newEmail)
             .where("email_change_confirmed", .equal, 0)
             .returning("id").all().isEmpty
@@ -302,7 +322,8 @@ struct AccountRepository {
         if let newEmail = try row.decode(column: "email_change", as: String?.self) {
             emailChange = PendingEmailChange(
                 newEmail: newEmail, sentAt: try date("email_change_sent_at") ?? Date(timeIntervalSince1970: 0),
-                confirmedOnce: try row.decode(column: "email_change_confirmed", as: Int64.self) != 0)
+                confirmedBy: PendingEmailChange.Side(
+                    rawValue: try row.decode(column: "email_change_confirmed", as: Int64.self)) ?? .none)
         }
         return AccountRecord(
             id: try row.decode(column: "id", as: String.self),

@@ -18,6 +18,8 @@ public struct ImportedUser: Sendable, Equatable {
     /// Sign in with Apple `sub`s linked to the account.
     public var appleSubjects: [String] = []
     public var disabled = false
+    /// When a ban of a set length ends (the sweeper lifts it then).
+    public var bannedUntil: Date? = nil
 }
 
 /// Why a row of an export cannot be imported, by line (1 is the first line of the file; a JSON array's rows count
@@ -143,7 +145,11 @@ public enum ImportFormats {
             user.userMetadata = userMetadata
             user.appMetadata = appMetadata.filter { $0.key != "provider" && $0.key != "providers" }
             user.appleSubjects = appleSubjects[id] ?? []
-            if let until = row["banned_until"]?.text.flatMap(timestamp), until > Date() { user.disabled = true }
+            if let until = row["banned_until"]?.text.flatMap(timestamp), until > Date() {
+                user.disabled = true
+                // Supabase's ban for ever is a date a century away: only a shorter one ends by itself.
+                if until < Date().addingTimeInterval(50 * 365 * 86_400) { user.bannedUntil = until }
+            }
             read.users.append(user)
         }
         read.problems.sort { $0.line < $1.line }
@@ -207,14 +213,23 @@ public enum ImportFormats {
                 }
                 hash = stored.encoded
             }
-            let millis = { (key: String) -> Date? in
-                row[key]?.text.flatMap(Double.init).map { Date(timeIntervalSince1970: $0 / 1000) }
+            // Milliseconds since 1970, as Firebase writes them; anything else (or before 1970, after 2200) is refused.
+            let millis = { (key: String) -> Date?? in
+                guard let text = row[key]?.text else { return .some(nil) }
+                guard let value = Double(text), value.isFinite, (0...7_258_118_400_000).contains(value) else {
+                    return nil
+                }
+                return .some(Date(timeIntervalSince1970: value / 1000))
             }
-            let createdAt = millis("createdAt") ?? Date(timeIntervalSince1970: 0)
+            guard let created = millis("createdAt"), let lastSignedIn = millis("lastSignedInAt") else {
+                read.problems.append(.init(line: line, reason: "createdAt or lastSignedInAt is not milliseconds"))
+                continue
+            }
+            let createdAt = created ?? Date(timeIntervalSince1970: 0)
             var user = ImportedUser(
                 line: line, id: derivedUUID("firebase:" + localID), email: email, passwordHash: hash,
                 emailConfirmedAt: row["emailVerified"]?.bool == true ? createdAt : nil, createdAt: createdAt,
-                updatedAt: createdAt, lastSignInAt: millis("lastSignedInAt"))
+                updatedAt: createdAt, lastSignInAt: lastSignedIn)
             if let name = row["displayName"]?.text { user.userMetadata["full_name"] = .string(name) }
             if let photo = row["photoUrl"]?.text { user.userMetadata["avatar_url"] = .string(photo) }
             if let claims = row["customAttributes"]?.text {

@@ -54,9 +54,12 @@ struct ProfileService: Sendable {
             if email != account.email { newEmail = email }
         }
         if let password = body.password { try passwords.checkPassword(password, email: account.email) }
-        if account.isAnonymous, body.password != nil, newEmail == nil {
-            throw APIError.validation(
-                "Updating password of an anonymous user without an email or phone is not allowed")
+        // Not even with an email in the same request: the address's owner, confirming it, would take over an account
+        // whose password someone else chose. A password comes once the account is permanent.
+        if account.isAnonymous, body.password != nil {
+            throw APIError(
+                .unprocessableContent, code: .validationFailed,
+                message: "Updating password of an anonymous user is not allowed until its email is confirmed")
         }
         var needed: Freshness = .none
         // An anonymous user's session is all it has to prove itself with: it re-authenticates with nothing.
@@ -92,7 +95,7 @@ struct ProfileService: Sendable {
         account = try await mail.transactionQueuingMail { db in
             // The changes apply to the row as it is now, not as it was read before the slow checks: a disable or
             // another change made meanwhile is kept.
-            guard var updated = try await AccountRepository(db: db).find(id: identity.accountID),
+            guard var updated = try await AccountRepository(db: db).findLocked(id: identity.accountID),
                 updated.disabledAt == nil
             else { throw APIError(.forbidden, code: .userBanned, message: "This account is disabled") }
             if let data = body.data {
@@ -209,7 +212,9 @@ struct ProfileService: Sendable {
         let client = caller.client
         let account = try await account(caller)
         guard !account.isAnonymous else {
-            throw APIError.validation("Reauthentication requires the user to have an email or a phone number")
+            throw APIError(
+                .unprocessableContent, code: .validationFailed,
+                message: "Reauthentication requires the user to have an email or a phone number")
         }
         try await throttling.limit("mail", settings.limits.emailsPerIP, client: client, code: .overEmailSendRateLimit)
         _ = try await throttling.claimCooldown("reauthentication", email: account.email)

@@ -181,7 +181,8 @@ struct SignUpService: Sendable {
         try await spendMail(to: currentEmail, cooldown: "email_change", client: client)
         try await mail.transactionQueuingMail { [self] db in
             let accounts = AccountRepository(db: db)
-            guard var account = try await accounts.find(email: currentEmail), account.disabledAt == nil,
+            guard let found = try await accounts.find(email: currentEmail),
+                var account = try await accounts.findLocked(id: found.id), account.disabledAt == nil,
                 let change = account.emailChange
             else { return }
             // New codes to both addresses: neither has confirmed these.

@@ -89,7 +89,8 @@ public struct UserImporter: Sendable {
                             id: user.id, email: user.email, emailConfirmedAt: user.emailConfirmedAt,
                             passwordHash: user.passwordHash, userMetadata: user.userMetadata,
                             createdAt: user.createdAt, updatedAt: user.updatedAt, lastSignInAt: user.lastSignInAt,
-                            disabledAt: user.disabled ? now : nil, appMetadata: user.appMetadata))
+                            disabledAt: user.disabled ? now : nil, appMetadata: user.appMetadata,
+                            bannedUntil: user.bannedUntil))
                     try await accounts.insert(
                         IdentityRecord(
                             id: Secrets.identifier(), accountID: user.id, provider: "email", providerID: user.id,

@@ -166,25 +166,33 @@ struct VerificationService: Sendable {
         let done = try await mail.transactionQueuingMail { [self] db -> (AccountRecord, IssuedSession)? in
             let accounts = AccountRepository(db: db)
             var found: AccountRecord? = nil
-            if let id = consumed.accountID { found = try await accounts.find(id: id) }
-            if found == nil { found = try await accounts.find(email: consumed.email) }
+            if let id = consumed.accountID { found = try await accounts.findLocked(id: id) }
+            if found == nil, let byEmail = try await accounts.find(email: consumed.email) {
+                found = try await accounts.findLocked(id: byEmail.id)
+            }
             guard var account = found else { throw Self.otpExpired }
             guard account.disabledAt == nil else {
                 throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
             }
             let audit = AuditRepository(db: db, clock: clock)
             if consumed.purpose == .emailChange, let newEmail = consumed.newEmail {
-                // A code of a change replaced since (its codes are void) or already done no longer applies. (A code
-                // from before the account kept its change, mailed just before an upgrade, confirms alone.)
-                if let change = account.emailChange, change.newEmail != newEmail { throw Self.otpExpired }
-                if account.emailChange != nil, secureEmailChange, !account.isAnonymous,
-                    try await accounts.confirmEmailChangeOnce(accountID: account.id, newEmail: newEmail)
-                {
-                    try await audit.record(
-                        client.event(
-                            .verified, accountID: account.id,
-                            detail: ["purpose": consumed.purpose.rawValue, "confirmed": "once"]))
-                    return nil
+                // A code of a change replaced since (its codes are void) or already done no longer applies.
+                guard let change = account.emailChange, change.newEmail == newEmail else { throw Self.otpExpired }
+                // Both addresses must confirm: a second code of the side that confirmed first (a resent or generated
+                // one) confirms it again, never the other side.
+                let side: PendingEmailChange.Side = consumed.email == newEmail ? .new : .current
+                if secureEmailChange, !account.isAnonymous {
+                    let first = try await accounts.confirmEmailChangeOnce(
+                        accountID: account.id, newEmail: newEmail, by: side)
+                    if first || change.confirmedBy == side {
+                        try await audit.record(
+                            client.event(
+                                .verified, accountID: account.id,
+                                detail: [
+                                    "purpose": consumed.purpose.rawValue, "confirmed": side == .new ? "new" : "current",
+                                ]))
+                        return nil
+                    }
                 }
                 if let other = try await accounts.find(email: newEmail), other.id != account.id {
                     throw APIError(

@@ -131,13 +131,22 @@ struct AdminService: Sendable {
         let now = clock.now
         let updated = try await store.transaction { [self] db -> AccountRecord in
             let accounts = AccountRepository(db: db)
-            guard var account = try await accounts.find(id: current.id) else { throw Self.userNotFound }
+            guard var account = try await accounts.findLocked(id: current.id) else { throw Self.userNotFound }
             var changed: [String] = []
             if let email, email != account.email {
                 guard try await accounts.find(email: email) == nil else { throw Self.emailExists }
                 account.email = email
                 account.emailChange = nil
-                try await accounts.updateEmailIdentity(accountID: account.id, email: email)
+                if account.isAnonymous {
+                    // Made permanent by the admin: the address becomes its first identity.
+                    account.isAnonymous = false
+                    try await accounts.insert(
+                        IdentityRecord(
+                            id: Secrets.identifier(), accountID: account.id, provider: "email",
+                            providerID: account.id, email: email, createdAt: now, lastSignInAt: nil))
+                } else {
+                    try await accounts.updateEmailIdentity(accountID: account.id, email: email)
+                }
                 try await OneTimeCodeRepository(db: db).voidEmailChanges(accountID: account.id, at: now)
                 changed.append("email")
             }
@@ -234,6 +243,7 @@ struct AdminService: Sendable {
             }
         }
         let newEmail = changeTo
+        try UserMetadata.check(body.data ?? [:])
         let pendingHash = try await body.password.asyncMap { password -> String in
             try passwords.checkPassword(password, email: email)
             return try await hasher.hash(password)
@@ -276,17 +286,17 @@ struct AdminService: Sendable {
                 account = existing
                 purpose = .recovery
             case .emailChangeCurrent, .emailChangeNew:
-                guard var existing else {
+                guard let found = existing, var locked = try await accounts.findLocked(id: found.id) else {
                     throw APIError(.notFound, code: .userNotFound, message: "User with this email not found")
                 }
                 guard let newEmail else { throw APIError.validation("new_email is required") }
                 if try await accounts.find(email: newEmail) != nil { throw Self.emailExists }
-                if existing.emailChange?.newEmail != newEmail {
-                    existing.emailChange = PendingEmailChange(newEmail: newEmail, sentAt: now)
-                    try await accounts.update(existing)
-                    try await OneTimeCodeRepository(db: db).voidEmailChanges(accountID: existing.id, at: now)
+                if locked.emailChange?.newEmail != newEmail {
+                    locked.emailChange = PendingEmailChange(newEmail: newEmail, sentAt: now)
+                    try await accounts.update(locked)
+                    try await OneTimeCodeRepository(db: db).voidEmailChanges(accountID: locked.id, at: now)
                 }
-                account = existing
+                account = locked
                 purpose = .emailChange
                 if body._type == .emailChangeNew { recipient = newEmail }
             }
@@ -475,7 +485,8 @@ enum BanDuration: Equatable {
             self = .lifted
             return
         }
-        guard let seconds = Self.seconds(raw), seconds > 0 else {
+        // At most a century (Go's durations stop near 292 years): a longer one is what a ban without an end is for.
+        guard let seconds = Self.seconds(raw), seconds.isFinite, seconds > 0, seconds <= 100 * 365 * 86_400 else {
             throw APIError.validation(
                 "invalid format for ban duration: '\(raw)' (none, or a duration such as 24h or 1h30m)")
         }

@@ -7,8 +7,9 @@ import Foundation
 #endif
 
 /// An imported argon2i or argon2id hash as a PHC string, `$argon2id$v=19$m=65536,t=3,p=4$<salt>$<hash>` (unpadded
-/// base64), held to GoTrue's limits: version 19, memory at most 1 GiB, at most 20 passes and 16 lanes, no key id or
-/// associated data. Verified by the reference implementation (Debian's libargon2).
+/// base64), held to GoTrue's limits but for memory: version 19, at most 256 MiB (GoTrue allows 1 GiB; each check
+/// holds its memory on a pool thread, so a hostile hash must not take gigabytes), 20 passes and 16 lanes, no key
+/// id or associated data. Verified by the reference implementation (Debian's libargon2).
 struct Argon2Hash: Sendable, Equatable {
     let encoded: String
     let isArgon2id: Bool
@@ -26,7 +27,7 @@ struct Argon2Hash: Sendable, Equatable {
             else { return nil }
             parameters[parts[0]] = value
         }
-        guard let memory = parameters["m"], memory <= 1_048_576, let passes = parameters["t"], passes <= 20,
+        guard let memory = parameters["m"], memory <= 262_144, let passes = parameters["t"], passes <= 20,
             let lanes = parameters["p"], lanes <= 16, memory >= 8 * lanes,
             Self.isUnpaddedBase64(fields[4]), Self.isUnpaddedBase64(fields[5])
         else { return nil }

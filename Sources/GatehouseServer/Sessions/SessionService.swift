@@ -151,7 +151,7 @@ final class SessionService: Sendable {
             iss: issuer, aud: "authenticated", sub: issued.accountID, exp: issuedAt + Int64(lifetime), iat: issuedAt,
             nbf: issuedAt, email: user.email, phone: "", role: "authenticated", aal: "aal1", amr: issued.amr,
             sessionID: issued.sessionID, sid: issued.sessionID, isAnonymous: user.isAnonymous,
-            appMetadata: metadata?.app, userMetadata: metadata?.user, cid: membership?.companyID,
+            appMetadata: metadata.app, userMetadata: metadata.user, cid: membership?.companyID,
             companyRole: membership?.role.rawValue, deptMask: membership?.deptMask,
             managerMask: membership?.managerMask, username: issued.username)
         let token = try await keys.sign(claims)
@@ -163,12 +163,14 @@ final class SessionService: Sendable {
     /// The most bytes the two metadata objects may take, encoded, to ride in an access token.
     static let metadataClaimLimit = 1024
 
-    /// Both metadata objects for the token's claims, or nil when together they are over `metadataClaimLimit`.
-    static func metadataClaims(app: JSONFields, user: JSONFields) -> (app: JSONFields, user: JSONFields)? {
+    /// The metadata objects for the token's claims: `app_metadata` (only the admin API writes it) while it fits the
+    /// limit alone, `user_metadata` while both together fit. What the user writes never pushes out what the app set.
+    static func metadataClaims(app: JSONFields, user: JSONFields) -> (app: JSONFields?, user: JSONFields?) {
         let encoder = JSONEncoder()
-        guard let appSize = try? encoder.encode(app).count, let userSize = try? encoder.encode(user).count,
-            appSize + userSize <= metadataClaimLimit
-        else { return nil }
+        guard let appSize = try? encoder.encode(app).count, appSize <= metadataClaimLimit else { return (nil, nil) }
+        guard let userSize = try? encoder.encode(user).count, appSize + userSize <= metadataClaimLimit else {
+            return (app, nil)
+        }
         return (app, user)
     }
 
