@@ -69,7 +69,7 @@ public enum ImportFormats {
             let (rows, problems) = rows(of: identities)
             read.problems += problems
             for (line, row) in rows {
-                guard let userID = row["user_id"]?.text.flatMap(uuid) else {
+                guard let userID = row["user_id"]?.text.flatMap(Secrets.identifier) else {
                     read.problems.append(.init(line: line, reason: "identities: user_id is not a UUID"))
                     continue
                 }
@@ -100,7 +100,7 @@ public enum ImportFormats {
                 read.notes.append(.init(line: line, reason: "deleted in Supabase: not imported"))
                 continue
             }
-            guard let id = row["id"]?.text.flatMap(uuid) else {
+            guard let id = row["id"]?.text.flatMap(Secrets.identifier) else {
                 read.problems.append(.init(line: line, reason: "id is not a UUID"))
                 continue
             }
@@ -340,12 +340,6 @@ public enum ImportFormats {
             return object
         default: return nil
         }
-    }
-
-    /// A user id as stored (a lowercased UUID), or nil.
-    static func uuid(_ text: String) -> String? {
-        guard text.utf8.count == 36, UUID(uuidString: text) != nil else { return nil }
-        return text.lowercased()
     }
 
     /// A name-based UUID (version 5 layout, SHA-1) for an id that is not one.

@@ -55,17 +55,11 @@ struct AdminService: Sendable {
     }
 
     private func account(_ rawID: String, db: any SQLDatabase) async throws -> AccountRecord {
-        guard let id = Self.userID(rawID) else {
+        guard let id = Secrets.identifier(rawID) else {
             throw APIError(.notFound, code: .validationFailed, message: "user_id must be an UUID")
         }
         guard let account = try await AccountRepository(db: db).find(id: id) else { throw Self.userNotFound }
         return account
-    }
-
-    /// A user id as stored: a UUID, lowercased.
-    static func userID(_ raw: String) -> String? {
-        guard raw.utf8.count == 36, UUID(uuidString: raw) != nil else { return nil }
-        return raw.lowercased()
     }
 
     // MARK: Creating and changing
@@ -77,7 +71,9 @@ struct AdminService: Sendable {
         }
         let email = try await mail.deliverableEmail(raw)
         let id = try body.id.map { raw -> String in
-            guard let id = Self.userID(raw) else { throw APIError.validation("ID must conform to the uuid v4 format") }
+            guard let id = Secrets.identifier(raw) else {
+                throw APIError.validation("ID must conform to the uuid v4 format")
+            }
             guard id != Self.nilUUID else { throw APIError.validation("ID cannot be a nil uuid") }
             return id
         }

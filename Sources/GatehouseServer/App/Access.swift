@@ -192,25 +192,22 @@ struct Access: Sendable {
         }
         // The bearer token decides when there is one (a user's token with the service key as apikey is that user);
         // without one, the apikey.
-        var presented: [String] = []
-        if let header = headers[.authorization], header.lowercased().hasPrefix("bearer ") {
-            presented.append(String(header.dropFirst("bearer ".count).trimmingHTTPWhitespace))
-        } else if let key = headers[Self.apiKey] {
-            presented.append(key)
-        }
-        guard !presented.isEmpty else { throw APIError.noAuthorization }
-        for token in presented {
-            if let keyID = await serviceKeys.verify(token) { return AdminCaller(keyID: keyID, client: client) }
-        }
+        guard let token = Self.bearer(headers) ?? headers[Self.apiKey] else { throw APIError.noAuthorization }
+        if let keyID = await serviceKeys.verify(token) { return AdminCaller(keyID: keyID, client: client) }
         // As GoTrue: a user's own valid token is not_admin; anything that verifies as nothing is bad_jwt.
-        var isUserToken = false
-        for token in presented where (try? await sessions.keys.verify(token)) != nil { isUserToken = true }
+        let isUserToken = (try? await sessions.keys.verify(token)) != nil
         await sessions.auditRefusal(
             client.event(
                 .authorizationRefused, accountID: nil,
                 detail: ["reason": isUserToken ? "not_admin" : "invalid_token", "path": scope.path]))
         if isUserToken { throw APIError(.forbidden, code: .notAdmin, message: "User not allowed") }
         throw APIError.badJWT
+    }
+
+    /// The token of an `Authorization: Bearer …` header, if there is one.
+    private static func bearer(_ headers: HTTPFields) -> String? {
+        guard let header = headers[.authorization], header.lowercased().hasPrefix("bearer ") else { return nil }
+        return String(header.dropFirst("bearer ".count).trimmingHTTPWhitespace)
     }
 
     static let fetchSite = HTTPField.Name("Sec-Fetch-Site")!
@@ -220,10 +217,7 @@ struct Access: Sendable {
     /// whose session has ended is audited (with no subject: nothing in it can be trusted).
     private func identify(_ client: ClientInfo) async throws -> Identity {
         let scope = try scope
-        guard let header = scope.head.headerFields[.authorization], header.lowercased().hasPrefix("bearer ") else {
-            throw APIError.noAuthorization
-        }
-        let token = String(header.dropFirst("bearer ".count).trimmingHTTPWhitespace)
+        guard let token = Self.bearer(scope.head.headerFields) else { throw APIError.noAuthorization }
         let reason: String
         let error: APIError
         do {

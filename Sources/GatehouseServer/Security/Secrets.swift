@@ -57,6 +57,12 @@ public enum Secrets {
 
     /// A new identifier for a row: a lower-case UUID.
     public static func identifier() -> String { UUID().uuidString.lowercased() }
+
+    /// An identifier as stored, from any spelling of a UUID (lowercased), or nil for anything else.
+    static func identifier(_ raw: String) -> String? {
+        guard raw.utf8.count == 36, UUID(uuidString: raw) != nil else { return nil }
+        return raw.lowercased()
+    }
 }
 
 /// The time source. Production reads the system clock; tests move their own.

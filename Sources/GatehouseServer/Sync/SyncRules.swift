@@ -98,10 +98,7 @@ enum SyncRules {
     private static func isLetter(_ byte: UInt8) -> Bool { (byte >= 65 && byte <= 90) || (byte >= 97 && byte <= 122) }
 
     /// A record id in its one stored spelling (a UUID, lowercased), or nil.
-    static func recordID(_ raw: String) -> String? {
-        guard raw.utf8.count == 36, UUID(uuidString: raw) != nil else { return nil }
-        return raw.lowercased()
-    }
+    static func recordID(_ raw: String) -> String? { Secrets.identifier(raw) }
 
     /// Whether a field value is one records hold: a string, number, boolean, null, `{"$ts": "<RFC 3339>"}` or
     /// `{"$ref": "<record id>"}`.
