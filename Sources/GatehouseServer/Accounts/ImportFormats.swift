@@ -315,17 +315,7 @@ public enum ImportFormats {
     }
 
     /// A JSON object from a column: an object already, or JSON text (CSV); anything else is empty.
-    static func object(_ value: JSONValue?) -> [String: JSONValue] {
-        switch value {
-        case .object(let object)?: return object
-        case .string(let text)?:
-            if case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) {
-                return object
-            }
-            return [:]
-        default: return [:]
-        }
-    }
+    static func object(_ value: JSONValue?) -> [String: JSONValue] { strictObject(value) ?? [:] }
 
     /// A metadata column: absent or NULL is empty; anything but an object (or its JSON text) is nil.
     static func strictObject(_ value: JSONValue?) -> [String: JSONValue]? {
