@@ -238,7 +238,9 @@ struct RevocationTests {
 @Suite("Session and user cache rules")
 struct AuthCacheRulesTests {
     static let row = SessionRow(
-        accountID: "acct", refreshedAt: 0, expiresAt: 1, revokedAt: nil, amr: [], companyID: nil, username: nil,
+        accountID: "acct", refreshedAt: 0, expiresAt: 1, revokedAt: nil, amr: [], aal: .aal1, factorID: nil,
+        companyID: nil,
+        username: nil,
         idleTimeout: nil, parentID: nil, accountDisabledAt: nil, parent: nil)
 
     @Test("an entry is served for less than its lifetime, then read again")

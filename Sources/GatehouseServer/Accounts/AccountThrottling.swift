@@ -24,7 +24,10 @@ struct AccountThrottling: Sendable {
     }
 
     /// Counts an attempt at the secret behind `key` before it is checked; 429 (audited) while backing off.
-    func admit(_ key: String, rule: FailureBackoff.Rule, client: ClientInfo, accountID: String? = nil) async throws {
+    func admit(
+        _ key: String, rule: FailureBackoff.Rule, client: ClientInfo, accountID: String? = nil,
+        code: ErrorCode = .overRequestRateLimit
+    ) async throws {
         let now = clock.now
         let wait = try await store.transaction { db in
             try await ThrottleRepository(db: db).admit(key, now: now, rule: rule)
@@ -34,7 +37,7 @@ struct AccountThrottling: Sendable {
                 client.event(
                     .rateLimited, accountID: accountID,
                     detail: ["limit": Self.throttleName(key), "retry_after": "\(wait)"]))
-            throw APIError.rateLimited(.overRequestRateLimit, retryAfter: wait)
+            throw APIError.rateLimited(code, retryAfter: wait)
         }
     }
 

@@ -3,7 +3,9 @@ import GatehouseAPI
 
 extension AccountRecord {
     /// The account as its owner sees it, in Supabase's user shape.
-    func wire(identities: [IdentityRecord], confirmationSentAt: Date? = nil) -> Schemas.User {
+    func wire(identities: [IdentityRecord], factors: [FactorRecord] = [], confirmationSentAt: Date? = nil)
+        -> Schemas.User
+    {
         let providers = identities.map(\.provider).uniqued()
         // An anonymous user has no provider (GoTrue leaves provider and providers out).
         let providerMetadata: [String: JSONValue] =
@@ -33,6 +35,19 @@ extension AccountRecord {
             emailChangeSentAt: emailChange?.sentAt,
             // A ban without an end (an operator's disable) shows as a century, as Supabase's dashboard sets one.
             bannedUntil: disabledAt.map { bannedUntil ?? $0.addingTimeInterval(100 * 365 * 86_400) },
-            recoverySentAt: recoverySentAt, invitedAt: invitedAt)
+            recoverySentAt: recoverySentAt, invitedAt: invitedAt,
+            // GoTrue leaves the list out when there is none.
+            factors: factors.isEmpty ? nil : factors.map(\.wire))
+    }
+}
+
+extension FactorRecord {
+    /// GoTrue's factor object: `friendly_name` left out when empty, `phone` always "" for these types.
+    var wire: Schemas.Factor {
+        Schemas.Factor(
+            id: id, friendlyName: friendlyName.isEmpty ? nil : friendlyName,
+            factorType: type == .totp ? .totp : .recoveryCode, status: status == .verified ? .verified : .unverified,
+            phone: "", createdAt: Date(epochMilliseconds: createdAt), updatedAt: Date(epochMilliseconds: updatedAt),
+            lastChallengedAt: lastChallengedAt.map(Date.init(epochMilliseconds:)))
     }
 }

@@ -39,9 +39,11 @@ struct UserReader: Sendable {
         ).wire(identities: [identity], confirmationSentAt: now)
     }
 
-    /// The account with its identities, as its owner sees it.
+    /// The account with its identities and second factors, as its owner sees it.
     func user(_ account: AccountRecord, db: any SQLDatabase) async throws -> Schemas.User {
-        account.wire(identities: try await AccountRepository(db: db).identities(accountID: account.id))
+        account.wire(
+            identities: try await AccountRepository(db: db).identities(accountID: account.id),
+            factors: try await FactorRepository(db: db).factors(accountID: account.id))
     }
 
     /// The account as its owner sees it, from the cache while it holds it; nil when there is no such account.

@@ -24,6 +24,7 @@ final class API: APIProtocol {
     let companies: CompanyService
     let shares: ShareService
     let credentials: CredentialService
+    let factors: FactorService
     let sync: SyncService
     let web: WebPages
     /// The keys `/.well-known/jwks.json` publishes.
@@ -65,6 +66,9 @@ final class API: APIProtocol {
         credentials = CredentialService(
             store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, hasher: env.hasher,
             throttling: throttling, passwords: passwords, users: users)
+        factors = FactorService(
+            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, box: env.secrets.box,
+            mail: mail, throttling: throttling, users: users, publicURL: env.publicURL)
         sync = services.sync
         keys = env.keys
         web = WebPages(

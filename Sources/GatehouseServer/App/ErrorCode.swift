@@ -145,4 +145,25 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case validationFailed = "validation_failed"
     /// The password breaks the policy; weak_password.reasons lists why.
     case weakPassword = "weak_password"
+    /// The session is at aal1 where a verified second factor is needed (enrolling another factor, removing a
+    /// verified one, recovery codes, a company that requires it).
+    case insufficientAal = "insufficient_aal"
+    /// A factor challenge older than five minutes: ask for another.
+    case mfaChallengeExpired = "mfa_challenge_expired"
+    /// The user has a factor of that friendly name already.
+    case mfaFactorNameConflict = "mfa_factor_name_conflict"
+    /// No such factor or challenge of the caller's.
+    case mfaFactorNotFound = "mfa_factor_not_found"
+    /// A challenge verified already, or verified from another client address than it was made from.
+    case mfaIpAddressMismatch = "mfa_ip_address_mismatch"
+    /// Five wrong recovery codes in fifteen minutes: wait.
+    case mfaRecoveryCodesLocked = "mfa_recovery_codes_locked"
+    /// Recovery codes need a verified TOTP factor beside them; they are never the only factor.
+    case mfaRecoveryCodesSoleFactor = "mfa_recovery_codes_sole_factor"
+    /// A wrong, used or out-of-window TOTP code, or a wrong or spent recovery code.
+    case mfaVerificationFailed = "mfa_verification_failed"
+    /// Recovery codes exist already: regenerate them instead.
+    case mfaVerifiedFactorExists = "mfa_verified_factor_exists"
+    /// The user has ten factors already.
+    case tooManyEnrolledMfaFactors = "too_many_enrolled_mfa_factors"
 }

@@ -43,6 +43,7 @@ struct CompanySummaryRecord: Sendable {
     /// Whether the account has a company credential there.
     let hasCredential: Bool
     let requiresCredential: Bool
+    let requiresMFA: Bool
 }
 
 /// A member as the other members see them.
@@ -64,7 +65,7 @@ struct CompanyRepository {
 
     private static let companyColumns = [
         "id", "name", "logo_url", "owner_id", "tier", "requires_credential", "password_min_length",
-        "session_idle_timeout", "session_lifetime", "managers_can_share", "created_at", "updated_at",
+        "session_idle_timeout", "session_lifetime", "managers_can_share", "created_at", "updated_at", "requires_mfa",
     ]
 
     func insert(_ company: CompanyRecord) async throws {
@@ -74,7 +75,8 @@ struct CompanyRepository {
                 SQLBind(company.tier.rawValue), SQLBind(company.policy.requiresCredential ? 1 : 0),
                 SQLBind(Int64(company.policy.passwordMinLength)), SQLBind(Int64(company.policy.sessionIdleTimeout)),
                 SQLBind(Int64(company.policy.sessionLifetime)), SQLBind(company.policy.managersCanShare ? 1 : 0),
-                SQLBind(company.createdAt.epochMilliseconds), SQLBind(company.updatedAt.epochMilliseconds)
+                SQLBind(company.createdAt.epochMilliseconds), SQLBind(company.updatedAt.epochMilliseconds),
+                SQLBind(company.policy.requiresMFA ? 1 : 0)
             )
             .run()
     }
@@ -93,6 +95,7 @@ struct CompanyRepository {
             .set("session_idle_timeout", to: Int64(company.policy.sessionIdleTimeout))
             .set("session_lifetime", to: Int64(company.policy.sessionLifetime))
             .set("managers_can_share", to: company.policy.managersCanShare ? 1 : 0)
+            .set("requires_mfa", to: company.policy.requiresMFA ? 1 : 0)
             .set("updated_at", to: company.updatedAt.epochMilliseconds)
             .where("id", .equal, company.id)
             .run()
@@ -233,7 +236,7 @@ struct CompanyRepository {
     func summaries(accountID: String) async throws -> [CompanySummaryRecord] {
         try await db.raw(
             """
-            SELECT c.id, c.name, c.tier, c.logo_url, c.requires_credential, m.role,
+            SELECT c.id, c.name, c.tier, c.logo_url, c.requires_credential, c.requires_mfa, m.role,
                    (SELECT COUNT(*) FROM memberships x WHERE x.company_id = c.id) AS member_count,
                    (SELECT COUNT(*) FROM company_credentials k WHERE k.company_id = c.id AND k.account_id = m.account_id) AS credentials
             FROM memberships m JOIN companies c ON c.id = m.company_id
@@ -244,7 +247,8 @@ struct CompanyRepository {
             CompanySummaryRecord(
                 id: row.id, name: row.name, tier: CompanyTier(rawValue: row.tier) ?? .free, logoURL: row.logoURL,
                 role: MemberRole(rawValue: row.role) ?? .readOnly, memberCount: row.memberCount,
-                hasCredential: row.credentials > 0, requiresCredential: row.requiresCredential != 0)
+                hasCredential: row.credentials > 0, requiresCredential: row.requiresCredential != 0,
+                requiresMFA: row.requiresMFA != 0)
         }
     }
 
@@ -254,6 +258,7 @@ struct CompanyRepository {
         let tier: String
         let logoURL: String?
         let requiresCredential: Int
+        let requiresMFA: Int
         let role: String
         let memberCount: Int
         let credentials: Int
@@ -262,6 +267,7 @@ struct CompanyRepository {
             case id, name, tier, role, credentials
             case logoURL = "logo_url"
             case requiresCredential = "requires_credential"
+            case requiresMFA = "requires_mfa"
             case memberCount = "member_count"
         }
     }
@@ -384,7 +390,8 @@ struct CompanyRepository {
                 passwordMinLength: try row.decode(column: "password_min_length", as: Int.self),
                 sessionIdleTimeout: TimeInterval(try row.decode(column: "session_idle_timeout", as: Int.self)),
                 sessionLifetime: TimeInterval(try row.decode(column: "session_lifetime", as: Int.self)),
-                managersCanShare: try row.decode(column: "managers_can_share", as: Int.self) != 0),
+                managersCanShare: try row.decode(column: "managers_can_share", as: Int.self) != 0,
+                requiresMFA: try row.decode(column: "requires_mfa", as: Int.self) != 0),
             createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)),
             updatedAt: Date(epochMilliseconds: try row.decode(column: "updated_at", as: Int64.self)))
     }

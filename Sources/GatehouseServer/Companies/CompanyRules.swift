@@ -65,6 +65,8 @@ struct CompanyPolicy: Sendable, Equatable {
     var sessionIdleTimeout: TimeInterval = 8 * 3600
     var sessionLifetime: TimeInterval = 30 * 24 * 3600
     var managersCanShare = false
+    /// Company login needs the account session at aal2: a second factor verified in it.
+    var requiresMFA = false
 }
 
 /// Pure decisions about members, shares and changes (no I/O), so every rule is tested without a server.

@@ -85,7 +85,7 @@ struct CompanyService: Sendable {
         return Schemas.CompanyDetail(
             id: company.id, name: company.name, tier: Schemas.Tier(company.tier), logoUrl: company.logoURL,
             ownerId: company.ownerID, requiresCredential: company.policy.requiresCredential,
-            passwordMinLength: company.policy.passwordMinLength,
+            requiresMfa: company.policy.requiresMFA, passwordMinLength: company.policy.passwordMinLength,
             sessionIdleTimeout: Int(company.policy.sessionIdleTimeout),
             sessionLifetime: Int(company.policy.sessionLifetime), managersCanShare: company.policy.managersCanShare,
             memberCount: try await companies.memberCount(companyID), createdAt: company.createdAt)
@@ -97,11 +97,30 @@ struct CompanyService: Sendable {
         guard var company = try await CompanyRepository(db: store.database).company(caller.companyID) else {
             throw Self.companyNotFound
         }
+        let before = company.policy
         try Self.apply(body, to: &company)
         company.updatedAt = clock.now
         let updated = company
-        try await change(caller.event(.companyUpdated)) { db in try await CompanyRepository(db: db).update(updated) }
-        return try await detail(company.id)
+        var detail: [String: String] = [:]
+        let requiringMFA = company.policy.requiresMFA && !before.requiresMFA
+        if company.policy.requiresMFA != before.requiresMFA {
+            // The owner must meet the policy they set, or they would lock themselves out of their own company.
+            if requiringMFA && caller.identity.aal != .aal2 {
+                throw APIError(
+                    .forbidden, code: .insufficientAal,
+                    message: "Verify a second factor and log in to the company again before requiring one")
+            }
+            detail["requires_mfa"] = String(company.policy.requiresMFA)
+        }
+        let now = clock.now
+        try await change(caller.event(.companyUpdated, detail: detail)) { db in
+            try await CompanyRepository(db: db).update(updated)
+            // Sessions opened below aal2 end at once: a policy that let them stay would not be one.
+            if requiringMFA {
+                try await SessionRepository(db: db).revoke(.companyBelowAAL2(updated.id), now: now)
+            }
+        }
+        return try await self.detail(company.id)
     }
 
     /// The change a policy update asks for, each value within its bounds.
@@ -126,6 +145,7 @@ struct CompanyService: Sendable {
             company.policy.sessionLifetime = TimeInterval(lifetime)
         }
         if let managers = body.managersCanShare { company.policy.managersCanShare = managers }
+        if let requiresMFA = body.requiresMfa { company.policy.requiresMFA = requiresMFA }
     }
 
     /// Deletes the company, all its rows, and ends its sessions; the owner only.
@@ -255,7 +275,7 @@ extension Schemas.CompanySummary {
         self.init(
             id: record.id, name: record.name, tier: Schemas.Tier(record.tier), logoUrl: record.logoURL,
             role: Schemas.Role(record.role), memberCount: record.memberCount, hasCredential: record.hasCredential,
-            requiresCredential: record.requiresCredential)
+            requiresCredential: record.requiresCredential, requiresMfa: record.requiresMFA)
     }
 }
 

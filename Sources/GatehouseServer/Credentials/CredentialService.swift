@@ -171,6 +171,14 @@ struct CredentialService: Sendable {
         try await throttling.limit("company-login", settings.limits.signInsPerIP, client: caller.client)
         let (company, membership) = try await membership(cid, caller.accountID)
         let throttleKey = Self.throttleKey(cid, caller.accountID)
+        // Asked before the password is looked at: a session below aal2 learns nothing about the credential here.
+        if company.policy.requiresMFA && caller.identity.aal != .aal2 {
+            await sessions.audit(
+                event(
+                    .companyLoginFailed, caller.client, accountID: caller.accountID, companyID: cid,
+                    detail: ["reason": "mfa_required"]))
+            throw Self.secondFactorRequired
+        }
         var username: String?
         if company.policy.requiresCredential {
             username = try await checkCredential(cid, body, caller: caller, throttleKey: throttleKey)
@@ -184,7 +192,8 @@ struct CredentialService: Sendable {
             try await AuditRepository(db: db, clock: clock).record(audit)
             return try await sessions.start(
                 accountID: caller.accountID, method: "company_password", ip: caller.client.ip,
-                userAgent: caller.client.userAgent, db: db, company: scope, parent: caller.identity.sessionID)
+                userAgent: caller.client.userAgent, db: db, company: scope, parent: caller.identity.sessionID,
+                parentAssurance: (caller.identity.aal, caller.identity.factorID))
         }
         guard let account = try await AccountRepository(db: store.database).find(id: caller.accountID) else {
             throw APIError(.notFound, code: .userNotFound, message: "User not found")
@@ -192,6 +201,12 @@ struct CredentialService: Sendable {
         return try await sessions.response(
             for: issued, user: try await users.user(account, db: store.database), membership: membership)
     }
+
+    /// A company that requires a second factor, asked by a session that has not verified one.
+    static let secondFactorRequired = APIError(
+        .forbidden, code: .insufficientAal,
+        message:
+            "This company requires a second factor: verify one (POST /auth/v1/factors/{id}/verify) and log in again")
 
     /// Checks the username and password (counted before the hash runs, so parallel guesses cannot slip past the
     /// backoff); answers the credential's username.

@@ -30,6 +30,8 @@ public struct Mailer: Sendable {
         case signupAttempt(signInLink: String)
         case emailChangeRequested(newEmail: String)
         case accountDeleted
+        /// A recovery code stood in for the second factor; `remaining` are left.
+        case recoveryCodeUsed(remaining: Int)
 
         /// Its templates' file name: `magic_link` for `LOCALE/magic_link.{subject,text,html}.mustache`.
         var name: String {
@@ -45,6 +47,7 @@ public struct Mailer: Sendable {
             case .signupAttempt: "signup_attempt"
             case .emailChangeRequested: "email_change_requested"
             case .accountDeleted: "account_deleted"
+            case .recoveryCodeUsed: "recovery_code_used"
             }
         }
 
@@ -61,6 +64,7 @@ public struct Mailer: Sendable {
             case .signupAttempt(let signInLink): ["sign_in_link": signInLink]
             case .emailChangeRequested(let newEmail): ["new_email": newEmail]
             case .accountDeleted: [:]
+            case .recoveryCodeUsed(let remaining): ["remaining": String(remaining)]
             }
         }
 
@@ -77,6 +81,7 @@ public struct Mailer: Sendable {
             .signupAttempt(signInLink: "https://app.example.com"),
             .emailChangeRequested(newEmail: "new@example.com"),
             .accountDeleted,
+            .recoveryCodeUsed(remaining: 9),
         ]
 
         private static func sampleLink(_ type: String) -> String {

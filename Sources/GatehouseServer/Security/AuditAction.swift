@@ -62,4 +62,15 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case userImported = "user_imported"
     case verified = "verified"
     case verifyFailed = "verify_failed"
+    /// Second factors: enrolled, first verified, removed (by the user, the admin API or `users factors reset`), each
+    /// step-up to aal2 and each wrong code, recovery codes made, removed and used.
+    case factorEnrolled = "factor_enrolled"
+    case factorVerified = "factor_verified"
+    case factorDeleted = "factor_deleted"
+    case mfaVerified = "mfa_verified"
+    case mfaVerifyFailed = "mfa_verify_failed"
+    case recoveryCodesGenerated = "recovery_codes_generated"
+    case recoveryCodesDeleted = "recovery_codes_deleted"
+    case recoveryCodeUsed = "recovery_code_used"
+    case factorsReset = "factors_reset"
 }

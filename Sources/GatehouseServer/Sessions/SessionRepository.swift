@@ -10,6 +10,9 @@ struct NewSession {
     let userAgent: String?
     let ip: String?
     let amr: [AuthenticationMethod]
+    var aal: AssuranceLevel = .aal1
+    /// The factor that raised it to aal2 (a company session keeps its account session's).
+    var factorID: String? = nil
     let companyID: String?
     let username: String?
     let idleTimeout: Int64?
@@ -23,6 +26,8 @@ struct SessionRow: Sendable {
     let expiresAt: Int64
     let revokedAt: Int64?
     let amr: [AuthenticationMethod]
+    let aal: AssuranceLevel
+    let factorID: String?
     let companyID: String?
     let username: String?
     let idleTimeout: Int64?
@@ -81,15 +86,16 @@ struct SessionRepository {
         try await db.insert(into: "sessions")
             .columns(
                 "id", "account_id", "created_at", "refreshed_at", "expires_at", "user_agent", "ip", "aal", "amr",
-                "company_id", "username", "idle_timeout", "parent_id"
+                "company_id", "username", "idle_timeout", "parent_id", "factor_id"
             )
             .values(
                 SQLBind(session.id), SQLBind(session.accountID), SQLBind(session.now.epochMilliseconds),
                 SQLBind(session.now.epochMilliseconds), SQLBind(session.expiresAt),
-                SQLBind(session.userAgent.map { String($0.prefix(512)) }), SQLBind(session.ip), SQLBind("aal1"),
+                SQLBind(session.userAgent.map { String($0.prefix(512)) }), SQLBind(session.ip),
+                SQLBind(session.aal.rawValue),
                 SQLBind(String(decoding: try JSONEncoder().encode(session.amr), as: UTF8.self)),
                 SQLBind(session.companyID), SQLBind(session.username), SQLBind(session.idleTimeout),
-                SQLBind(session.parentID)
+                SQLBind(session.parentID), SQLBind(session.factorID)
             )
             .run()
     }
@@ -222,8 +228,8 @@ struct SessionRepository {
 
     /// The columns `decodeSession` reads, from `sessions s`, `accounts a` and the parent `sessions p`.
     private static let sessionColumns = """
-        s.account_id, s.refreshed_at, s.expires_at, s.revoked_at, s.amr, s.company_id, s.username, s.idle_timeout,
-        s.parent_id, a.disabled_at, p.id AS p_id, p.refreshed_at AS p_refreshed_at, p.expires_at AS p_expires_at,
+        s.account_id, s.refreshed_at, s.expires_at, s.revoked_at, s.amr, s.aal, s.factor_id, s.company_id, s.username,
+        s.idle_timeout, s.parent_id, a.disabled_at, p.id AS p_id, p.refreshed_at AS p_refreshed_at, p.expires_at AS p_expires_at,
         p.revoked_at AS p_revoked_at
         """
 
@@ -243,6 +249,8 @@ struct SessionRepository {
             revokedAt: try row.decode(column: "revoked_at", as: Int64?.self),
             amr: (try? JSONDecoder().decode(
                 [AuthenticationMethod].self, from: Data(try row.decode(column: "amr", as: String.self).utf8))) ?? [],
+            aal: AssuranceLevel(rawValue: try row.decode(column: "aal", as: String.self)) ?? .aal1,
+            factorID: try row.decode(column: "factor_id", as: String?.self),
             companyID: try row.decode(column: "company_id", as: String?.self),
             username: try row.decode(column: "username", as: String?.self),
             idleTimeout: try row.decode(column: "idle_timeout", as: Int64?.self),
@@ -294,6 +302,10 @@ struct SessionRepository {
         case company(String, accountID: String, except: String?)
         /// Every session in one company.
         case wholeCompany(String)
+        /// The company's sessions below aal2 (it now requires a second factor).
+        case companyBelowAAL2(String)
+        /// The account's sessions below aal2 but the family of `keeping` (its first factor was just verified).
+        case accountBelowAAL2(String, keeping: String)
     }
 
     /// Ends the sessions `ending` names that are still live; returns the ids that ended.
@@ -316,9 +328,68 @@ struct SessionRepository {
             if let except { query = query.where("id", .notEqual, except) }
         case .wholeCompany(let companyID):
             query = query.where("company_id", .equal, companyID)
+        case .companyBelowAAL2(let companyID):
+            query = query.where("company_id", .equal, companyID).where("aal", .equal, AssuranceLevel.aal1.rawValue)
+        case .accountBelowAAL2(let accountID, let keeping):
+            let family = try await family(of: keeping)
+            query = query.where("account_id", .equal, accountID).where("aal", .equal, AssuranceLevel.aal1.rawValue)
+                .where("id", .notEqual, family)
+                .where { $0.where("parent_id", .is, SQLLiteral.null).orWhere("parent_id", .notEqual, family) }
         }
         let ended = try await query.returning("id").all(decodingColumn: "id", as: String.self)
         TransactionChanges.sessionsEnded(ended)
         return ended
+    }
+
+    // MARK: Assurance
+
+    /// Raises a session to aal2 by `factorID`, with `method` first in its `amr` (GoTrue keeps one entry per method,
+    /// newest first), and retires its refresh tokens: the one the client holds was issued at aal1 and must not
+    /// refresh into this session again. The caller issues the next (`insertRefreshToken`).
+    func raise(_ sessionID: String, factorID: String, method: String, now: Date) async throws {
+        guard
+            let stored = try await db.select().column("amr").from("sessions").where("id", .equal, sessionID)
+                .first(decodingColumn: "amr", as: String.self)
+        else { return }
+        var amr = (try? JSONDecoder().decode([AuthenticationMethod].self, from: Data(stored.utf8))) ?? []
+        amr.removeAll { $0.method == method }
+        amr.insert(AuthenticationMethod(method: method, timestamp: Int64(now.timeIntervalSince1970)), at: 0)
+        try await db.update("sessions").set("aal", to: AssuranceLevel.aal2.rawValue).set("factor_id", to: factorID)
+            .set("amr", to: String(decoding: try JSONEncoder().encode(amr), as: UTF8.self))
+            .where("id", .equal, sessionID).run()
+        try await db.update("refresh_tokens").set("rotated_at", to: now.epochMilliseconds)
+            .where("session_id", .equal, sessionID).where("rotated_at", .is, SQLLiteral.null).run()
+        TransactionChanges.sessionsEnded([sessionID])
+    }
+
+    /// Lowers every session `factorIDs` raised back to aal1, dropping the second factor's `amr` entries, as GoTrue
+    /// does when a factor is removed; a company session among them whose company requires a second factor ends.
+    /// Their access tokens keep saying aal2 until they expire (minutes); every check of the level reads the row.
+    func lower(factorIDs: [String], now: Date) async throws {
+        guard !factorIDs.isEmpty else { return }
+        let ended = try await db.update("sessions").set("revoked_at", to: now.epochMilliseconds)
+            .where("factor_id", .in, factorIDs).where("revoked_at", .is, SQLLiteral.null)
+            .where(
+                "company_id", .in,
+                SQLGroupExpression(
+                    db.select().column("id").from("companies").where("requires_mfa", .equal, 1).query)
+            )
+            .returning("id").all(decodingColumn: "id", as: String.self)
+        TransactionChanges.sessionsEnded(ended)
+        let rows = try await db.select().columns("id", "amr").from("sessions").where("factor_id", .in, factorIDs)
+            .all()
+        for row in rows {
+            let id = try row.decode(column: "id", as: String.self)
+            var amr =
+                (try? JSONDecoder().decode(
+                    [AuthenticationMethod].self, from: Data(try row.decode(column: "amr", as: String.self).utf8)))
+                ?? []
+            amr.removeAll { AssuranceLevel.secondFactorMethods.contains($0.method) }
+            try await db.update("sessions").set("aal", to: AssuranceLevel.aal1.rawValue)
+                .set("factor_id", to: SQLLiteral.null)
+                .set("amr", to: String(decoding: try JSONEncoder().encode(amr), as: UTF8.self))
+                .where("id", .equal, id).run()
+            TransactionChanges.sessionsEnded([id])
+        }
     }
 }

@@ -14,6 +14,10 @@ public struct Identity: Sendable, Equatable {
     /// For a company session, the account session it was opened from (it ends with it).
     public let parentSessionID: String?
     let claims: AccessTokenClaims
+    /// The session's level as stored now (a removed factor lowers it before its tokens expire).
+    var aal: AssuranceLevel = .aal1
+    /// The factor that raised it to aal2.
+    var factorID: String? = nil
 
     /// Whether this is an account session rather than a company login.
     var isAccountSession: Bool { companyID == nil }
@@ -33,6 +37,7 @@ struct IssuedSession: Sendable {
     let sessionID: String
     let refreshToken: String
     let amr: [AuthenticationMethod]
+    var aal: AssuranceLevel = .aal1
     var companyID: String? = nil
     var username: String? = nil
     /// When the session itself ends (epoch milliseconds), however often it refreshes.
@@ -107,10 +112,11 @@ final class SessionService: Sendable {
 
     /// Starts a session for `accountID` on one device, within the caller's transaction. A company session is a child
     /// of the account session `parent`: it ends with it, never outlives it, and its timeouts are capped by the
-    /// server's.
+    /// server's, and it has the level its account session had when it was opened (`parentAssurance`).
     func start(
         accountID: String, method: String, ip: String?, userAgent: String?, db: any SQLDatabase,
-        company: CompanyScope? = nil, parent: String? = nil
+        company: CompanyScope? = nil, parent: String? = nil,
+        parentAssurance: (aal: AssuranceLevel, factorID: String?) = (.aal1, nil)
     ) async throws -> IssuedSession {
         let now = clock.now
         var expiresAt = now.addingTimeInterval(
@@ -128,12 +134,13 @@ final class SessionService: Sendable {
         try await sessions.insert(
             NewSession(
                 id: sessionID, accountID: accountID, now: now, expiresAt: expiresAt, userAgent: userAgent, ip: ip,
-                amr: amr, companyID: company?.companyID, username: company?.username, idleTimeout: idleTimeout,
+                amr: amr, aal: parentAssurance.aal, factorID: parentAssurance.factorID,
+                companyID: company?.companyID, username: company?.username, idleTimeout: idleTimeout,
                 parentID: parent))
         try await sessions.insertRefreshToken(refreshToken, sessionID: sessionID, now: now)
         return IssuedSession(
             accountID: accountID, sessionID: sessionID, refreshToken: refreshToken, amr: amr,
-            companyID: company?.companyID, username: company?.username, endsAt: expiresAt)
+            aal: parentAssurance.aal, companyID: company?.companyID, username: company?.username, endsAt: expiresAt)
     }
 
     /// Signs an access token for `issued` and wraps it with the user into Supabase's session object. A company
@@ -149,7 +156,8 @@ final class SessionService: Sendable {
         let metadata = Self.metadataClaims(app: user.appMetadata, user: user.userMetadata)
         let claims = AccessTokenClaims(
             iss: issuer, aud: "authenticated", sub: issued.accountID, exp: issuedAt + Int64(lifetime), iat: issuedAt,
-            nbf: issuedAt, email: user.email, phone: "", role: "authenticated", aal: "aal1", amr: issued.amr,
+            nbf: issuedAt, email: user.email, phone: "", role: "authenticated", aal: issued.aal.rawValue,
+            amr: issued.amr,
             sessionID: issued.sessionID, sid: issued.sessionID, isAnonymous: user.isAnonymous,
             appMetadata: metadata.app, userMetadata: metadata.user, cid: membership?.companyID,
             companyRole: membership?.role.rawValue, deptMask: membership?.deptMask,
@@ -217,7 +225,7 @@ final class SessionService: Sendable {
             let next = RefreshRotation.successor(of: current, key: key)
             let issued = IssuedSession(
                 accountID: session.accountID, sessionID: state.sessionID, refreshToken: next, amr: session.amr,
-                companyID: session.companyID, username: session.username, endsAt: session.endsAt)
+                aal: session.aal, companyID: session.companyID, username: session.username, endsAt: session.endsAt)
             switch RefreshRotation.decide(rotatedAt: state.rotatedAt, now: now, grace: grace) {
             case .rotate:
                 let rotation = try await rotations.rotate(
@@ -263,6 +271,8 @@ final class SessionService: Sendable {
     struct LiveSession {
         let accountID: String
         let amr: [AuthenticationMethod]
+        let aal: AssuranceLevel
+        let factorID: String?
         let companyID: String?
         let username: String?
         let parentID: String?
@@ -304,7 +314,8 @@ final class SessionService: Sendable {
             else { return nil }
         }
         return LiveSession(
-            accountID: row.accountID, amr: row.amr, companyID: row.companyID, username: row.username,
+            accountID: row.accountID, amr: row.amr, aal: row.aal, factorID: row.factorID, companyID: row.companyID,
+            username: row.username,
             parentID: row.parentID, endsAt: min(row.expiresAt, row.parent?.expiresAt ?? .max))
     }
 
@@ -346,7 +357,7 @@ final class SessionService: Sendable {
         }
         return Identity(
             accountID: claims.sub, sessionID: claims.sessionID, email: claims.email, companyID: live.companyID,
-            parentSessionID: live.parentID, claims: claims)
+            parentSessionID: live.parentID, claims: claims, aal: live.aal, factorID: live.factorID)
     }
 
     // MARK: Ending and listing

@@ -174,6 +174,15 @@ struct AuthenticationMethod: Codable, Sendable, Equatable {
     var timestamp: Int64
 }
 
+/// How strongly a session's holder proved who they are (NIST's authenticator assurance level, as GoTrue writes it):
+/// aal1 for one factor, aal2 once a second factor verified in that session.
+enum AssuranceLevel: String, Sendable, Codable {
+    case aal1, aal2
+
+    /// The `amr` methods of a second factor (GoTrue's names).
+    static let secondFactorMethods: Set<String> = ["totp", "mfa/recovery_code"]
+}
+
 /// The claims of a Gatehouse access token (Supabase's shape, plus the company context later).
 struct AccessTokenClaims: JWTPayload, Equatable {
     var iss: String

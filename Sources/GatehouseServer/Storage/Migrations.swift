@@ -437,6 +437,45 @@ public enum Migrations {
                 .column("revoked_at", type: .bigint)
                 .run()
         },
+        Migration(version: 9, name: "second factors: TOTP, challenges, recovery codes; companies that require one") {
+            db in
+            // One row per factor: a TOTP secret (sealed, bound to the factor's id) or a set of recovery codes. The
+            // last time step a TOTP code was accepted for, so no code is accepted twice.
+            try await db.create(table: "mfa_factors")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("account_id", type: .text, .notNull, .references("accounts", "id", onDelete: .cascade))
+                .column("factor_type", type: .text, .notNull)
+                .column("friendly_name", type: .text, .notNull)
+                .column("status", type: .text, .notNull)
+                .column("secret", type: .text)
+                .column("last_used_step", type: .bigint)
+                .column("created_at", type: .bigint, .notNull)
+                .column("updated_at", type: .bigint, .notNull)
+                .column("last_challenged_at", type: .bigint)
+                .run()
+            try await db.create(index: "mfa_factors_account").on("mfa_factors").column("account_id").run()
+            // A challenge is answered once, from the address it was made from, within five minutes.
+            try await db.create(table: "mfa_challenges")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("factor_id", type: .text, .notNull, .references("mfa_factors", "id", onDelete: .cascade))
+                .column("created_at", type: .bigint, .notNull)
+                .column("ip", type: .text)
+                .column("verified_at", type: .bigint)
+                .run()
+            try await db.create(index: "mfa_challenges_factor").on("mfa_challenges").column("factor_id").run()
+            try await db.create(index: "mfa_challenges_created").on("mfa_challenges").column("created_at").run()
+            // Recovery codes as keyed digests, each spent once.
+            try await db.create(table: "mfa_recovery_codes")
+                .column("factor_id", type: .text, .notNull, .references("mfa_factors", "id", onDelete: .cascade))
+                .column("digest", type: .text, .notNull)
+                .column("used_at", type: .bigint)
+                .primaryKey("factor_id", "digest")
+                .run()
+            // The factor that raised a session to aal2: removing it lowers the session again.
+            try await db.alter(table: "sessions").column("factor_id", type: .text).run()
+            try await db.create(index: "sessions_factor").on("sessions").column("factor_id").run()
+            try await db.alter(table: "companies").column("requires_mfa", type: .bigint, .notNull, .default(0)).run()
+        },
     ]
 }
 

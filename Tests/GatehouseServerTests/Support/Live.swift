@@ -106,6 +106,11 @@ struct HTTPReply {
     var json: [String: Any] {
         (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:]
     }
+
+    /// The body as a JSON array of objects (empty when it is not one).
+    var jsonArray: [[String: Any]] {
+        (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [[String: Any]] ?? []
+    }
 }
 
 extension HTTPClient: Transport {

@@ -1,0 +1,462 @@
+import Foundation
+import GatehouseAPI
+import HTTPTypes
+import SQLKit
+
+/// Second factors in GoTrue's wire format: TOTP factors (enroll, challenge, verify, unenroll), recovery codes, and
+/// what the admin API and the operator do with them. Verifying raises the caller's session to aal2.
+final class FactorService: Sendable {
+    let store: Store
+    let clock: any GatehouseClock
+    let settings: AuthSettings
+    let sessions: SessionService
+    let box: SecretBox
+    let mail: AccountMail
+    let throttling: AccountThrottling
+    let users: UserReader
+    /// The issuer authenticator apps show when the app names none: the public URL's host, as GoTrue's site URL's.
+    let defaultIssuer: String
+
+    init(
+        store: Store, clock: any GatehouseClock, settings: AuthSettings, sessions: SessionService, box: SecretBox,
+        mail: AccountMail, throttling: AccountThrottling, users: UserReader, publicURL: String
+    ) {
+        self.store = store
+        self.clock = clock
+        self.settings = settings
+        self.sessions = sessions
+        self.box = box
+        self.mail = mail
+        self.throttling = throttling
+        self.users = users
+        defaultIssuer =
+            URLComponents(string: publicURL).flatMap { url in
+                url.host.map { host in url.port.map { "\(host):\($0)" } ?? host }
+            } ?? "Gatehouse"
+    }
+
+    /// GoTrue's limits: ten factors a user; a challenge lives five minutes; an unfinished enrolment five minutes.
+    static let maximumFactors = 10
+    static let challengeLifetime: TimeInterval = 300
+    static let unfinishedLifetime: TimeInterval = 300
+    /// Challenges and verifications per client address (GoTrue: 15 a minute, bursts of 30).
+    static let attemptsPerIP = RateLimit(limit: 15, per: 60, burst: 30)
+    /// Wrong recovery codes: five in fifteen minutes, then a wait (GoTrue's defaults).
+    static let recoveryRule = FailureBackoff.Rule(freeFailures: .max, maximumDelay: 0, window: 15 * 60, ceiling: 5)
+    static let recoveryName = "Recovery codes"
+
+    // MARK: Errors
+
+    static let notFound = APIError(.notFound, code: .mfaFactorNotFound, message: "Factor not found")
+    static let wrongCode = APIError(
+        .unprocessableContent, code: .mfaVerificationFailed, message: "Invalid TOTP code entered")
+    static let wrongRecoveryCode = APIError(
+        .unprocessableContent, code: .mfaVerificationFailed, message: "Invalid recovery code entered")
+    static func insufficient(_ message: String, status: HTTPResponse.Status = .forbidden) -> APIError {
+        APIError(status, code: .insufficientAal, message: message)
+    }
+
+    // MARK: TOTP
+
+    /// Enrolls an unverified TOTP factor and answers its secret, URI and QR code; nothing is kept half-made: the
+    /// row is written last, in one transaction with the checks.
+    func enroll(_ body: Schemas.EnrollFactorRequest, by caller: Caller) async throws -> Schemas.EnrolledFactor {
+        guard body.factorType == "totp" else {
+            throw APIError.validation("factor_type needs to be totp (phone and webauthn factors are not offered)")
+        }
+        let name = try Self.friendlyName(body.friendlyName, default: "")
+        let issuer = body.issuer.flatMap { $0.isEmpty ? nil : $0 } ?? defaultIssuer
+        guard issuer.utf8.count <= 64,
+            !issuer.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { throw APIError.validation("issuer must be at most 64 bytes of UTF-8, without control characters") }
+        let secret = TOTP.newSecret()
+        let uri = TOTP.uri(secret: secret, issuer: issuer, account: caller.identity.email)
+        let qrCode = try QRCode(uri, correction: .medium).svg()
+        let now = clock.now
+        let factorID = Secrets.identifier()
+        let factor = FactorRecord(
+            id: factorID, accountID: caller.accountID, type: .totp, friendlyName: name, status: .unverified,
+            secret: try box.seal(Base32.encode(secret), context: Self.secretContext(factorID)), lastUsedStep: nil,
+            createdAt: now.epochMilliseconds, updatedAt: now.epochMilliseconds, lastChallengedAt: nil)
+        try await store.transaction { [clock] db in
+            let factors = try await self.admissible(name: name, caller: caller, db: db)
+            if factors.contains(where: { $0.status == .verified }) && caller.identity.aal != .aal2 {
+                throw Self.insufficient("AAL2 required to enroll a new factor")
+            }
+            try await FactorRepository(db: db).insert(factor)
+            try await AuditRepository(db: db, clock: clock).record(
+                caller.client.event(.factorEnrolled, accountID: caller.accountID, detail: ["factor_id": factorID]))
+        }
+        return Schemas.EnrolledFactor(
+            id: factorID, _type: .totp, friendlyName: name,
+            totp: .init(qrCode: qrCode, secret: Base32.encode(secret), uri: uri))
+    }
+
+    /// The account's factors once unfinished enrolments are gone, when one more named `name` may join them (the
+    /// account row is locked first, so two enrolments of one account are decided one after the other).
+    private func admissible(name: String, caller: Caller, db: any SQLDatabase) async throws -> [FactorRecord] {
+        _ = try await AccountRepository(db: db).findLocked(id: caller.accountID)
+        let repository = FactorRepository(db: db)
+        let stale = clock.now.addingTimeInterval(-Self.unfinishedLifetime).epochMilliseconds
+        try await repository.delete(
+            try await repository.unfinished(accountID: caller.accountID, before: stale), accountID: caller.accountID)
+        let factors = try await repository.factors(accountID: caller.accountID)
+        if factors.contains(where: { $0.friendlyName == name }) {
+            throw APIError(
+                .unprocessableContent, code: .mfaFactorNameConflict,
+                message: "A factor with the friendly name \"\(name)\" for this user already exists")
+        }
+        if factors.count >= Self.maximumFactors {
+            throw APIError(
+                .unprocessableContent, code: .tooManyEnrolledMfaFactors,
+                message: "Maximum number of factors reached, unenroll to continue")
+        }
+        return factors
+    }
+
+    /// A challenge for one of the caller's TOTP factors, bound to the caller's address, for five minutes.
+    func challenge(_ rawFactorID: String, by caller: Caller) async throws -> Schemas.FactorChallenge {
+        try await throttling.limit("mfa-challenge", Self.attemptsPerIP, client: caller.client)
+        let factor = try await ownFactor(rawFactorID, caller: caller)
+        guard factor.type == .totp else {
+            throw APIError.validation("Recovery codes are verified at /factors/recovery-codes/verify")
+        }
+        let now = clock.now
+        let challenge = ChallengeRecord(
+            id: Secrets.identifier(), factorID: factor.id, createdAt: now.epochMilliseconds, ip: caller.client.ip,
+            verifiedAt: nil)
+        try await store.transaction { db in
+            try await FactorRepository(db: db).insertChallenge(challenge, accountID: caller.accountID)
+        }
+        return Schemas.FactorChallenge(
+            id: challenge.id, _type: .totp,
+            expiresAt: Int64(now.addingTimeInterval(Self.challengeLifetime).timeIntervalSince1970))
+    }
+
+    /// What a verification came to, decided inside its transaction (a refusal that must still write, such as an
+    /// expired challenge's deletion, commits).
+    private enum Verdict: Sendable {
+        case verified(IssuedSession, Schemas.User, first: Bool)
+        case refused(APIError, reason: String)
+    }
+
+    /// Verifies a TOTP code against a challenge: each try counts against the factor's backoff before the code is
+    /// compared; a code is accepted once (its time step is recorded, and a later code must be of a later step). On
+    /// success the session becomes aal2 with a new refresh token, the account's other aal1 sessions end, and other
+    /// unfinished enrolments go, as GoTrue does.
+    func verify(_ rawFactorID: String, _ body: Schemas.VerifyFactorRequest, by caller: Caller) async throws
+        -> Schemas.Session
+    {
+        try await throttling.limit("mfa-verify", Self.attemptsPerIP, client: caller.client)
+        let code = body.code.trimmingCharacters(in: .whitespaces)
+        guard !code.isEmpty else { throw APIError.validation("Code needs to be non-empty") }
+        let factor = try await ownFactor(rawFactorID, caller: caller)
+        guard factor.type == .totp, let sealed = factor.secret else {
+            throw APIError.validation("Recovery codes are verified at /factors/recovery-codes/verify")
+        }
+        let throttleKey = "factor:" + factor.id
+        try await throttling.admit(
+            throttleKey, rule: throttling.passwordRule, client: caller.client, accountID: caller.accountID)
+        guard let secret = Base32.decode(try box.open(sealed, context: Self.secretContext(factor.id))) else {
+            throw APIError.internalError
+        }
+        let now = clock.now
+        let verdict: Verdict = try await store.transaction { [self] db in
+            let repository = FactorRepository(db: db)
+            guard let challengeID = Secrets.identifier(body.challengeId),
+                let challenge = try await repository.challenge(challengeID, factorID: factor.id)
+            else {
+                return .refused(
+                    APIError(
+                        .unprocessableContent, code: .mfaFactorNotFound,
+                        message: "MFA factor with the provided challenge ID not found"), reason: "unknown_challenge")
+            }
+            guard challenge.verifiedAt == nil, challenge.ip == caller.client.ip else {
+                return .refused(
+                    APIError(
+                        .unprocessableContent, code: .mfaIpAddressMismatch,
+                        message: "Challenge and verify IP addresses mismatch, or the challenge was used"),
+                    reason: "challenge_used_or_moved")
+            }
+            guard Date(epochMilliseconds: challenge.createdAt).addingTimeInterval(Self.challengeLifetime) >= now else {
+                try await repository.deleteChallenge(challenge.id)
+                return .refused(
+                    APIError(
+                        .unprocessableContent, code: .mfaChallengeExpired,
+                        message: "MFA challenge has expired, verify against another challenge or create a new one"),
+                    reason: "challenge_expired")
+            }
+            guard
+                let step = TOTP.acceptedStep(code: code, secret: secret, now: now, lastUsedStep: factor.lastUsedStep),
+                try await repository.acceptStep(step, factorID: factor.id, accountID: caller.accountID, now: now),
+                try await repository.answer(challenge.id, now: now)
+            else { return .refused(Self.wrongCode, reason: "wrong_code") }
+            let others = try await repository.unfinished(accountID: caller.accountID, before: nil)
+                .filter { $0 != factor.id }
+            try await repository.delete(others, accountID: caller.accountID)
+            let first = factor.status == .unverified
+            try await AuditRepository(db: db, clock: clock).record(
+                caller.client.event(
+                    first ? .factorVerified : .mfaVerified, accountID: caller.accountID,
+                    detail: ["factor_id": factor.id, "method": "totp"]))
+            let (issued, user) = try await raise(caller, factorID: factor.id, method: "totp", db: db)
+            try await ThrottleRepository(db: db).clear(throttleKey)
+            return .verified(issued, user, first: first)
+        }
+        switch verdict {
+        case .verified(let issued, let user, _):
+            return try await sessions.response(for: issued, user: user)
+        case .refused(let error, let reason):
+            await sessions.audit(
+                caller.client.event(
+                    .mfaVerifyFailed, accountID: caller.accountID, detail: ["factor_id": factor.id, "reason": reason]))
+            throw error
+        }
+    }
+
+    /// Raises the caller's session to aal2 by `factorID`: a new refresh token in the same session (the one the
+    /// client holds is retired), and the account's other sessions below aal2 end.
+    private func raise(_ caller: Caller, factorID: String, method: String, db: any SQLDatabase) async throws
+        -> (IssuedSession, Schemas.User)
+    {
+        let now = clock.now
+        let sessionRepository = SessionRepository(db: db)
+        let sessionID = caller.identity.sessionID
+        try await sessionRepository.raise(sessionID, factorID: factorID, method: method, now: now)
+        let refreshToken = Secrets.token()
+        try await sessionRepository.insertRefreshToken(refreshToken, sessionID: sessionID, now: now)
+        try await sessionRepository.revoke(.accountBelowAAL2(caller.accountID, keeping: sessionID), now: now)
+        guard let live = try await sessions.liveSession(sessionID, now: now, db: db),
+            let account = try await AccountRepository(db: db).find(id: caller.accountID)
+        else { throw APIError.sessionNotFound }
+        let issued = IssuedSession(
+            accountID: caller.accountID, sessionID: sessionID, refreshToken: refreshToken, amr: live.amr,
+            aal: live.aal, endsAt: live.endsAt)
+        return (issued, try await users.user(account, db: db))
+    }
+
+    /// Removes one of the caller's factors. A verified one needs aal2 (422, as GoTrue answers here), and may not
+    /// leave recovery codes standing alone; the sessions it raised fall back to aal1.
+    func unenroll(_ rawFactorID: String, by caller: Caller) async throws -> Schemas.FactorID {
+        let factor = try await ownFactor(rawFactorID, caller: caller)
+        guard factor.type == .totp else {
+            throw APIError(
+                .unprocessableContent, code: .validationFailed,
+                message: "Recovery codes cannot be unenrolled with this endpoint, use DELETE /factors/recovery-codes")
+        }
+        if factor.status == .verified && caller.identity.aal != .aal2 {
+            throw Self.insufficient("AAL2 required to unenroll verified factor", status: .unprocessableContent)
+        }
+        try await store.transaction { [clock] db in
+            let factors = try await FactorRepository(db: db).factors(accountID: caller.accountID)
+            let otherVerified = factors.contains { $0.type == .totp && $0.status == .verified && $0.id != factor.id }
+            if factor.status == .verified, !otherVerified, factors.contains(where: { $0.type == .recoveryCode }) {
+                throw Self.soleRecoveryCodes
+            }
+            try await self.remove([factor.id], accountID: caller.accountID, db: db)
+            try await AuditRepository(db: db, clock: clock).record(
+                caller.client.event(.factorDeleted, accountID: caller.accountID, detail: ["factor_id": factor.id]))
+        }
+        return Schemas.FactorID(id: factor.id)
+    }
+
+    static let soleRecoveryCodes = APIError(
+        .unprocessableContent, code: .mfaRecoveryCodesSoleFactor,
+        message: "Recovery codes cannot be the only factor: remove them first, or keep another verified factor")
+
+    /// Deletes factors and lowers the sessions they raised.
+    private func remove(_ ids: [String], accountID: String, db: any SQLDatabase) async throws {
+        let removed = try await FactorRepository(db: db).delete(ids, accountID: accountID)
+        try await SessionRepository(db: db).lower(factorIDs: removed, now: clock.now)
+    }
+
+    /// One of the caller's factors, or 404 (another user's factor is answered exactly as one that does not exist).
+    private func ownFactor(_ rawID: String, caller: Caller) async throws -> FactorRecord {
+        guard let id = Secrets.identifier(rawID),
+            let factor = try await FactorRepository(db: store.database).factor(id, accountID: caller.accountID)
+        else { throw Self.notFound }
+        return factor
+    }
+
+    /// A TOTP secret is sealed bound to its factor: a sealed secret copied to another row does not open.
+    static func secretContext(_ factorID: String) -> String { "mfa_factor:" + factorID }
+
+    /// A friendly name as given: at most 128 characters, no control characters; `default` when missing or blank.
+    static func friendlyName(_ raw: String?, default fallback: String) throws -> String {
+        guard let raw, !raw.trimmingCharacters(in: .whitespaces).isEmpty else { return fallback }
+        guard raw.count <= 128, !raw.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { throw APIError.validation("friendly_name must be at most 128 characters, without control characters") }
+        return raw
+    }
+
+    // MARK: Recovery codes
+
+    /// The caller's recovery codes: how many there are and are left.
+    func recoveryStatus(by caller: Caller) async throws -> Schemas.RecoveryCodes {
+        guard let set = try await recoverySet(caller.accountID, db: store.database) else { throw Self.notFound }
+        let counts = try await FactorRepository(db: store.database).codeCounts(factorID: set.id)
+        return Schemas.RecoveryCodes(
+            id: set.id, _type: .recoveryCode, friendlyName: set.friendlyName, total: counts.total,
+            remaining: counts.remaining)
+    }
+
+    /// Makes the caller's set of recovery codes and answers them, this once. aal2 only, and only beside a verified
+    /// TOTP factor.
+    func generateRecoveryCodes(_ body: Schemas.RecoveryCodesRequest?, by caller: Caller) async throws
+        -> Schemas.RecoveryCodes
+    {
+        try requireAAL2(caller, "AAL2 required to generate recovery codes")
+        let name = try Self.friendlyName(body?.friendlyName, default: Self.recoveryName)
+        let codes = RecoveryCodes.generate()
+        let now = clock.now.epochMilliseconds
+        let set = FactorRecord(
+            id: Secrets.identifier(), accountID: caller.accountID, type: .recoveryCode, friendlyName: name,
+            status: .verified, secret: nil, lastUsedStep: nil, createdAt: now, updatedAt: now, lastChallengedAt: nil)
+        let digestKey = box.digestKeys(purpose: Self.recoveryPurpose)[0]
+        try await store.transaction { [clock] db in
+            let factors = try await FactorRepository(db: db).factors(accountID: caller.accountID)
+            if factors.contains(where: { $0.type == .recoveryCode }) {
+                throw APIError(
+                    .unprocessableContent, code: .mfaVerifiedFactorExists,
+                    message: "Recovery codes exist already: regenerate them instead")
+            }
+            guard factors.contains(where: { $0.type == .totp && $0.status == .verified }) else {
+                throw Self.soleRecoveryCodes
+            }
+            _ = try await self.admissible(name: name, caller: caller, db: db)
+            let repository = FactorRepository(db: db)
+            try await repository.insert(set)
+            try await repository.replaceCodes(
+                factorID: set.id,
+                digests: codes.map { RecoveryCodes.digest($0, factorID: set.id, key: digestKey) })
+            try await AuditRepository(db: db, clock: clock).record(
+                caller.client.event(.recoveryCodesGenerated, accountID: caller.accountID, detail: ["factor_id": set.id])
+            )
+        }
+        return Schemas.RecoveryCodes(
+            id: set.id, _type: .recoveryCode, friendlyName: name, total: codes.count, codes: codes)
+    }
+
+    /// Replaces every code of the caller's set (aal2 only) and lifts a lock on it.
+    func regenerateRecoveryCodes(by caller: Caller) async throws -> Schemas.RecoveryCodes {
+        try requireAAL2(caller, "AAL2 required to regenerate recovery codes")
+        let codes = RecoveryCodes.generate()
+        let digestKey = box.digestKeys(purpose: Self.recoveryPurpose)[0]
+        let set: FactorRecord = try await store.transaction { [clock] db in
+            guard let set = try await self.recoverySet(caller.accountID, db: db) else { throw Self.notFound }
+            try await FactorRepository(db: db).replaceCodes(
+                factorID: set.id,
+                digests: codes.map { RecoveryCodes.digest($0, factorID: set.id, key: digestKey) })
+            try await ThrottleRepository(db: db).clear(Self.recoveryThrottleKey(set.id))
+            try await AuditRepository(db: db, clock: clock).record(
+                caller.client.event(
+                    .recoveryCodesGenerated, accountID: caller.accountID,
+                    detail: ["factor_id": set.id, "regenerated": "true"]))
+            return set
+        }
+        return Schemas.RecoveryCodes(
+            id: set.id, _type: .recoveryCode, friendlyName: set.friendlyName, total: codes.count, codes: codes)
+    }
+
+    /// Removes the caller's recovery codes (aal2 only).
+    func deleteRecoveryCodes(by caller: Caller) async throws -> Schemas.FactorID {
+        try requireAAL2(caller, "AAL2 required to remove recovery codes")
+        let id: String = try await store.transaction { [clock] db in
+            guard let set = try await self.recoverySet(caller.accountID, db: db) else { throw Self.notFound }
+            try await self.remove([set.id], accountID: caller.accountID, db: db)
+            try await AuditRepository(db: db, clock: clock).record(
+                caller.client.event(.recoveryCodesDeleted, accountID: caller.accountID, detail: ["factor_id": set.id]))
+            return set.id
+        }
+        return Schemas.FactorID(id: id)
+    }
+
+    /// Spends one recovery code in place of a TOTP code: the session becomes aal2 (`mfa/recovery_code`), and the
+    /// account is told by mail, with how many codes are left. Five wrong codes in fifteen minutes lock the set.
+    func verifyRecoveryCode(_ body: Schemas.RecoveryCodeRequest, by caller: Caller) async throws -> Schemas.Session {
+        try await throttling.limit("mfa-verify", Self.attemptsPerIP, client: caller.client)
+        guard !body.code.allSatisfy({ $0 == "-" || $0.isWhitespace }) else {
+            throw APIError.validation("Code needs to be non-empty")
+        }
+        guard let set = try await recoverySet(caller.accountID, db: store.database) else {
+            throw Self.wrongRecoveryCode
+        }
+        let throttleKey = Self.recoveryThrottleKey(set.id)
+        try await throttling.admit(
+            throttleKey, rule: Self.recoveryRule, client: caller.client, accountID: caller.accountID,
+            code: .mfaRecoveryCodesLocked)
+        let digests = RecoveryCodes.normalized(body.code).map { code in
+            box.digestKeys(purpose: Self.recoveryPurpose).map { RecoveryCodes.digest(code, factorID: set.id, key: $0) }
+        }
+        let now = clock.now
+        let verdict: Verdict = try await mail.transactionQueuingMail { [self] db in
+            let repository = FactorRepository(db: db)
+            guard let digests, try await repository.spendCode(factorID: set.id, digests: digests, now: now) else {
+                return .refused(Self.wrongRecoveryCode, reason: "wrong_recovery_code")
+            }
+            let remaining = try await repository.codeCounts(factorID: set.id).remaining
+            try await AuditRepository(db: db, clock: clock).record(
+                caller.client.event(
+                    .recoveryCodeUsed, accountID: caller.accountID,
+                    detail: ["factor_id": set.id, "remaining": String(remaining)]))
+            try await ThrottleRepository(db: db).clear(throttleKey)
+            let (issued, user) = try await raise(caller, factorID: set.id, method: "mfa/recovery_code", db: db)
+            try await mail.mailer.enqueue(.recoveryCodeUsed(remaining: remaining), to: caller.identity.email, db: db)
+            return .verified(issued, user, first: false)
+        }
+        switch verdict {
+        case .verified(let issued, let user, _):
+            return try await sessions.response(for: issued, user: user)
+        case .refused(let error, let reason):
+            await sessions.audit(
+                caller.client.event(
+                    .mfaVerifyFailed, accountID: caller.accountID, detail: ["factor_id": set.id, "reason": reason]))
+            throw error
+        }
+    }
+
+    static let recoveryPurpose = "recovery code"
+    static func recoveryThrottleKey(_ factorID: String) -> String { "recovery:" + factorID }
+
+    private func recoverySet(_ accountID: String, db: any SQLDatabase) async throws -> FactorRecord? {
+        try await FactorRepository(db: db).factors(accountID: accountID).first { $0.type == .recoveryCode }
+    }
+
+    private func requireAAL2(_ caller: Caller, _ message: String) throws {
+        guard caller.identity.aal == .aal2 else { throw Self.insufficient(message) }
+    }
+
+    // MARK: Admin and operator
+
+    /// A user's factors, for the admin API and `gatehouse users factors list`.
+    func factors(accountID: String) async throws -> [Schemas.Factor] {
+        try await FactorRepository(db: store.database).factors(accountID: accountID).map(\.wire)
+    }
+
+    /// Removes one factor of a user (admin API), audited with the key that asked; sessions it raised fall to aal1.
+    func adminDelete(accountID: String, rawFactorID: String, event: AuditEvent) async throws -> Schemas.Factor {
+        guard let id = Secrets.identifier(rawFactorID) else { throw Self.notFound }
+        return try await store.transaction { [clock] db in
+            guard let factor = try await FactorRepository(db: db).factor(id, accountID: accountID) else {
+                throw Self.notFound
+            }
+            try await self.remove([factor.id], accountID: accountID, db: db)
+            var event = event
+            event.detail["factor_id"] = factor.id
+            try await AuditRepository(db: db, clock: clock).record(event)
+            return factor.wire
+        }
+    }
+
+    /// Removes every factor of a user (the operator's "lost phone and codes"); answers how many went.
+    func reset(accountID: String, event: AuditEvent) async throws -> Int {
+        try await store.transaction { [clock] db in
+            let ids = try await FactorRepository(db: db).factors(accountID: accountID).map(\.id)
+            try await self.remove(ids, accountID: accountID, db: db)
+            var event = event
+            event.detail["factors"] = String(ids.count)
+            try await AuditRepository(db: db, clock: clock).record(event)
+            return ids.count
+        }
+    }
+}
