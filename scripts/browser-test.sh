@@ -19,7 +19,7 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
-if ! python3 -c 'import selenium, axe_selenium_python, selenium_axe_python' 2>/dev/null; then
+if ! python3 -c 'import selenium, axe_selenium_python, selenium_axe_python, pyotp, zxingcpp' 2>/dev/null; then
     python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
 fi
 

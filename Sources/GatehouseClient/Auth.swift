@@ -15,6 +15,9 @@ public struct Auth: Sendable {
     /// with their reason. Each call makes a new stream; it starts with the session as it stands once restored.
     public var events: AsyncStream<AuthEvent> { hub.stream() }
 
+    /// The account's second factors: TOTP apps, recovery codes, and the session's assurance level.
+    public var mfa: MFA { MFA(sessions: sessions) }
+
     /// Loads the sessions kept from an earlier launch (the account's, and the company's it was logged in to).
     /// Offline, they are kept; the server decides when they end.
     @discardableResult

@@ -42,7 +42,8 @@ public struct Companies: Sendable {
 
     /// Logs in to a company (switching from the one logged in to, if any): with the credential, or with the account
     /// session alone when the company does not require one. Wrong passwords make the server back off:
-    /// `lockedOut(until:)`.
+    /// `lockedOut(until:)`. A company that requires a second factor refuses an aal1 account session with
+    /// `insufficient_aal` (`GatehouseError.Code.insufficientAal`): verify one with `auth.mfa`, then log in again.
     @discardableResult
     public func login(to companyID: String, username: String? = nil, password: String? = nil)
         async throws(GatehouseError) -> Session
@@ -131,8 +132,9 @@ public struct Companies: Sendable {
     public func update(_ change: CompanyUpdate) async throws(GatehouseError) -> Company {
         let body = Components.Schemas.UpdateCompanyRequest(
             name: change.name, logoUrl: change.logoURL, requiresCredential: change.requiresCredential,
-            passwordMinLength: change.passwordMinLength, sessionIdleTimeout: change.sessionIdleTimeout,
-            sessionLifetime: change.sessionLifetime, managersCanShare: change.managersCanShare)
+            requiresMfa: change.requiresMFA, passwordMinLength: change.passwordMinLength,
+            sessionIdleTimeout: change.sessionIdleTimeout, sessionLifetime: change.sessionLifetime,
+            managersCanShare: change.managersCanShare)
         return Company(
             try await inCompany { try await $0.updateCompany(path: .init(cid: $1), body: .json(body)).ok.body.json })
     }

@@ -41,6 +41,42 @@ extension GatehouseError {
         if case .server(_, let code, _) = self { return code }
         return nil
     }
+
+    /// The server's stable code of a `server` error as a `Code`, to compare with the well-known ones.
+    public var errorCode: Code? { code.map(Code.init(rawValue:)) }
+
+    /// A server's stable error code: an open set, so a newer server's codes do not break older apps. The
+    /// well-known ones an app handles are named here; any other arrives as it is.
+    public struct Code: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        /// The code as the server spells it.
+        public let rawValue: String
+        /// A code as the server spells it.
+        public init(rawValue: String) { self.rawValue = rawValue }
+        /// The code as the server spells it.
+        public var description: String { rawValue }
+
+        /// The session is at aal1 where a verified second factor is needed: enrolling another factor, removing a
+        /// verified one, recovery codes, or logging in to a company that requires one.
+        public static let insufficientAal = Code(rawValue: "insufficient_aal")
+        /// A wrong, used or out-of-window TOTP code, or a wrong or spent recovery code.
+        public static let mfaVerificationFailed = Code(rawValue: "mfa_verification_failed")
+        /// The challenge is older than five minutes: ask for another.
+        public static let mfaChallengeExpired = Code(rawValue: "mfa_challenge_expired")
+        /// No such factor or challenge of the account's.
+        public static let mfaFactorNotFound = Code(rawValue: "mfa_factor_not_found")
+        /// The challenge was used already, or made from another address.
+        public static let mfaIpAddressMismatch = Code(rawValue: "mfa_ip_address_mismatch")
+        /// The account has a factor of that name already.
+        public static let mfaFactorNameConflict = Code(rawValue: "mfa_factor_name_conflict")
+        /// Five wrong recovery codes in fifteen minutes: wait.
+        public static let mfaRecoveryCodesLocked = Code(rawValue: "mfa_recovery_codes_locked")
+        /// Recovery codes need a verified TOTP factor beside them.
+        public static let mfaRecoveryCodesSoleFactor = Code(rawValue: "mfa_recovery_codes_sole_factor")
+        /// Recovery codes exist already: regenerate them instead.
+        public static let mfaVerifiedFactorExists = Code(rawValue: "mfa_verified_factor_exists")
+        /// The account has ten factors already.
+        public static let tooManyEnrolledMfaFactors = Code(rawValue: "too_many_enrolled_mfa_factors")
+    }
 }
 
 /// The body of an error answer, in the `{code, message}` shape the SDK asks for.

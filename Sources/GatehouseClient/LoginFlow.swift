@@ -1,8 +1,9 @@
 import Foundation
 
-/// The seeds' login path as a pure state machine: launch → restore the session → the company list → the selected
-/// company → its login (or making the credential the first time) → home; with signing out, switching, a lockout and
-/// its countdown, a removal from the company, and the session ending while in use.
+/// The seeds' login path as a pure state machine: launch → restore the session → (a second factor, when the account
+/// has one) → the company list → the selected company → its login (or making the credential the first time) → home;
+/// with signing out, switching, a lockout and its countdown, a removal from the company, the session ending while in
+/// use, and a company that requires a second factor the session has not verified.
 ///
 /// It does no I/O: each `handle` takes what happened and answers what to do next, which `LoginFlowModel` (or an
 /// app's own driver) carries out against the server and reports back.
@@ -27,6 +28,11 @@ public struct LoginFlow: Sendable, Equatable {
         case lockedOut(CompanySummary, until: Date)
         /// Inside the company.
         case home(CompanySummary)
+        /// The second factor: a code of the authenticator app, or a recovery code. `company` is the one whose login
+        /// asked for it (nil right after the account sign-in); `error` is why the last code was refused.
+        case secondFactor(company: CompanySummary?, error: GatehouseError?)
+        /// The company requires a second factor and the account has none: set one up first (then log in again).
+        case secondFactorSetupRequired(CompanySummary)
     }
 
     /// Why the app is back at an earlier screen.
@@ -65,6 +71,13 @@ public struct LoginFlow: Sendable, Equatable {
         case accessRevoked(companyID: String)
         /// The company session ended (timeout) while the account is still a member.
         case companySessionEnded
+        /// The account session is aal1 where aal2 is needed: after the account sign-in (`companyID` nil), or when
+        /// that company's login answered `insufficient_aal`. `enrolled`: the account has a verified factor.
+        case secondFactorRequired(companyID: String?, enrolled: Bool)
+        /// A TOTP or recovery code was accepted: the account session is aal2.
+        case secondFactorVerified
+        /// The code was refused (wrong, used, expired, or the server backing off).
+        case secondFactorFailed(GatehouseError)
     }
 
     /// What the driver should do next.
@@ -75,6 +88,12 @@ public struct LoginFlow: Sendable, Equatable {
         case loadCompanies
         /// Log in to this company without a credential (it does not require one).
         case loginWithoutCredential(companyID: String)
+        /// Its login was refused for want of a second factor: find out whether the account has a verified one
+        /// (`AssuranceLevel`), and tell the flow `secondFactorRequired(companyID:enrolled:)`.
+        case checkSecondFactor(companyID: String)
+        /// The second factor is verified: log in to this company again with the credential just refused for it
+        /// (kept by the driver, in memory only); without one, the login screen asks for it again.
+        case retryLogin(companyID: String)
     }
 
     /// The screen.
@@ -96,6 +115,18 @@ public struct LoginFlow: Sendable, Equatable {
     public func lockoutRemaining(at now: Date) -> Int? {
         guard case .lockedOut(_, let until) = screen else { return nil }
         return max(0, Int(until.timeIntervalSince(now).rounded(.up)))
+    }
+
+    /// What to tell the flow about the account session's `assurance` once signed in or restored: the second-factor
+    /// step when it is aal1 and the account has a verified factor, else `signedIn`.
+    public static func signedIn(at assurance: AssuranceLevel) -> Event {
+        assurance.needsSecondFactor ? .secondFactorRequired(companyID: nil, enrolled: true) : .signedIn
+    }
+
+    /// What to tell the flow when `companyID`'s login answered `insufficient_aal` and the account session is at
+    /// `assurance`.
+    public static func companyNeedsSecondFactor(_ companyID: String, at assurance: AssuranceLevel) -> Event {
+        .secondFactorRequired(companyID: companyID, enrolled: assurance.next == .aal2)
     }
 
     /// Takes an event; answers what the driver should do next, if anything.
@@ -138,6 +169,7 @@ public struct LoginFlow: Sendable, Equatable {
             return nil
         case .loginFailed(let error):
             guard let company = current else { return nil }
+            if error.errorCode == .insufficientAal { return .checkSecondFactor(companyID: company.id) }
             switch error {
             case .lockedOut(let until): screen = .lockedOut(company, until: until)
             case .sessionExpired: return handle(.signedOut(.sessionEnded))
@@ -174,14 +206,56 @@ public struct LoginFlow: Sendable, Equatable {
             guard case .home(let company) = screen else { return nil }
             screen = .companyLogin(company, error: .sessionExpired)
             return nil
+        case .secondFactorRequired(let id, let enrolled):
+            return secondFactorRequired(companyID: id, enrolled: enrolled)
+        case .secondFactorVerified:
+            return secondFactorVerified()
+        case .secondFactorFailed(let error):
+            guard case .secondFactor(let company, _) = screen else { return nil }
+            if error == .sessionExpired { return handle(.signedOut(.sessionEnded)) }
+            screen = .secondFactor(company: company, error: error)
+            return nil
         }
+    }
+
+    /// The second-factor step, or for a company when the account has no factor, the screen asking to set one up.
+    private mutating func secondFactorRequired(companyID: String?, enrolled: Bool) -> Effect? {
+        guard let companyID else {
+            guard enrolled else { return handle(.signedIn) }
+            screen = .secondFactor(company: nil, error: nil)
+            return nil
+        }
+        guard let company = companies.first(where: { $0.id == companyID }) else { return nil }
+        selectedCompanyID = companyID
+        screen = enrolled ? .secondFactor(company: company, error: nil) : .secondFactorSetupRequired(company)
+        return nil
+    }
+
+    /// On to the company list after the account sign-in, or back to the login of the company that asked.
+    private mutating func secondFactorVerified() -> Effect? {
+        let asked: CompanySummary?
+        switch screen {
+        case .secondFactor(let company, _): asked = company
+        case .secondFactorSetupRequired(let company): asked = company
+        default: return nil
+        }
+        guard let company = asked else {
+            screen = .loadingCompanies
+            return .loadCompanies
+        }
+        if !company.requiresCredential {
+            screen = .companyLogin(company, error: nil)
+            return .loginWithoutCredential(companyID: company.id)
+        }
+        screen = company.hasCredential ? .companyLogin(company, error: nil) : .createCredential(company, error: nil)
+        return .retryLogin(companyID: company.id)
     }
 
     /// The company on screen, if any.
     private var current: CompanySummary? {
         switch screen {
         case .companyLogin(let company, _), .createCredential(let company, _), .lockedOut(let company, _),
-            .home(let company):
+            .home(let company), .secondFactor(let company?, _), .secondFactorSetupRequired(let company):
             return company
         default: return nil
         }

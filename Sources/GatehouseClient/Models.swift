@@ -11,12 +11,15 @@ public struct User: Sendable, Equatable {
     public let emailConfirmedAt: Date?
     /// The profile values the app stored, as strings (other JSON values are left out).
     public let profile: [String: String]
+    /// Its second factors, verified or not (empty when it has none).
+    public let factors: [Factor]
 
     init(_ wire: Components.Schemas.User) {
         id = wire.id
         email = wire.email
         emailConfirmedAt = wire.emailConfirmedAt
         profile = wire.userMetadata.compactMapValues(\.stringValue)
+        factors = (wire.factors ?? []).map(Factor.init)
     }
 }
 
@@ -91,6 +94,8 @@ public struct CompanySummary: Sendable, Equatable, Identifiable {
     public let hasCredential: Bool
     /// Whether logging in to it takes the credential (otherwise the account session is enough).
     public let requiresCredential: Bool
+    /// Whether logging in to it takes a second factor verified in the account session (aal2).
+    public let requiresMFA: Bool
 
     init(_ wire: Components.Schemas.CompanySummary) {
         id = wire.id
@@ -101,12 +106,13 @@ public struct CompanySummary: Sendable, Equatable, Identifiable {
         memberCount = wire.memberCount
         hasCredential = wire.hasCredential
         requiresCredential = wire.requiresCredential
+        requiresMFA = wire.requiresMfa
     }
 
     /// A summary as the app would list it (for previews and tests of a login flow).
     public init(
         id: String, name: String, tier: Tier = .free, logoURL: URL? = nil, role: Role = .owner, memberCount: Int = 1,
-        hasCredential: Bool, requiresCredential: Bool = true
+        hasCredential: Bool, requiresCredential: Bool = true, requiresMFA: Bool = false
     ) {
         self.id = id
         self.name = name
@@ -116,6 +122,7 @@ public struct CompanySummary: Sendable, Equatable, Identifiable {
         self.memberCount = memberCount
         self.hasCredential = hasCredential
         self.requiresCredential = requiresCredential
+        self.requiresMFA = requiresMFA
     }
 }
 
@@ -124,7 +131,7 @@ extension CompanySummary {
     var withCredential: CompanySummary {
         CompanySummary(
             id: id, name: name, tier: tier, logoURL: logoURL, role: role, memberCount: memberCount, hasCredential: true,
-            requiresCredential: requiresCredential)
+            requiresCredential: requiresCredential, requiresMFA: requiresMFA)
     }
 }
 
@@ -142,6 +149,8 @@ public struct Company: Sendable, Equatable, Identifiable {
     public let ownerID: String
     /// Whether logging in takes the credential.
     public let requiresCredential: Bool
+    /// Whether logging in takes a second factor verified in the account session (aal2).
+    public let requiresMFA: Bool
     /// The shortest credential password it accepts.
     public let passwordMinLength: Int
     /// Seconds of inactivity after which a company session ends.
@@ -162,6 +171,7 @@ public struct Company: Sendable, Equatable, Identifiable {
         logoURL = wire.logoUrl.flatMap(URL.init(string:))
         ownerID = wire.ownerId
         requiresCredential = wire.requiresCredential
+        requiresMFA = wire.requiresMfa
         passwordMinLength = wire.passwordMinLength
         sessionIdleTimeout = wire.sessionIdleTimeout
         sessionLifetime = wire.sessionLifetime
@@ -187,11 +197,15 @@ public struct CompanyUpdate: Sendable, Equatable {
     public var sessionLifetime: Int?
     /// Whether managers may make share links.
     public var managersCanShare: Bool?
+    /// Whether logging in takes a second factor. Turning it on needs the owner's company session at aal2 (log in to
+    /// the company after verifying one), and ends the company's sessions opened below aal2.
+    public var requiresMFA: Bool?
 
     /// An update that changes nothing until its values are set.
     public init(
         name: String? = nil, logoURL: String? = nil, requiresCredential: Bool? = nil, passwordMinLength: Int? = nil,
-        sessionIdleTimeout: Int? = nil, sessionLifetime: Int? = nil, managersCanShare: Bool? = nil
+        sessionIdleTimeout: Int? = nil, sessionLifetime: Int? = nil, managersCanShare: Bool? = nil,
+        requiresMFA: Bool? = nil
     ) {
         self.name = name
         self.logoURL = logoURL
@@ -200,6 +214,7 @@ public struct CompanyUpdate: Sendable, Equatable {
         self.sessionIdleTimeout = sessionIdleTimeout
         self.sessionLifetime = sessionLifetime
         self.managersCanShare = managersCanShare
+        self.requiresMFA = requiresMFA
     }
 }
 

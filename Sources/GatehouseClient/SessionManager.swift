@@ -118,6 +118,13 @@ actor SessionManager {
         try persist(new)
     }
 
+    /// Takes the same session raised by a second factor (new tokens, aal2): told as `refreshed`, as a refresh is.
+    func replace(_ raised: Session) throws(GatehouseError) {
+        session = raised
+        announce(.refreshed(raised))
+        try persist(raised)
+    }
+
     /// A session whose access token is good for at least `margin` more seconds, refreshing when needed.
     func valid() async throws(GatehouseError) -> Session {
         guard let session else { throw .notSignedIn }
@@ -161,6 +168,8 @@ actor SessionManager {
             try persist(renewed)
             return renewed
         } catch .sessionExpired {
+            // A second factor verified meanwhile retired the token this refresh sent: the session lives on.
+            if let raised = session, raised.refreshToken != current.refreshToken { return raised }
             try end(.sessionEnded)
             throw GatehouseError.sessionExpired
         }

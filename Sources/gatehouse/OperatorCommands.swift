@@ -63,11 +63,48 @@ struct Companies: AsyncParsableCommand {
     }
 }
 
-/// `gatehouse users list | show | sign-out | disable`.
+/// `gatehouse users list | show | sign-out | disable | import | factors`.
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Inspect accounts, sign them out everywhere, or disable them.",
-        subcommands: [List.self, Show.self, SignOut.self, Disable.self, Import.self])
+        abstract:
+            "Inspect accounts, sign them out everywhere, disable them, import them, or reset their second factors.",
+        subcommands: [List.self, Show.self, SignOut.self, Disable.self, Import.self, Factors.self])
+
+    /// `gatehouse users factors list | reset`: the support case "lost phone and recovery codes".
+    struct Factors: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List or remove an account's second factors (a lost phone and lost recovery codes).",
+            subcommands: [List.self, Reset.self])
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "List an account's factors: id, type, status, created, name.")
+            @Argument(help: "Account id or email.") var account: String
+            @OptionGroup var options: ServerOptions
+            func run() async throws {
+                let lines = try await withOperator(options, missing: "no account \(account)") {
+                    try await $0.factors(account)
+                }
+                if lines.isEmpty { print("account \(account) has no second factor") }
+                for line in lines { print(line) }
+            }
+        }
+
+        struct Reset: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Remove every factor of an account; its sessions fall back to aal1 (audited).")
+            @Argument(help: "Account id or email.") var account: String
+            @OptionGroup var options: ServerOptions
+            func run() async throws {
+                let removed = try await withOperator(options, missing: "no account \(account)") {
+                    try await $0.resetFactors(account)
+                }
+                print(
+                    "account \(account): \(removed) factor\(removed == 1 ? "" : "s") removed; it signs in with its password again"
+                )
+            }
+        }
+    }
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List every account.")

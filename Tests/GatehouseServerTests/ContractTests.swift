@@ -42,7 +42,8 @@ struct ContractTests {
         "GET /auth/v1/verify", "POST /auth/v1/verify/continue", "GET /account", "GET /account/sign-in",
         "POST /account/sign-in", "POST /account/code", "POST /account/code/verify", "POST /account/link",
         "GET /account/password", "POST /account/password", "POST /account/sign-out", "POST /account/sign-out-others",
-        "POST /account/delete", "GET /share/{}",
+        "POST /account/delete", "GET /share/{}", "POST /account/factors", "POST /account/factors/verify",
+        "POST /account/factors/remove", "GET /account/second-factor", "POST /account/second-factor",
     ]
 
     @Test("every route the router serves is a documented operation or a page, and every documented operation is served")

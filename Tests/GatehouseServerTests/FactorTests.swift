@@ -435,4 +435,30 @@ struct FactorFlowTests {
                     .where("action", .equal, "factor_deleted").all().count == 1)
         }
     }
+
+    @Test("the operator's lost-phone case: `users factors list` shows them, `reset` removes them and lowers sessions")
+    func operatorReset() async throws {
+        try await AccountHarness.with { h in
+            let email = AccountHarness.newEmail()
+            let session = try await h.confirmedAccount(email)
+            let factor = try await h.enrolled(session.access, name: "lost phone")
+            let raised = try await h.stepUp(factor, bearer: session.access)
+            let support = Operator(store: h.server.services.store)
+            let lines = try #require(try await support.factors(email))
+            #expect(
+                lines.count == 1 && lines[0].contains("\(factor.id)  totp  verified")
+                    && lines[0].hasSuffix("lost phone"))
+            #expect(try await support.factors("nobody@example.com") == nil)
+            #expect(try await support.resetFactors(email) == 1)
+            #expect(try await support.factors(email) == [])
+            let lowered = try SignedIn(try await h.client.refresh(raised.refresh))
+            #expect(try Self.claims(lowered.access)["aal"] as? String == "aal1")
+            let detail = try await h.server.services.store.database.select().column("detail").from("audit_events")
+                .where("action", .equal, "factors_reset").all(decodingColumn: "detail", as: String.self)
+            #expect(detail.count == 1 && detail[0].contains("operator"))
+            // A fresh sign-in is aal1 and may enroll again without aal2.
+            let again = try SignedIn(try await h.client.password(email, "correct horse battery"))
+            #expect(try await h.enroll(again.access).status == 200)
+        }
+    }
 }

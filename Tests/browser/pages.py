@@ -8,11 +8,17 @@ Usage: python3 Tests/browser/pages.py --base URL --data-dir DIR --binary PATH [-
 """
 
 import argparse
+import io
+import re
 import signal
 import sys
+import time
 import urllib.parse
 
+import pyotp
+import zxingcpp
 from harness import Server, run
+from PIL import Image
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.keys import Keys
 
@@ -45,12 +51,12 @@ def ask_for_new_link(server, browser, check, email):
     check(mail.link is not None, f"the new-link mail to {email} has no link: {mail.text!r}")
 
 
-def sign_in_with_password(browser, email, password):
+def sign_in_with_password(browser, email, password, page="account"):
     """The sign-in page's password form, by keyboard."""
     browser.open("/account/sign-in", "sign-in")
     browser.type_into("form#password-sign-in input#email", email)
     browser.type_into("form#password-sign-in input#password", password)
-    browser.press_on("form#password-sign-in [type=submit]", "account")
+    browser.press_on("form#password-sign-in [type=submit]", page)
 
 
 # --- 1. the magic link ---------------------------------------------------------------------------------------------
@@ -320,6 +326,132 @@ def test_delete_account(server, browser, check):
     check(status == 200, f"the new account's password sign-in answered {status}: {answer}")
 
 
+# --- 6. two-step verification --------------------------------------------------------------------------------------
+
+
+class Authenticator:
+    """A phone's authenticator app, set up from a scanned otpauth:// URI. The server takes each 30 s step's code
+    once: a step already used gives way to the next one's code, which it also accepts."""
+
+    def __init__(self, uri):
+        self.totp = pyotp.parse_uri(uri)
+        self.used = set()
+
+    def code(self):
+        now = time.time()
+        step = int(now // self.totp.interval)
+        if step in self.used:
+            step += 1
+            now += self.totp.interval
+        self.used.add(step)
+        return self.totp.at(now)
+
+    def wrong_code(self):
+        """Six digits no step near now gives."""
+        now = time.time()
+        near = {self.totp.at(now + offset * self.totp.interval) for offset in range(-2, 3)}
+        return next(code for code in ("000000", "111111", "222222") if code not in near)
+
+
+def scan_qr_code(browser, check):
+    """Photographs figure#qr-code as a phone would and decodes it: the one otpauth://totp/ URI it holds."""
+    figure = browser.one("figure#qr-code")
+    check(len(figure.find_elements("css selector", "svg")) == 1, "figure#qr-code holds no inline <svg>")
+    browser.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", figure)
+    png = figure.screenshot_as_png
+    found = zxingcpp.read_barcodes(Image.open(io.BytesIO(png)))
+    size = figure.size
+    check(len(found) == 1, f"figure#qr-code ({size['width']}x{size['height']} px) decodes to {len(found)} codes")
+    check(found[0].format == zxingcpp.BarcodeFormat.QRCode, f"figure#qr-code decodes as {found[0].format}")
+    text = found[0].text
+    check(text.startswith("otpauth://totp/"), f"the QR code holds {text!r}, not an otpauth://totp/ URI")
+    return text
+
+
+def test_second_factor(server, browser, check):
+    """An authenticator app set up from the scanned QR code, its recovery codes, a sign-in that asks for a code
+    (a recovery code once, the app's code once, a wrong one refused), and the app removed."""
+    email = "two-step@example.com"
+    server.sign_up(check, email, PASSWORD)
+    sign_in_with_password(browser, email, PASSWORD)
+    check(not browser.css("ul#factors li.factor"), "a new account lists a factor")
+    browser.one("form#add-factor")
+    browser.press_on("form#add-factor [type=submit]", "factor-setup").audit("factor-setup")
+
+    shown = browser.text("code#secret")
+    check(re.fullmatch(r"[A-Z2-7]{1,4}(-[A-Z2-7]{1,4})+", shown), f"code#secret {shown!r} is not base32 in groups")
+    secret = shown.replace("-", "")
+    uri = scan_qr_code(browser, check)
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(uri).query)
+    check.equal(query.get("secret", [None])[0], secret, "the scanned QR code's secret= against code#secret")
+    app = Authenticator(uri)
+    check.equal(app.totp.secret, secret, "pyotp's secret from the scanned URI")
+
+    browser.one("form#factor-form")
+    browser.type_into("form#factor-form input#code", app.wrong_code())
+    browser.press_on("form#factor-form [type=submit]", "factor-setup")
+    check(bool(browser.text("p#code-error")), "a wrong code shows an empty p#code-error")
+    described = (browser.one("input#code").get_attribute("aria-describedby") or "").split()
+    check("code-error" in described, f"input#code aria-describedby={described} does not name p#code-error")
+    check.equal(browser.text("code#secret"), shown, "code#secret after a wrong code")
+    browser.audit("factor-setup", shots=False)
+
+    browser.type_into("form#factor-form input#code", app.code())
+    browser.press_on("form#factor-form [type=submit]", "recovery-codes").audit("recovery-codes")
+    codes = [element.text.strip() for element in browser.css("ul#recovery-codes code.recovery-code")]
+    check.equal(len(codes), 10, "the number of code.recovery-code in ul#recovery-codes")
+    check(all(re.fullmatch(r"[A-Za-z0-9]{4}(-[A-Za-z0-9]{4}){3}", code) for code in codes),
+          f"the recovery codes are not 16 characters in groups of 4: {codes}")
+    check.equal(len(set(codes)), 10, "the number of distinct recovery codes")
+    href = browser.one("a#continue").get_attribute("href")
+    check(urllib.parse.urlsplit(href).path == "/account", f"a#continue goes to {href}, not /account")
+    browser.press_on("a#continue", "account")
+    check(bool(browser.text("#notice")), "the account page after turning the app on has an empty #notice")
+    on = [li.text for li in browser.css("ul#factors li.factor") if " On" in li.text]
+    check(len(on) >= 1, f"ul#factors shows no factor On: {[li.text for li in browser.css('ul#factors li.factor')]}")
+    browser.audit("account", shots=False)
+
+    # A sign-in now asks for a code: a wrong one, then a recovery code (with its dashes).
+    browser.press_on("form#sign-out [type=submit]", None)
+    sign_in_with_password(browser, email, PASSWORD, page="second-factor")
+    check(urllib.parse.urlsplit(browser.driver.current_url).path == "/account/second-factor",
+          f"the password sign-in went to {browser.driver.current_url}, not /account/second-factor")
+    browser.audit("second-factor")
+    browser.open("/account", "second-factor")
+    browser.one("form#second-factor-form")
+    browser.type_into("form#second-factor-form input#code", app.wrong_code())
+    browser.press_on("form#second-factor-form [type=submit]", "second-factor")
+    check(bool(browser.text("p#code-error")), "a wrong code shows an empty p#code-error")
+    described = (browser.one("input#code").get_attribute("aria-describedby") or "").split()
+    check("code-error" in described, f"input#code aria-describedby={described} does not name p#code-error")
+    browser.audit("second-factor", shots=False)
+    browser.type_into("form#second-factor-form input#code", codes[0])
+    browser.press_on("form#second-factor-form [type=submit]", "account")
+    check(email in browser.driver.page_source, f"the account page after a recovery code does not show {email}")
+
+    # The same recovery code is spent; the app's code signs in.
+    browser.press_on("form#sign-out [type=submit]", None)
+    sign_in_with_password(browser, email, PASSWORD, page="second-factor")
+    browser.type_into("form#second-factor-form input#code", codes[0])
+    browser.press_on("form#second-factor-form [type=submit]", "second-factor")
+    check(bool(browser.text("p#code-error")), "a spent recovery code shows an empty p#code-error")
+    browser.type_into("form#second-factor-form input#code", app.code())
+    browser.press_on("form#second-factor-form [type=submit]", "account")
+
+    # This session gave a code: the app can be removed.
+    apps = [li for li in browser.css("ul#factors li.factor") if li.text.startswith("Authenticator app")]
+    check.equal(len(apps), 1, "the authenticator apps in ul#factors")
+    factor_id = apps[0].find_element("css selector", "form.remove-factor input[name=factor_id]").get_attribute("value")
+    browser.press_on(f"form.remove-factor:has(input[value='{factor_id}']) [type=submit]", "account")
+    notice = browser.text("#notice") if browser.css("#notice") else ""
+    remaining = [li.text for li in browser.css("ul#factors li.factor")]
+    check(factor_id not in browser.driver.page_source and not any(li.startswith("Authenticator app") for li in remaining),
+          f"removing the app from an aal2 session left it listed: {remaining}; #notice {notice!r}")
+    check(bool(notice), "the account page after removing the app has an empty #notice")
+    browser.press_on("form#sign-out [type=submit]", None)
+    sign_in_with_password(browser, email, PASSWORD)
+
+
 TESTS = [
     test_magic_link,
     test_used_link,
@@ -331,6 +463,7 @@ TESTS = [
     test_account,
     test_delete_refused_owner,
     test_delete_account,
+    test_second_factor,
 ]
 
 

@@ -76,7 +76,7 @@ final class API: APIProtocol {
             sessions: env.sessions, publicURL: env.publicURL, mail: mail, access: access, tokens: tokens,
             signUps: signUps,
             verification: verification, profiles: profiles, accountSessions: accountSessions,
-            deletion: accountDeletion, shares: shares, appURL: services.configuration.appURL,
+            deletion: accountDeletion, shares: shares, factors: factors, appURL: services.configuration.appURL,
             appStoreURL: services.configuration.appStoreURL)
     }
 

@@ -186,17 +186,4 @@ struct FactorRepository {
             .where("factor_id", .equal, factorID).where("digest", .in, digests).where("used_at", .is, SQLLiteral.null)
             .returning("digest").all().isEmpty
     }
-
-    // MARK: Sweeping
-
-    /// Deletes challenges older than `before` and unverified factors made before it and never challenged.
-    func sweep(before: Int64) async throws -> Int {
-        let challenges = try await db.delete(from: "mfa_challenges").where("created_at", .lessThan, before)
-            .returning("id").all().count
-        let factors = try await db.delete(from: "mfa_factors")
-            .where("status", .equal, FactorStatus.unverified.rawValue).where("created_at", .lessThan, before)
-            .returning("account_id").all(decodingColumn: "account_id", as: String.self)
-        for accountID in Set(factors) { TransactionChanges.accountChanged(accountID) }
-        return challenges + factors.count
-    }
 }

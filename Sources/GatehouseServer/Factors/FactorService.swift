@@ -71,7 +71,7 @@ final class FactorService: Sendable {
         else { throw APIError.validation("issuer must be at most 64 bytes of UTF-8, without control characters") }
         let secret = TOTP.newSecret()
         let uri = TOTP.uri(secret: secret, issuer: issuer, account: caller.identity.email)
-        let qrCode = try QRCode(uri, correction: .medium).svg()
+        let qrCode = try Self.qrCode(uri)
         let now = clock.now
         let factorID = Secrets.identifier()
         let factor = FactorRecord(
@@ -90,6 +90,15 @@ final class FactorService: Sendable {
         return Schemas.EnrolledFactor(
             id: factorID, _type: .totp, friendlyName: name,
             totp: .init(qrCode: qrCode, secret: Base32.encode(secret), uri: uri))
+    }
+
+    /// The URI as a QR code: error correction M (15% of the symbol may be damaged), or L (7%) when the URI only fits
+    /// so (a long address); a URI no symbol holds is refused with a reason, never a failure.
+    static func qrCode(_ uri: String) throws -> String {
+        for correction in [QRCode.Correction.medium, .low] {
+            if let code = try? QRCode(uri, correction: correction) { return code.svg() }
+        }
+        throw APIError.validation("The issuer and email address are too long for an authenticator's QR code")
     }
 
     /// The account's factors once unfinished enrolments are gone, when one more named `name` may join them (the
@@ -266,8 +275,27 @@ final class FactorService: Sendable {
 
     /// Deletes factors and lowers the sessions they raised.
     private func remove(_ ids: [String], accountID: String, db: any SQLDatabase) async throws {
+        try await Self.remove(ids, accountID: accountID, now: clock.now, db: db)
+    }
+
+    /// Deletes factors and lowers the sessions they raised; answers those that existed.
+    @discardableResult
+    static func remove(_ ids: [String], accountID: String, now: Date, db: any SQLDatabase) async throws -> [String] {
         let removed = try await FactorRepository(db: db).delete(ids, accountID: accountID)
-        try await SessionRepository(db: db).lower(factorIDs: removed, now: clock.now)
+        try await SessionRepository(db: db).lower(factorIDs: removed, now: now)
+        return removed
+    }
+
+    /// The secret and QR code of one of the caller's factors still waiting for its first code (the setup page shown
+    /// again after a wrong code); nil for a verified factor, whose secret is never shown again.
+    func pendingEnrollment(_ rawFactorID: String, caller: Caller) async throws -> (secret: String, qrCode: String)? {
+        guard let factor = try? await ownFactor(rawFactorID, caller: caller), factor.status == .unverified,
+            let sealed = factor.secret
+        else { return nil }
+        let secret = try box.open(sealed, context: Self.secretContext(factor.id))
+        guard let bytes = Base32.decode(secret) else { return nil }
+        let uri = TOTP.uri(secret: bytes, issuer: defaultIssuer, account: caller.identity.email)
+        return (secret, try Self.qrCode(uri))
     }
 
     /// One of the caller's factors, or 404 (another user's factor is answered exactly as one that does not exist).
@@ -302,11 +330,9 @@ final class FactorService: Sendable {
 
     /// Makes the caller's set of recovery codes and answers them, this once. aal2 only, and only beside a verified
     /// TOTP factor.
-    func generateRecoveryCodes(_ body: Schemas.RecoveryCodesRequest?, by caller: Caller) async throws
-        -> Schemas.RecoveryCodes
-    {
+    func generateRecoveryCodes(by caller: Caller) async throws -> Schemas.RecoveryCodes {
         try requireAAL2(caller, "AAL2 required to generate recovery codes")
-        let name = try Self.friendlyName(body?.friendlyName, default: Self.recoveryName)
+        let name = Self.recoveryName
         let codes = RecoveryCodes.generate()
         let now = clock.now.epochMilliseconds
         let set = FactorRecord(
@@ -445,18 +471,6 @@ final class FactorService: Sendable {
             event.detail["factor_id"] = factor.id
             try await AuditRepository(db: db, clock: clock).record(event)
             return factor.wire
-        }
-    }
-
-    /// Removes every factor of a user (the operator's "lost phone and codes"); answers how many went.
-    func reset(accountID: String, event: AuditEvent) async throws -> Int {
-        try await store.transaction { [clock] db in
-            let ids = try await FactorRepository(db: db).factors(accountID: accountID).map(\.id)
-            try await self.remove(ids, accountID: accountID, db: db)
-            var event = event
-            event.detail["factors"] = String(ids.count)
-            try await AuditRepository(db: db, clock: clock).record(event)
-            return ids.count
         }
     }
 }

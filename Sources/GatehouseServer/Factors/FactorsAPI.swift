@@ -42,12 +42,7 @@ extension API {
         -> Operations.GenerateRecoveryCodes.Output
     {
         let caller = try await access.permanentAccount()
-        let body: Schemas.RecoveryCodesRequest? =
-            switch input.body {
-            case .json(let body): body
-            case .none: nil
-            }
-        return .ok(.init(body: .json(try await factors.generateRecoveryCodes(body, by: caller))))
+        return .ok(.init(body: .json(try await factors.generateRecoveryCodes(by: caller))))
     }
 
     func regenerateRecoveryCodes(_ input: Operations.RegenerateRecoveryCodes.Input) async throws

@@ -27,6 +27,9 @@ enum SweepKind: String, CaseIterable, Sendable {
     case audit
     /// Anonymous users with no sign-in and no session refreshed for the anonymous retention (their sessions go too).
     case anonymousAccounts = "anonymous_accounts"
+    /// Second-factor challenges (they live five minutes) and enrolments never finished, past the codes' margin.
+    case factorChallenges = "factor_challenges"
+    case unfinishedFactors = "unfinished_factors"
 
     var table: String {
         switch self {
@@ -39,6 +42,8 @@ enum SweepKind: String, CaseIterable, Sendable {
         case .identityTokens: "used_identity_tokens"
         case .audit: "audit_events"
         case .anonymousAccounts: "accounts"
+        case .factorChallenges: "mfa_challenges"
+        case .unfinishedFactors: "mfa_factors"
         }
     }
 
@@ -163,6 +168,10 @@ struct SweepRepository {
                 """
         case .identityTokens:
             return "expires_at < \(bind: c.now)"
+        case .factorChallenges:
+            return "created_at < \(bind: c.codesExpiredBefore)"
+        case .unfinishedFactors:
+            return "status = 'unverified' AND created_at < \(bind: c.codesExpiredBefore)"
         case .audit:
             // Never reached with no retention: the sweeper skips the kind.
             return "occurred_at < \(bind: c.auditBefore ?? Int64.min)"

@@ -101,7 +101,31 @@ struct AccountPageRoutes {
     /// What the account page may say after a change, by its `notice` parameter.
     static let notices = [
         "password_changed": "Your password is changed.", "signed_out_others": "Every other session has ended.",
+        "factor_added": "Your authenticator app is on: sign-ins ask for its code.",
+        "factor_removed": "The factor is removed.",
     ]
+
+    struct FactorCode: Decodable {
+        let factorID: String
+        let code: String
+
+        enum CodingKeys: String, CodingKey {
+            case code
+            case factorID = "factor_id"
+        }
+    }
+
+    struct FactorID: Decodable {
+        let factorID: String
+
+        enum CodingKeys: String, CodingKey {
+            case factorID = "factor_id"
+        }
+    }
+
+    struct Code: Decodable {
+        let code: String
+    }
 
     func register(on router: Router<AppRequestContext>) {
         router.get("/account") { request, _ in
@@ -136,6 +160,24 @@ struct AccountPageRoutes {
             return try await PageInput.answer {
                 try await pages.changePassword(password: form.password, currentPassword: form.currentPassword)
             }
+        }
+        router.post("/account/factors") { _, _ in
+            try await PageInput.answer { try await pages.startFactor() }
+        }
+        router.post("/account/factors/verify") { request, context in
+            let form = try await PageInput.form(FactorCode.self, request, context)
+            return try await PageInput.answer { try await pages.confirmFactor(id: form.factorID, code: form.code) }
+        }
+        router.post("/account/factors/remove") { request, context in
+            let form = try await PageInput.form(FactorID.self, request, context)
+            return try await PageInput.answer { try await pages.removeFactor(id: form.factorID) }
+        }
+        router.get("/account/second-factor") { _, _ in
+            try await PageInput.answer { try await pages.secondFactorPage() }
+        }
+        router.post("/account/second-factor") { request, context in
+            let form = try await PageInput.form(Code.self, request, context)
+            return try await PageInput.answer { try await pages.giveSecondFactor(code: form.code) }
         }
         router.post("/account/sign-out") { _, _ in
             try await PageInput.answer { try await pages.signOut() }

@@ -79,6 +79,9 @@ extension WebPages {
         async throws -> WebAnswer
     {
         let (caller, cookies) = try await signedIn()
+        // An account with a verified factor gives a code before its page opens.
+        let (factorFields, needsCode) = try await factorFields(caller)
+        if needsCode { return .redirect("/account/second-factor", cookies: cookies) }
         let record = try await profiles.account(caller)
         let list = try await accountSessions.list(caller).sessions
         let rows: [[String: Any]] = list.map { info in
@@ -90,6 +93,7 @@ extension WebPages {
         var fields: [String: Any] = [
             "email": record.email, "sessions": rows, "has_password": record.passwordHash != nil,
         ]
+        fields.merge(factorFields) { $1 }
         if let notice { fields["notice"] = notice }
         if let deleteError {
             fields["delete_error"] = deleteError.message

@@ -26,6 +26,7 @@ struct WebPages: Sendable {
     let accountSessions: AccountSessions
     let deletion: AccountDeletion
     let shares: ShareService
+    let factors: FactorService
     /// Where "Open in the app" goes (a custom scheme or a universal-link base); nil hides the button.
     let appURL: String?
     /// Where to get the app.

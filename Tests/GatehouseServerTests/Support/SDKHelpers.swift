@@ -144,3 +144,7 @@ func sharedCompany(_ h: AccountHarness) async throws -> (owner: AppDevice, guest
     try await guest.client.companies.login(to: company.id, username: "gus", password: "green tractor 17")
     return (owner, guest, company.id)
 }
+
+/// The SDK's assurance level, named apart from the server's internal type of the same name for test files that see
+/// both modules' internals.
+typealias ClientAssurance = AssuranceLevel
