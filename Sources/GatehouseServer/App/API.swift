@@ -67,7 +67,7 @@ final class API: APIProtocol {
             store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, hasher: env.hasher,
             throttling: throttling, passwords: passwords, users: users)
         factors = FactorService(
-            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, box: env.secrets.box,
+            store: env.store, clock: env.clock, sessions: env.sessions, box: env.secrets.box,
             mail: mail, throttling: throttling, users: users, publicURL: env.publicURL)
         sync = services.sync
         keys = env.keys

@@ -8,7 +8,6 @@ import SQLKit
 final class FactorService: Sendable {
     let store: Store
     let clock: any GatehouseClock
-    let settings: AuthSettings
     let sessions: SessionService
     let box: SecretBox
     let mail: AccountMail
@@ -18,12 +17,11 @@ final class FactorService: Sendable {
     let defaultIssuer: String
 
     init(
-        store: Store, clock: any GatehouseClock, settings: AuthSettings, sessions: SessionService, box: SecretBox,
+        store: Store, clock: any GatehouseClock, sessions: SessionService, box: SecretBox,
         mail: AccountMail, throttling: AccountThrottling, users: UserReader, publicURL: String
     ) {
         self.store = store
         self.clock = clock
-        self.settings = settings
         self.sessions = sessions
         self.box = box
         self.mail = mail
@@ -145,7 +143,7 @@ final class FactorService: Sendable {
     /// What a verification came to, decided inside its transaction (a refusal that must still write, such as an
     /// expired challenge's deletion, commits).
     private enum Verdict: Sendable {
-        case verified(IssuedSession, Schemas.User, first: Bool)
+        case verified(IssuedSession, Schemas.User)
         case refused(APIError, reason: String)
     }
 
@@ -210,15 +208,20 @@ final class FactorService: Sendable {
                     detail: ["factor_id": factor.id, "method": "totp"]))
             let (issued, user) = try await raise(caller, factorID: factor.id, method: "totp", db: db)
             try await ThrottleRepository(db: db).clear(throttleKey)
-            return .verified(issued, user, first: first)
+            return .verified(issued, user)
         }
+        return try await answer(verdict, caller: caller, factorID: factor.id)
+    }
+
+    /// The session a verification raised, or its refusal, audited as `mfa_verify_failed` with its reason.
+    private func answer(_ verdict: Verdict, caller: Caller, factorID: String) async throws -> Schemas.Session {
         switch verdict {
-        case .verified(let issued, let user, _):
+        case .verified(let issued, let user):
             return try await sessions.response(for: issued, user: user)
         case .refused(let error, let reason):
             await sessions.audit(
                 caller.client.event(
-                    .mfaVerifyFailed, accountID: caller.accountID, detail: ["factor_id": factor.id, "reason": reason]))
+                    .mfaVerifyFailed, accountID: caller.accountID, detail: ["factor_id": factorID, "reason": reason]))
             throw error
         }
     }
@@ -338,7 +341,6 @@ final class FactorService: Sendable {
         let set = FactorRecord(
             id: Secrets.identifier(), accountID: caller.accountID, type: .recoveryCode, friendlyName: name,
             status: .verified, secret: nil, lastUsedStep: nil, createdAt: now, updatedAt: now, lastChallengedAt: nil)
-        let digestKey = box.digestKeys(purpose: Self.recoveryPurpose)[0]
         try await store.transaction { [clock] db in
             let factors = try await FactorRepository(db: db).factors(accountID: caller.accountID)
             if factors.contains(where: { $0.type == .recoveryCode }) {
@@ -352,9 +354,7 @@ final class FactorService: Sendable {
             _ = try await self.admissible(name: name, caller: caller, db: db)
             let repository = FactorRepository(db: db)
             try await repository.insert(set)
-            try await repository.replaceCodes(
-                factorID: set.id,
-                digests: codes.map { RecoveryCodes.digest($0, factorID: set.id, key: digestKey) })
+            try await repository.replaceCodes(factorID: set.id, digests: self.storedDigests(codes, setID: set.id))
             try await AuditRepository(db: db, clock: clock).record(
                 caller.client.event(.recoveryCodesGenerated, accountID: caller.accountID, detail: ["factor_id": set.id])
             )
@@ -367,12 +367,10 @@ final class FactorService: Sendable {
     func regenerateRecoveryCodes(by caller: Caller) async throws -> Schemas.RecoveryCodes {
         try requireAAL2(caller, "AAL2 required to regenerate recovery codes")
         let codes = RecoveryCodes.generate()
-        let digestKey = box.digestKeys(purpose: Self.recoveryPurpose)[0]
         let set: FactorRecord = try await store.transaction { [clock] db in
             guard let set = try await self.recoverySet(caller.accountID, db: db) else { throw Self.notFound }
             try await FactorRepository(db: db).replaceCodes(
-                factorID: set.id,
-                digests: codes.map { RecoveryCodes.digest($0, factorID: set.id, key: digestKey) })
+                factorID: set.id, digests: self.storedDigests(codes, setID: set.id))
             try await ThrottleRepository(db: db).clear(Self.recoveryThrottleKey(set.id))
             try await AuditRepository(db: db, clock: clock).record(
                 caller.client.event(
@@ -428,20 +426,18 @@ final class FactorService: Sendable {
             try await ThrottleRepository(db: db).clear(throttleKey)
             let (issued, user) = try await raise(caller, factorID: set.id, method: "mfa/recovery_code", db: db)
             try await mail.mailer.enqueue(.recoveryCodeUsed(remaining: remaining), to: caller.identity.email, db: db)
-            return .verified(issued, user, first: false)
+            return .verified(issued, user)
         }
-        switch verdict {
-        case .verified(let issued, let user, _):
-            return try await sessions.response(for: issued, user: user)
-        case .refused(let error, let reason):
-            await sessions.audit(
-                caller.client.event(
-                    .mfaVerifyFailed, accountID: caller.accountID, detail: ["factor_id": set.id, "reason": reason]))
-            throw error
-        }
+        return try await answer(verdict, caller: caller, factorID: set.id)
     }
 
     static let recoveryPurpose = "recovery code"
+
+    /// The digests a set's codes are stored as, under the newest digest key.
+    private func storedDigests(_ codes: [String], setID: String) -> [String] {
+        let key = box.digestKeys(purpose: Self.recoveryPurpose)[0]
+        return codes.map { RecoveryCodes.digest($0, factorID: setID, key: key) }
+    }
     static func recoveryThrottleKey(_ factorID: String) -> String { "recovery:" + factorID }
 
     private func recoverySet(_ accountID: String, db: any SQLDatabase) async throws -> FactorRecord? {

@@ -93,7 +93,7 @@ struct SessionRepository {
                 SQLBind(session.now.epochMilliseconds), SQLBind(session.expiresAt),
                 SQLBind(session.userAgent.map { String($0.prefix(512)) }), SQLBind(session.ip),
                 SQLBind(session.aal.rawValue),
-                SQLBind(String(decoding: try JSONEncoder().encode(session.amr), as: UTF8.self)),
+                SQLBind(try Self.amrText(session.amr)),
                 SQLBind(session.companyID), SQLBind(session.username), SQLBind(session.idleTimeout),
                 SQLBind(session.parentID), SQLBind(session.factorID)
             )
@@ -247,8 +247,7 @@ struct SessionRepository {
             refreshedAt: try row.decode(column: "refreshed_at", as: Int64.self),
             expiresAt: try row.decode(column: "expires_at", as: Int64.self),
             revokedAt: try row.decode(column: "revoked_at", as: Int64?.self),
-            amr: (try? JSONDecoder().decode(
-                [AuthenticationMethod].self, from: Data(try row.decode(column: "amr", as: String.self).utf8))) ?? [],
+            amr: Self.amr(try row.decode(column: "amr", as: String.self)),
             aal: AssuranceLevel(rawValue: try row.decode(column: "aal", as: String.self)) ?? .aal1,
             factorID: try row.decode(column: "factor_id", as: String?.self),
             companyID: try row.decode(column: "company_id", as: String?.self),
@@ -351,11 +350,11 @@ struct SessionRepository {
             let stored = try await db.select().column("amr").from("sessions").where("id", .equal, sessionID)
                 .first(decodingColumn: "amr", as: String.self)
         else { return }
-        var amr = (try? JSONDecoder().decode([AuthenticationMethod].self, from: Data(stored.utf8))) ?? []
+        var amr = Self.amr(stored)
         amr.removeAll { $0.method == method }
         amr.insert(AuthenticationMethod(method: method, timestamp: Int64(now.timeIntervalSince1970)), at: 0)
         try await db.update("sessions").set("aal", to: AssuranceLevel.aal2.rawValue).set("factor_id", to: factorID)
-            .set("amr", to: String(decoding: try JSONEncoder().encode(amr), as: UTF8.self))
+            .set("amr", to: try Self.amrText(amr))
             .where("id", .equal, sessionID).run()
         try await db.update("refresh_tokens").set("rotated_at", to: now.epochMilliseconds)
             .where("session_id", .equal, sessionID).where("rotated_at", .is, SQLLiteral.null).run()
@@ -380,16 +379,22 @@ struct SessionRepository {
             .all()
         for row in rows {
             let id = try row.decode(column: "id", as: String.self)
-            var amr =
-                (try? JSONDecoder().decode(
-                    [AuthenticationMethod].self, from: Data(try row.decode(column: "amr", as: String.self).utf8)))
-                ?? []
+            var amr = Self.amr(try row.decode(column: "amr", as: String.self))
             amr.removeAll { AssuranceLevel.secondFactorMethods.contains($0.method) }
             try await db.update("sessions").set("aal", to: AssuranceLevel.aal1.rawValue)
                 .set("factor_id", to: SQLLiteral.null)
-                .set("amr", to: String(decoding: try JSONEncoder().encode(amr), as: UTF8.self))
+                .set("amr", to: try Self.amrText(amr))
                 .where("id", .equal, id).run()
             TransactionChanges.sessionsEnded([id])
         }
+    }
+
+    /// A session's `amr` as stored: JSON text; a row that does not decode reads as no methods.
+    private static func amr(_ text: String) -> [AuthenticationMethod] {
+        (try? JSONDecoder().decode([AuthenticationMethod].self, from: Data(text.utf8))) ?? []
+    }
+
+    private static func amrText(_ amr: [AuthenticationMethod]) throws -> String {
+        String(decoding: try JSONEncoder().encode(amr), as: UTF8.self)
     }
 }
