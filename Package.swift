@@ -105,6 +105,7 @@ let package = Package(
                 "GatehouseAPI",
                 "GatehouseClient",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

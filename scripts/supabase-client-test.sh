@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 binary=${1:-.build/debug/gatehouse}
 shift || true
 
-if ! python3 -c 'import pytest, supabase_auth, bcrypt, argon2, pyotp, zxingcpp, cairosvg' 2>/dev/null; then
+modules=pytest,supabase_auth,bcrypt,argon2,pyotp,zxingcpp,cairosvg,fido2,soft_webauthn
+if ! python3 -c "import $modules" 2>/dev/null; then
     python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
 fi
 if [ ! -x "$binary" ]; then

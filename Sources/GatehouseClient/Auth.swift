@@ -178,7 +178,9 @@ public struct Auth: Sendable {
         }
     }
 
-    private func signIn(
+    /// Keeps the account session a sign-in answered (of any method: password, code, Apple, passkey), leaving the
+    /// company logged in to.
+    func signIn(
         _ body: @Sendable () async throws -> Components.Schemas.Session
     ) async throws(GatehouseError) -> Session {
         let signedIn = Session(try await call(body))

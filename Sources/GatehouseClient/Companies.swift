@@ -57,6 +57,11 @@ public struct Companies: Sendable {
         } catch {
             throw error.asLockout()
         }
+        return try await adopt(wire, companyID: companyID)
+    }
+
+    /// Keeps the company session a login answered (by password or passkey), leaving the company logged in to.
+    func adopt(_ wire: Components.Schemas.Session, companyID: String) async throws(GatehouseError) -> Session {
         try await logOutOfCompany()
         let session = Session(wire, companyID: companyID)
         try await companySessions.adopt(session)

@@ -31,6 +31,9 @@ public enum GatehouseError: Error, Sendable, Equatable {
     /// An email change's code was accepted from one address; the change completes, and signs in, when the code
     /// mailed to the other address is verified too.
     case otherAddressPending
+    /// The passkey authenticator gave no passkey: the user cancelled, it holds this account's passkey already, it has
+    /// none for this server, or it failed.
+    case authenticator(PasskeyAuthenticatorError)
     /// Any other refusal: the HTTP status, the server's stable code and its message.
     case server(status: Int, code: String, message: String)
 }

@@ -150,7 +150,9 @@ extension CommandLineTests {
             "--idle-timeout": "30", "--live-streams-per-session": "2", "--live-streams-per-instance": "100",
             "--audit-retention": "0", "--session-retention": "86400", "--password-reauthentication": "off",
             "--secure-email-change": "off", "--reveal-accounts": "on", "--anonymous-users": "on",
-            "--anonymous-retention": "86400",
+            "--anonymous-retention": "86400", "--passkeys": "on", "--passkey-rp-id": "127.0.0.1",
+            "--passkey-origins": "http://127.0.0.1:8080,https://app.example.com", "--passkey-rp-name": "Example",
+            "--apple-app-ids": "ABCDE12345.com.example.app",
         ]
     }
 

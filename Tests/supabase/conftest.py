@@ -38,7 +38,9 @@ PASSWORD = "correct horse battery staple"
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "serve(*flags): extra `gatehouse serve` flags for the server of this test (or of a module's tests)"
+        "markers",
+        "serve(*flags): extra `gatehouse serve` flags for the server of this test (or of a module's tests); "
+        "{port} in a flag is the server's port",
     )
     # A TERM (scripts/supabase-client-test.sh's cleanup, a timeout) ends the run like Ctrl-C, so the fixtures still
     # stop their servers and remove their data folders.
@@ -81,10 +83,11 @@ class Server:
 
     def __init__(self, binary, flags):
         self.binary = binary
-        self.flags = list(flags)
+        self.port = free_port()
+        # "{port}" in a flag is this port: `--public-url http://localhost:{port}`.
+        self.flags = [flag.replace("{port}", str(self.port)) for flag in flags]
         self.work = tempfile.mkdtemp(prefix="gatehouse-supabase.")
         self.data_dir = os.path.join(self.work, "data")
-        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.auth_url = self.base + "/auth/v1"
         self.mailbox = Mailbox(os.path.join(self.data_dir, "outbox"))

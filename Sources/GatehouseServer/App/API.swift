@@ -25,6 +25,9 @@ final class API: APIProtocol {
     let shares: ShareService
     let credentials: CredentialService
     let factors: FactorService
+    let passkeys: PasskeyService
+    /// Apple's app-site association, nil when no app is set.
+    let appSiteAssociation: Schemas.AppSiteAssociation?
     let sync: SyncService
     let web: WebPages
     /// The keys `/.well-known/jwks.json` publishes.
@@ -69,6 +72,10 @@ final class API: APIProtocol {
         factors = FactorService(
             store: env.store, clock: env.clock, sessions: env.sessions, box: env.secrets.box,
             mail: mail, throttling: throttling, users: users, publicURL: env.publicURL)
+        passkeys = PasskeyService(
+            store: env.store, clock: env.clock, configuration: services.configuration, sessions: env.sessions,
+            throttling: throttling, users: users, credentials: credentials)
+        appSiteAssociation = Schemas.AppSiteAssociation(appIDs: services.configuration.appleAppIDs)
         sync = services.sync
         keys = env.keys
         web = WebPages(

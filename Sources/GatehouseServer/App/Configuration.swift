@@ -45,6 +45,10 @@ public struct GatehouseConfiguration: Sendable, Equatable {
     public var appURL: String?
     /// Where a share page says to get the app.
     public var appStoreURL: String?
+    /// Passkeys: on or off, the relying party, the origins allowed to use it.
+    public var passkeys = PasskeySettings()
+    /// `TEAMID.bundle.id` of the apps `/.well-known/apple-app-site-association` names; empty answers 404.
+    public var appleAppIDs: [String] = []
 
     public init() {}
 
@@ -63,6 +67,20 @@ public struct GatehouseConfiguration: Sendable, Equatable {
     public var effectivePublicURL: String {
         publicURL ?? "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"
     }
+}
+
+/// Passkeys (WebAuthn), off by default as in Supabase Auth.
+public struct PasskeySettings: Sendable, Equatable {
+    public var enabled = false
+    /// The relying party id: the domain passkeys are bound to; unset, the public URL's host.
+    public var relyingPartyID: String?
+    /// The origins a ceremony may come from (`https://example.com`, `android:apk-key-hash:…`); unset, the public URL's
+    /// origin. An iOS app using the RP id as its associated domain reports `https://RPID`.
+    public var origins: [String] = []
+    /// The name authenticators show beside the account.
+    public var relyingPartyName = "Gatehouse"
+
+    public init() {}
 }
 
 /// A setting that cannot be used; the message names the setting and never echoes a secret.

@@ -166,4 +166,19 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case mfaVerifiedFactorExists = "mfa_verified_factor_exists"
     /// The user has ten factors already.
     case tooManyEnrolledMfaFactors = "too_many_enrolled_mfa_factors"
+    /// Passkeys are off on this server (`--passkeys`): every passkey route answers 404 with this code, as GoTrue.
+    case passkeyDisabled = "passkey_disabled"
+    /// The user (or the member, in a company) has ten passkeys already.
+    case tooManyPasskeys = "too_many_passkeys"
+    /// A passkey challenge older than five minutes: ask for new options.
+    case webauthnChallengeExpired = "webauthn_challenge_expired"
+    /// No such challenge for this ceremony and user, or it was used already (each is single use).
+    case webauthnChallengeNotFound = "webauthn_challenge_not_found"
+    /// That authenticator's credential is registered already.
+    case webauthnCredentialExists = "webauthn_credential_exists"
+    /// The passkey is not known here (never registered, removed, or not for this account or company).
+    case webauthnCredentialNotFound = "webauthn_credential_not_found"
+    /// The credential or assertion failed a WebAuthn check (origin, RP id, challenge, flags, signature, counter, a
+    /// malformed field); the audit log says which.
+    case webauthnVerificationFailed = "webauthn_verification_failed"
 }

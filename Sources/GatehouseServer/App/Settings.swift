@@ -72,7 +72,7 @@ extension Setting {
         trustedProxies, codeFailuresPerDay, metricsToken, encryptionKeys, syncRetention, templatesDir, appURL,
         appStoreURL, idleTimeout, liveStreamsPerSession, liveStreamsPerInstance, auditRetention,
         sessionRetention, passwordReauthentication, secureEmailChange, revealAccounts, anonymousUsers,
-        anonymousRetention,
+        anonymousRetention, passkeys, passkeyRPID, passkeyOrigins, passkeyRPName, appleAppIDs,
     ]
 
     public static let host = Setting("host", default: .value("127.0.0.1"), meaning: "address to listen on") {
@@ -436,6 +436,79 @@ extension Setting {
         meaning: "seconds an anonymous user may go without a sign-in or refresh before the sweeper deletes it"
     ) { (config, value, source) throws(ConfigurationError) in
         config.sweep.anonymousRetention = try seconds(value, source: source, range: 3600...315_360_000)
+    }
+
+    public static let passkeys = Setting(
+        "passkeys", default: .value("off"),
+        meaning: """
+            `on`: accounts register passkeys and sign in with them (Supabase's `/auth/v1/passkeys` wire format), and \
+            members log in to a company with a company passkey instead of the credential's password. `off` answers \
+            404 `passkey_disabled`
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.passkeys.enabled = try onOff(value, source: source)
+    }
+
+    public static let passkeyRPID = Setting(
+        "passkey-rp-id", default: .derived("the public URL's host"),
+        meaning: """
+            the domain passkeys belong to (the WebAuthn relying party id): the public URL's host or a parent domain \
+            of it; an app's associated domain (`webcredentials:`) names the same
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        let host = value.lowercased()
+        guard !host.isEmpty, host.count <= 253, !host.contains("/"), !host.contains(":"),
+            host.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "." || $0 == "-" })
+        else { throw ConfigurationError("\(source) must be a domain name such as example.com, got '\(value)'") }
+        config.passkeys.relyingPartyID = host
+    }
+
+    public static let passkeyOrigins = Setting(
+        "passkey-origins", default: .derived("the public URL's origin"),
+        meaning: """
+            comma-separated origins a passkey ceremony may come from: `https://app.example.com` (pages and apps \
+            whose associated domain is the RP id report `https://RPID`), or `android:apk-key-hash:…`
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        let origins = list(value)
+        for origin in origins where !origin.hasPrefix("android:apk-key-hash:") {
+            guard let url = URL(string: origin), ["http", "https"].contains(url.scheme ?? ""), url.host != nil,
+                url.path.isEmpty, url.query == nil
+            else {
+                throw ConfigurationError(
+                    "\(source) must list origins such as https://example.com (no path), got '\(origin)'")
+            }
+        }
+        config.passkeys.origins = origins
+    }
+
+    public static let passkeyRPName = Setting(
+        "passkey-rp-name", default: .value("Gatehouse"),
+        meaning: "the name a passkey prompt shows for this server (the WebAuthn relying party name)"
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard value.count <= 64 else { throw ConfigurationError("\(source) must be at most 64 characters") }
+        config.passkeys.relyingPartyName = value
+    }
+
+    public static let appleAppIDs = Setting(
+        "apple-app-ids", default: .unset(note: "`/.well-known/apple-app-site-association` answers 404"),
+        meaning: """
+            comma-separated `TEAMID.bundle.id` of your iOS and macOS apps: the app-site association names them for \
+            passkeys (`webcredentials`) and for share pages and mailed links (`applinks`), so those open the app
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        let ids = list(value)
+        for id in ids {
+            let parts = id.split(separator: ".", maxSplits: 1)
+            guard parts.count == 2, parts[0].count == 10,
+                parts[0].allSatisfy({ $0.isASCII && ($0.isUppercase || $0.isNumber) }),
+                parts[1].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-") })
+            else {
+                throw ConfigurationError(
+                    "\(source) must list app ids such as ABCDE12345.com.example.app, got '\(id)'")
+            }
+        }
+        config.appleAppIDs = ids
     }
 
     private static func onOff(_ value: String, source: String) throws(ConfigurationError) -> Bool {

@@ -168,10 +168,22 @@ struct CredentialService: Sendable {
     /// account session, as its child: it ends with it, never outlives it, and its timeouts are capped by the server's.
     /// A company session cannot open another one (the caller is an account session).
     func login(_ cid: String, _ body: Schemas.CompanyLoginRequest, by caller: Caller) async throws -> Schemas.Session {
+        let (company, membership) = try await admitLogin(cid, by: caller)
+        let throttleKey = Self.throttleKey(cid, caller.accountID)
+        var username: String?
+        if company.policy.requiresCredential {
+            username = try await checkCredential(cid, body, caller: caller, throttleKey: throttleKey)
+        }
+        return try await openSession(
+            company, membership, username: username, method: "company_password", by: caller, throttleKey: throttleKey)
+    }
+
+    /// What every company login asks first (the password login and the passkey's): the address's pace, a live
+    /// membership, and a second factor where the company requires one, before any credential is looked at, so a
+    /// session below aal2 learns nothing about it.
+    func admitLogin(_ cid: String, by caller: Caller) async throws -> (CompanyRecord, Membership) {
         try await throttling.limit("company-login", settings.limits.signInsPerIP, client: caller.client)
         let (company, membership) = try await membership(cid, caller.accountID)
-        let throttleKey = Self.throttleKey(cid, caller.accountID)
-        // Asked before the password is looked at: a session below aal2 learns nothing about the credential here.
         if company.policy.requiresMFA && caller.identity.aal != .aal2 {
             await sessions.audit(
                 event(
@@ -179,19 +191,25 @@ struct CredentialService: Sendable {
                     detail: ["reason": "mfa_required"]))
             throw Self.secondFactorRequired
         }
-        var username: String?
-        if company.policy.requiresCredential {
-            username = try await checkCredential(cid, body, caller: caller, throttleKey: throttleKey)
-        }
+        return (company, membership)
+    }
+
+    /// Starts the company session once its login is proven (`method` goes into amr: `company_password`,
+    /// `company_passkey`, or the account session alone where no credential is required); the backoff is cleared.
+    func openSession(
+        _ company: CompanyRecord, _ membership: Membership, username: String?, method: String, by caller: Caller,
+        throttleKey: String, detail: [String: String] = [:]
+    ) async throws -> Schemas.Session {
+        let cid = company.id
         let scope = CompanyScope(
             companyID: cid, username: username, idleTimeout: company.policy.sessionIdleTimeout,
             lifetime: company.policy.sessionLifetime)
-        let audit = event(.companyLogin, caller.client, accountID: caller.accountID, companyID: cid)
+        let audit = event(.companyLogin, caller.client, accountID: caller.accountID, companyID: cid, detail: detail)
         let issued = try await store.transaction { [self] db in
             try await ThrottleRepository(db: db).clear(throttleKey)
             try await AuditRepository(db: db, clock: clock).record(audit)
             return try await sessions.start(
-                accountID: caller.accountID, method: "company_password", ip: caller.client.ip,
+                accountID: caller.accountID, method: method, ip: caller.client.ip,
                 userAgent: caller.client.userAgent, db: db, company: scope, parent: caller.identity.sessionID,
                 parentAssurance: (caller.identity.aal, caller.identity.factorID))
         }

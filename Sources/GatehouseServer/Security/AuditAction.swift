@@ -73,4 +73,13 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case recoveryCodesDeleted = "recovery_codes_deleted"
     case recoveryCodeUsed = "recovery_code_used"
     case factorsReset = "factors_reset"
+    /// Passkeys, account or company (`company_id` in the event): registered, renamed, removed (by the user or the
+    /// admin API), a refused registration, sign-in or company login (with its reason), and a sign counter that went
+    /// back (a cloned authenticator; the passkey is refused).
+    case passkeyCreated = "passkey_created"
+    case passkeyUpdated = "passkey_updated"
+    case passkeyDeleted = "passkey_deleted"
+    case passkeyRegistrationFailed = "passkey_registration_failed"
+    case passkeySignInFailed = "passkey_sign_in_failed"
+    case passkeyCloneSuspected = "passkey_clone_suspected"
 }

@@ -476,6 +476,45 @@ public enum Migrations {
             try await db.create(index: "sessions_factor").on("sessions").column("factor_id").run()
             try await db.alter(table: "companies").column("requires_mfa", type: .bigint, .notNull, .default(0)).run()
         },
+        Migration(version: 10, name: "passkeys: account and company passkeys, their challenges") { db in
+            // One row per registered credential. `company_id` NULL is an account passkey (it signs the account in);
+            // otherwise it logs its member in to that company, and goes with the membership. The credential id is
+            // unique across both kinds; the public key is the COSE key the authenticator sent.
+            try await db.create(table: "passkeys")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("account_id", type: .text, .notNull, .references("accounts", "id", onDelete: .cascade))
+                .column("company_id", type: .text)
+                .column("credential_id", type: .text, .notNull, .unique)
+                .column("public_key", type: .text, .notNull)
+                .column("algorithm", type: .bigint, .notNull)
+                .column("sign_count", type: .bigint, .notNull)
+                .column("aaguid", type: .text, .notNull)
+                .column("backup_eligible", type: .bigint, .notNull)
+                .column("backed_up", type: .bigint, .notNull)
+                .column("transports", type: .text, .notNull)
+                .column("friendly_name", type: .text, .notNull)
+                .column("created_at", type: .bigint, .notNull)
+                .column("updated_at", type: .bigint, .notNull)
+                .column("last_used_at", type: .bigint)
+                .foreignKey(
+                    ["company_id", "account_id"], references: "memberships", ["company_id", "account_id"],
+                    onDelete: .cascade
+                )
+                .run()
+            try await db.create(index: "passkeys_account").on("passkeys").column("account_id").column("company_id")
+                .run()
+            // A challenge is for one ceremony (and its account and company, where it names them), used once.
+            try await db.create(table: "passkey_challenges")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("ceremony", type: .text, .notNull)
+                .column("account_id", type: .text, .references("accounts", "id", onDelete: .cascade))
+                .column("company_id", type: .text)
+                .column("challenge", type: .text, .notNull)
+                .column("created_at", type: .bigint, .notNull)
+                .run()
+            try await db.create(index: "passkey_challenges_created").on("passkey_challenges").column("created_at")
+                .run()
+        },
     ]
 }
 

@@ -30,6 +30,8 @@ enum SweepKind: String, CaseIterable, Sendable {
     /// Second-factor challenges (they live five minutes) and enrolments never finished, past the codes' margin.
     case factorChallenges = "factor_challenges"
     case unfinishedFactors = "unfinished_factors"
+    /// Passkey challenges (they live five minutes), past the codes' margin.
+    case passkeyChallenges = "passkey_challenges"
 
     var table: String {
         switch self {
@@ -44,6 +46,7 @@ enum SweepKind: String, CaseIterable, Sendable {
         case .anonymousAccounts: "accounts"
         case .factorChallenges: "mfa_challenges"
         case .unfinishedFactors: "mfa_factors"
+        case .passkeyChallenges: "passkey_challenges"
         }
     }
 
@@ -168,7 +171,7 @@ struct SweepRepository {
                 """
         case .identityTokens:
             return "expires_at < \(bind: c.now)"
-        case .factorChallenges:
+        case .factorChallenges, .passkeyChallenges:
             return "created_at < \(bind: c.codesExpiredBefore)"
         case .unfinishedFactors:
             return "status = 'unverified' AND created_at < \(bind: c.codesExpiredBefore)"
