@@ -20,7 +20,9 @@ binary=${1:-.build/debug/gatehouse}
 python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
 work=$(mktemp -d /tmp/gatehouse-schemathesis.XXXXXX)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$binary" serve --port "$port" --data-dir "$work/data" --log-level error --metrics-token "schemathesis-metrics-token" &
+# Passkeys and the app-site association on, so their routes are exercised past "off".
+"$binary" serve --port "$port" --data-dir "$work/data" --log-level error --metrics-token "schemathesis-metrics-token" \
+    --passkeys on --apple-app-ids ABCDE12345.com.example.app &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
 base="http://127.0.0.1:$port"

@@ -44,6 +44,9 @@ struct ContractTests {
         "GET /account/password", "POST /account/password", "POST /account/sign-out", "POST /account/sign-out-others",
         "POST /account/delete", "GET /share/{}", "POST /account/factors", "POST /account/factors/verify",
         "POST /account/factors/remove", "GET /account/second-factor", "POST /account/second-factor",
+        "GET /account/passkeys.js", "POST /account/passkeys/options", "POST /account/passkeys/add",
+        "POST /account/passkeys/rename", "POST /account/passkeys/remove", "POST /account/sign-in/passkey/options",
+        "POST /account/sign-in/passkey",
     ]
 
     @Test("every route the router serves is a documented operation or a page, and every documented operation is served")

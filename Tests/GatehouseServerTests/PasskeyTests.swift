@@ -440,7 +440,8 @@ struct PasskeyTests {
             let allowed = (options2.json["options"] as? [String: Any])?["allowCredentials"] as? [[String: Any]]
             #expect(allowed?.count == 1)
             let login = try await h.passkeyAssertion(
-                phone, optionsPath: base + "/login/options", verifyPath: base + "/login", bearer: member.account.access)
+                phone, optionsPath: base + "/login/options", verifyPath: base + "/login/verify",
+                bearer: member.account.access)
             #expect(login.status == 200, "\(login.body)")
             let claims = try FactorFlowTests.claims(try SignedIn(login).access)
             #expect(claims["cid"] as? String == cid)
@@ -461,7 +462,7 @@ struct PasskeyTests {
             #expect(otherOptions.status == 400)
             // A member's assertion posted to a company they are not in: 404 before any check.
             let stranger = try await h.client.post(
-                otherBase + "/login", ["challenge_id": UUID().uuidString, "credential": [:] as [String: Any]],
+                otherBase + "/login/verify", ["challenge_id": UUID().uuidString, "credential": [:] as [String: Any]],
                 bearer: member.account.access)
             #expect(stranger.status == 404)
 
@@ -472,7 +473,7 @@ struct PasskeyTests {
             let borrowedAssertion = try ownerPhone.getAssertion(
                 rpID: "localhost", challenge: try AccountHarness.bytes(publicKey["challenge"]))
             let borrowed = try await h.client.post(
-                base + "/login",
+                base + "/login/verify",
                 [
                     "challenge_id": memberOptions.json["challenge_id"] as? String ?? "",
                     "credential": try JSONSerialization.jsonObject(with: borrowedAssertion),
@@ -515,7 +516,7 @@ struct PasskeyTests {
             let refused = try await h.client.post(base + "/login/options", [:], bearer: low.access)
             #expect(refused.status == 403 && Self.code(refused) == "insufficient_aal")
             let login = try await h.passkeyAssertion(
-                phone, optionsPath: base + "/login/options", verifyPath: base + "/login", bearer: raised.access)
+                phone, optionsPath: base + "/login/options", verifyPath: base + "/login/verify", bearer: raised.access)
             #expect(login.status == 200)
             #expect(try FactorFlowTests.claims(try SignedIn(login).access)["aal"] as? String == "aal2")
         }

@@ -23,12 +23,15 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.common.virtual_authenticator import Protocol, Transport, VirtualAuthenticatorOptions
 from selenium.webdriver.support.ui import WebDriverWait
 
 WAIT = 15  # seconds any one page, mail or answer may take
 # axe-selenium-python runs axe-core 3.1 (2018) unless given a script: this is 4.9, from its maintained fork's wheel,
 # which knows today's HTML (the `one-time-code` autofill token, `username` on type=email) and WCAG 2.2's rules.
 AXE_CORE = os.path.join(os.path.dirname(selenium_axe_python.__file__), "axe-core", "axe.min.js")
+# The pages' one script: the passkey buttons (account and sign-in pages, with passkeys on), loaded by its nonce.
+PASSKEY_SCRIPT = "/account/passkeys.js"
 FOCUSABLE = (
     "a[href], button:not([disabled]), input:not([type=hidden]):not([disabled]), select:not([disabled]), "
     "textarea:not([disabled]), [tabindex]:not([tabindex='-1'])"
@@ -222,6 +225,27 @@ class Browser:
     def close(self):
         self.driver.quit()
 
+    def add_passkey_authenticator(self):
+        """A platform authenticator in the browser (the DevTools WebAuthn domain): it makes discoverable passkeys
+        and verifies the user without asking, as a phone's screen lock would."""
+        options = VirtualAuthenticatorOptions(
+            protocol=Protocol.CTAP2, transport=Transport.INTERNAL, has_resident_key=True,
+            has_user_verification=True, is_user_verified=True,
+        )
+        self.driver.add_virtual_authenticator(options)
+
+    def without_passkey_autofill(self):
+        """From the next page on, the browser offers no passkeys in a field's autofill (conditional mediation), as
+        browsers without it: the virtual authenticator would otherwise answer the sign-in page's autofill request
+        at once, before any button is pressed."""
+        self.driver.execute_cdp_cmd(
+            "Page.addScriptToEvaluateOnNewDocument",
+            {
+                "source": "if (window.PublicKeyCredential) Object.defineProperty(PublicKeyCredential, "
+                "'isConditionalMediationAvailable', {value: async () => false});"
+            },
+        )
+
     # navigation -------------------------------------------------------------------------------------------------
 
     def open(self, url, page):
@@ -309,9 +333,9 @@ class Browser:
     # the checks every page gets ------------------------------------------------------------------------------
 
     def audit(self, page, shots=True):
-        """Renders, has no script, passes axe in light and dark, every control reachable by TAB with a visible
-        focus indicator; saves NAME-light.png and NAME-dark.png. A page that fails these is recorded and the test
-        goes on to the next page (its flow still works), failing at its end."""
+        """Renders, has no script but the passkey one, passes axe in light and dark, every control reachable by TAB
+        with a visible focus indicator; saves NAME-light.png and NAME-dark.png. A page that fails these is recorded
+        and the test goes on to the next page (its flow still works), failing at its end."""
         self.expect(page)
         try:
             self._audit(page, shots)
@@ -332,7 +356,13 @@ class Browser:
         lang = d.execute_script("return document.documentElement.getAttribute('lang')")
         c(bool(lang and lang.strip()), f"page {page}: <html> has no lang")
         c(len(self.css("h1")) >= 1 and bool(self.text("h1")), f"page {page}: no <h1> with text")
-        c(len(self.css("script")) == 0, f"page {page}: has a <script> (pages have no JavaScript)")
+        scripts = d.execute_script(
+            "return [...document.scripts].map(s => [s.getAttribute('src'), !!s.nonce, s.textContent.trim().length])"
+        )
+        c(
+            all(src == PASSKEY_SCRIPT and nonce and not inline for src, nonce, inline in scripts) and len(scripts) <= 1,
+            f"page {page}: scripts {scripts} (pages have no JavaScript but {PASSKEY_SCRIPT}, loaded by its nonce)",
+        )
         if shots and self.shots:
             for scheme in ("light", "dark"):
                 self.color_scheme(scheme)
@@ -351,20 +381,38 @@ class Browser:
         dark = self.driver.execute_script("return matchMedia('(prefers-color-scheme: dark)').matches")
         self.check(dark == (scheme == "dark"), f"could not emulate prefers-color-scheme: {scheme}")
 
-    def screenshot(self, path):
-        """The whole page at the window's width (at least one screen tall)."""
+    def section_shots(self, selector, name):
+        """NAME-light.png and NAME-dark.png of one part of the page (`selector`, with a little margin)."""
+        if not self.shots:
+            return
+        element = self.one(selector)
+        self.driver.execute_script("if (document.activeElement) document.activeElement.blur(); scrollTo(0, 0)")
+        for scheme in ("light", "dark"):
+            self.color_scheme(scheme)
+            box = self.driver.execute_script(
+                "const r = arguments[0].getBoundingClientRect();"
+                "return {x: r.left + scrollX, y: r.top + scrollY, width: r.width, height: r.height};",
+                element,
+            )
+            margin = 12
+            clip = {
+                "x": max(box["x"] - margin, 0), "y": max(box["y"] - margin, 0),
+                "width": box["width"] + 2 * margin, "height": box["height"] + 2 * margin, "scale": 1,
+            }
+            self.screenshot(os.path.join(self.shots, f"{name}-{scheme}.png"), clip)
+        self.color_scheme("light")
+
+    def screenshot(self, path, clip=None):
+        """The whole page at the window's width (at least one screen tall), or the `clip` rectangle of it."""
         import base64
 
-        metrics = self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})
-        width = metrics["cssLayoutViewport"]["clientWidth"]
-        height = max(metrics["cssContentSize"]["height"], metrics["cssLayoutViewport"]["clientHeight"])
+        if clip is None:
+            metrics = self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})
+            width = metrics["cssLayoutViewport"]["clientWidth"]
+            height = max(metrics["cssContentSize"]["height"], metrics["cssLayoutViewport"]["clientHeight"])
+            clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
         shot = self.driver.execute_cdp_cmd(
-            "Page.captureScreenshot",
-            {
-                "format": "png",
-                "captureBeyondViewport": True,
-                "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1},
-            },
+            "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
         )
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as file:

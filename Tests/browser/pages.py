@@ -17,10 +17,12 @@ import urllib.parse
 
 import pyotp
 import zxingcpp
-from harness import Server, run
+from harness import WAIT, CheckFailed, Server, run
 from PIL import Image
+from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
 
 PASSWORD = "correct horse battery staple"
 NEW_PASSWORD = "a brand new pass phrase 42"
@@ -452,6 +454,110 @@ def test_second_factor(server, browser, check):
     sign_in_with_password(browser, email, PASSWORD)
 
 
+# --- 7. passkeys ----------------------------------------------------------------------------------------------------
+
+
+def wait_for_text(browser, selector):
+    """The text `selector` shows once the page's script has put one there."""
+    try:
+        WebDriverWait(browser.driver, WAIT).until(
+            lambda d: d.execute_script(
+                "const e = document.querySelector(arguments[0]); return !!e && e.textContent.trim() !== ''", selector
+            )
+        )
+    except TimeoutException:
+        raise CheckFailed(f"{selector} stayed empty for {WAIT}s; {browser.describe()}")
+    return browser.text(selector)
+
+
+def test_passkeys(server, browser, check):
+    """A passkey added on the account page (a virtual authenticator), the same one again refused in words, renamed;
+    signed out, the sign-in page's autofill signs in, then its button (a refused check said in words first); the
+    passkey removed, and its copy in the authenticator no longer signs in."""
+    email = "passkey@example.com"
+    server.sign_up(check, email, PASSWORD)
+    browser.add_passkey_authenticator()
+    sign_in_with_password(browser, email, PASSWORD)
+    browser.one("section#passkeys")
+    check(not browser.css("li.passkey"), "a new account lists a passkey")
+    check(browser.one("#add-passkey").is_displayed(), "#add-passkey is not shown (did the script run?)")
+    unsupported = browser.one("#passkey-unsupported").is_displayed()
+    check(not unsupported, "#passkey-unsupported shows in a browser with passkeys")
+
+    browser.press_on("#add-passkey", "account")
+    check("passkey is added" in browser.text("#notice"), f"#notice after adding: {browser.text('#notice')!r}")
+    rows = browser.css("li.passkey")
+    check.equal(len(rows), 1, "the li.passkey after adding one")
+    check("not used yet" in rows[0].text, f"a new passkey's row says {rows[0].text!r}")
+    credentials = browser.driver.get_credentials()
+    check.equal(len(credentials), 1, "the virtual authenticator's credentials")
+    check.equal(credentials[0].rp_id, "localhost", "the new passkey's relying party")
+    check(credentials[0].is_resident_credential, "the new passkey is not discoverable")
+
+    # The same authenticator again: it holds the passkey already (excludeCredentials), and the page says so.
+    browser.tab_to("#add-passkey")
+    ActionChains(browser.driver).send_keys(Keys.ENTER).perform()
+    error = wait_for_text(browser, "#passkey-error")
+    check.equal(error, "This passkey is already registered.", "#passkey-error after adding the same passkey")
+
+    # Renamed with the row's form.
+    browser.tab_to("details.rename-passkey summary")
+    ActionChains(browser.driver).send_keys(Keys.ENTER).perform()
+    browser.type_into("details.rename-passkey input[name=friendly_name]", "Test laptop")
+    browser.press_on("details.rename-passkey [type=submit]", "account")
+    check.equal(browser.text("li.passkey .passkey-name"), "Test laptop", "the passkey's name after renaming")
+    browser.audit("account", shots=False)
+
+    # Signed out, the sign-in page asks for the browser's passkeys at once (autofill, conditional mediation): the
+    # virtual authenticator answers it as a person picking the passkey would, and the account page opens.
+    browser.press_on("form#sign-out [type=submit]", None)
+    try:
+        WebDriverWait(browser.driver, WAIT).until(lambda d: browser.page_name() == "account")
+    except TimeoutException:
+        raise CheckFailed(f"the sign-in page's autofill request did not sign in; {browser.describe()}")
+    rows = browser.css("li.passkey")
+    check(len(rows) == 1 and "last used" in rows[0].text, f"after signing in with it the row says {rows[0].text!r}")
+
+    # An autofill request that finds no passkey (the authenticator held none when the page asked) says nothing: no
+    # one pressed anything. The button then signs in.
+    held = browser.driver.get_credentials()
+    browser.driver.remove_all_credentials()
+    browser.press_on("form#sign-out [type=submit]", "sign-in")
+    browser.driver.add_credential(held[0])
+    check.equal(browser.text("#passkey-error"), "", "#passkey-error after an autofill request that found no passkey")
+    browser.press_on("#passkey-button", "account")
+
+    # Without autofill, the button: a refused check says so in words, then it signs in.
+    browser.without_passkey_autofill()
+    browser.driver.set_user_verified(False)
+    browser.press_on("form#sign-out [type=submit]", "sign-in")
+    check(browser.one("#passkey-button").is_displayed(), "#passkey-button is not shown on the sign-in page")
+    autocomplete = browser.one("input#email").get_attribute("autocomplete")
+    check.equal(autocomplete, "username webauthn", "input#email's autocomplete")
+    browser.tab_to("#passkey-button")
+    ActionChains(browser.driver).send_keys(Keys.ENTER).perform()
+    check.equal(wait_for_text(browser, "#passkey-error"), "Cancelled.", "#passkey-error after a refused check")
+    browser.driver.set_user_verified(True)
+    browser.press_on("#passkey-button", "account")
+    check(email in browser.driver.page_source, f"the account page after the passkey does not show {email}")
+    browser.audit("account", shots=False)
+    browser.section_shots("section#passkeys", "account-passkeys")
+
+    # Removed: gone from the page, and the authenticator's copy no longer signs in.
+    browser.press_on("form.remove-passkey [type=submit]", "account")
+    check("passkey is removed" in browser.text("#notice"), f"#notice after removing: {browser.text('#notice')!r}")
+    check(not browser.css("li.passkey"), "the passkey is still listed after removing it")
+    _, app = server.password_grant(email, PASSWORD)
+    status, passkeys = server.api("GET", "/auth/v1/passkeys", token=app["access_token"])
+    check(status == 200 and passkeys == [], f"the API lists {passkeys} ({status}) after removing the passkey")
+    browser.press_on("form#sign-out [type=submit]", "sign-in")
+    browser.tab_to("#passkey-button")
+    ActionChains(browser.driver).send_keys(Keys.ENTER).perform()
+    error = wait_for_text(browser, "#passkey-error")
+    check(error.startswith("This passkey is not registered here"), f"#passkey-error with a removed passkey: {error!r}")
+    check.equal(browser.page_name(), "sign-in", "the page after a removed passkey")
+
+
 TESTS = [
     test_magic_link,
     test_used_link,
@@ -464,6 +570,7 @@ TESTS = [
     test_delete_refused_owner,
     test_delete_account,
     test_second_factor,
+    test_passkeys,
 ]
 
 

@@ -83,7 +83,8 @@ final class API: APIProtocol {
             sessions: env.sessions, publicURL: env.publicURL, mail: mail, access: access, tokens: tokens,
             signUps: signUps,
             verification: verification, profiles: profiles, accountSessions: accountSessions,
-            deletion: accountDeletion, shares: shares, factors: factors, appURL: services.configuration.appURL,
+            deletion: accountDeletion, shares: shares, factors: factors, passkeys: passkeys,
+            appURL: services.configuration.appURL,
             appStoreURL: services.configuration.appStoreURL)
     }
 

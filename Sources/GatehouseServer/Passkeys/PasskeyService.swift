@@ -52,8 +52,12 @@ struct PasskeyService: Sendable {
     /// Supabase's limits: ten passkeys a user (here also ten a member in each company), five-minute challenges.
     static let maximumPasskeys = 10
     static let challengeLifetime: TimeInterval = 300
-    /// Ceremonies started and finished from one client address (a sign-in's pace: 30 in five minutes).
+    /// Ceremonies finished, and registrations started, from one client address (a sign-in's pace: 30 in five
+    /// minutes).
     var perIP: RateLimit { limits.signInsPerIP }
+    /// Sign-in options from one client address: a page with passkey autofill asks for them on every view, and they
+    /// cost one short-lived row, so an office behind one address gets a refresh's pace rather than a sign-in's.
+    static let optionsPerIP = RateLimit(limit: 150, per: 300, burst: 30)
 
     // MARK: Errors
 
@@ -110,7 +114,7 @@ struct PasskeyService: Sendable {
     /// Request options for a passkey sign-in: no allowed list, the passkey names its user.
     func authenticationOptions(client: ClientInfo) async throws -> Schemas.PasskeyRequestChallenge {
         try requireEnabled()
-        try await throttling.limit("passkey", perIP, client: client)
+        try await throttling.limit("passkey-options", Self.optionsPerIP, client: client)
         return try await requestOptions(ceremony: .authentication, accountID: nil, companyID: nil, allowing: [])
     }
 

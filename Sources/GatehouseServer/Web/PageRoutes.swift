@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseAPI
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -13,6 +14,7 @@ struct PageRoutes {
     func register(on router: Router<AppRequestContext>) {
         LinkPageRoutes(pages: pages).register(on: router)
         AccountPageRoutes(pages: pages).register(on: router)
+        PasskeyPageRoutes(pages: pages).register(on: router)
         SharePageRoutes(pages: pages).register(on: router)
     }
 }
@@ -103,6 +105,8 @@ struct AccountPageRoutes {
         "password_changed": "Your password is changed.", "signed_out_others": "Every other session has ended.",
         "factor_added": "Your authenticator app is on: sign-ins ask for its code.",
         "factor_removed": "The factor is removed.",
+        "passkey_added": "Your passkey is added: use it to sign in next time.",
+        "passkey_renamed": "The passkey is renamed.", "passkey_removed": "The passkey is removed.",
     ]
 
     struct FactorCode: Decodable {
@@ -194,6 +198,68 @@ struct AccountPageRoutes {
     }
 }
 
+/// Passkeys on the pages: the script, the account page's add (script), rename and remove (forms), and the sign-in
+/// page's button (script). The script's requests are answered in JSON, refusals too.
+struct PasskeyPageRoutes {
+    let pages: WebPages
+
+    struct Rename: Decodable {
+        let passkeyID: String
+        let friendlyName: String
+        let csrfToken: String?
+
+        enum CodingKeys: String, CodingKey {
+            case passkeyID = "passkey_id"
+            case friendlyName = "friendly_name"
+            case csrfToken = "csrf_token"
+        }
+    }
+
+    struct Remove: Decodable {
+        let passkeyID: String
+        let csrfToken: String?
+
+        enum CodingKeys: String, CodingKey {
+            case passkeyID = "passkey_id"
+            case csrfToken = "csrf_token"
+        }
+    }
+
+    func register(on router: Router<AppRequestContext>) {
+        router.get("/account/passkeys.js") { _, _ in
+            try pages.passkeyScript()
+        }
+        router.post("/account/passkeys/options") { request, context in
+            try await PageInput.script(request, context) { _ in try await pages.passkeyCreationOptions() }
+        }
+        router.post("/account/passkeys/add") { request, context in
+            try await PageInput.script(request, context) { body in
+                try await pages.addPasskey(try PageInput.decode(Schemas.PasskeyVerifyRequest.self, body))
+            }
+        }
+        router.post("/account/passkeys/rename") { request, context in
+            let form = try await PageInput.form(Rename.self, request, context)
+            return try await PageInput.answer {
+                try await pages.renamePasskey(id: form.passkeyID, name: form.friendlyName, token: form.csrfToken)
+            }
+        }
+        router.post("/account/passkeys/remove") { request, context in
+            let form = try await PageInput.form(Remove.self, request, context)
+            return try await PageInput.answer {
+                try await pages.removePasskey(id: form.passkeyID, token: form.csrfToken)
+            }
+        }
+        router.post("/account/sign-in/passkey/options") { request, context in
+            try await PageInput.script(request, context) { _ in try await pages.passkeySignInOptions() }
+        }
+        router.post("/account/sign-in/passkey") { request, context in
+            try await PageInput.script(request, context) { body in
+                try await pages.passkeySignIn(try PageInput.decode(Schemas.PasskeyVerifyRequest.self, body))
+            }
+        }
+    }
+}
+
 /// The page a share link opens.
 struct SharePageRoutes {
     let pages: WebPages
@@ -217,6 +283,32 @@ enum PageInput {
             return try await body()
         } catch let early as WebAnswer {
             return early
+        }
+    }
+
+    /// The answer to a request of the passkey script: its body (`application/json`, which a form of another site
+    /// cannot send) handed to `body`, and a refusal answered in JSON (`{code, message}`) for the script to put in
+    /// words, never as a page.
+    static func script(
+        _ request: Request, _ context: AppRequestContext, _ body: (String) async throws -> WebAnswer
+    ) async throws -> WebAnswer {
+        do {
+            guard request.headers[.contentType]?.lowercased().hasPrefix("application/json") == true else {
+                throw APIError.unsupportedMediaType
+            }
+            let bytes = try await request.body.collect(upTo: context.maxUploadSize)
+            return try await answer { try await body(String(buffer: bytes)) }
+        } catch let error as APIError {
+            return .json(error)
+        }
+    }
+
+    /// A script's JSON body, decoded; what cannot be read is refused with the API's `bad_json`.
+    static func decode<Body: Decodable>(_ type: Body.Type, _ json: String) throws -> Body {
+        do {
+            return try JSONDecoder().decode(Body.self, from: Data(json.utf8))
+        } catch let error as DecodingError {
+            throw APIError.badJSON(DecodingErrors.describe(error))
         }
     }
 

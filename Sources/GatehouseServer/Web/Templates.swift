@@ -13,15 +13,24 @@ public struct Templates: Sendable {
     /// Every template name, per kind, for `mail preview` and the locale fallback.
     public let pageNames: Set<String>
     public let mailNames: Set<String>
+    /// The pages' one script, `pages/passkeys.js` (built in, not replaced by `--templates-dir`): the passkey
+    /// buttons of the account and sign-in pages.
+    let passkeyScript: String
 
     /// Loads the built-in templates, then the overrides in `directory`. A template that does not parse is an error
     /// naming its file, so a typo stops the server at start instead of blanking a mail.
     public static func load(overrides directory: String?) throws -> Templates {
         var pages: [String: String] = [:]
         var mail: [String: String] = [:]
+        var script = ""
         if let bundled = Bundle.module.resourceURL {
             pages = try files(under: bundled.appendingPathComponent("pages").path)
             mail = try files(under: bundled.appendingPathComponent("templates").path)
+            let file = bundled.appendingPathComponent("pages/passkeys.js")
+            guard let data = FileManager.default.contents(atPath: file.path) else {
+                throw TemplateError(file: file.path, reason: "is missing")
+            }
+            script = String(decoding: data, as: UTF8.self)
         }
         if let directory {
             var isDirectory: ObjCBool = false
@@ -31,7 +40,8 @@ public struct Templates: Sendable {
             mail.merge(try files(under: (directory as NSString).appendingPathComponent("mail"))) { $1 }
         }
         return Templates(
-            pages: try library(pages), mail: try library(mail), pageNames: Set(pages.keys), mailNames: Set(mail.keys))
+            pages: try library(pages), mail: try library(mail), pageNames: Set(pages.keys), mailNames: Set(mail.keys),
+            passkeyScript: script)
     }
 
     /// Renders page `name` (HTML).

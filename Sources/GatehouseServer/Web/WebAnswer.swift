@@ -5,11 +5,14 @@ import Hummingbird
 import NIOCore
 
 /// A page or a redirect, as the page routes answer (`PageRoutes`). A guard that ends a page early (no web session,
-/// a cross-site form post) throws it, and the route answers it like a returned one.
+/// a cross-site form post) throws it, and the route answers it like a returned one. The passkey script and its
+/// requests are answered the same way, with another content type.
 struct WebAnswer: Error, ResponseGenerator {
     var status: HTTPResponse.Status
+    /// The body: HTML, unless `contentType` says otherwise.
     var html: String?
     var headers: HTTPFields = [:]
+    var contentType = "text/html; charset=utf-8"
 
     static func page(_ html: String, status: HTTPResponse.Status = .ok, cookies: [String] = []) -> WebAnswer {
         var answer = WebAnswer(status: status, html: html)
@@ -20,6 +23,27 @@ struct WebAnswer: Error, ResponseGenerator {
     static func redirect(_ location: String, cookies: [String] = []) -> WebAnswer {
         var answer = WebAnswer(status: .seeOther, html: nil, headers: [.location: location])
         answer.setCookies(cookies)
+        return answer
+    }
+
+    /// An answer to the passkey script's request: `value` as JSON.
+    static func json(
+        _ value: some Encodable, status: HTTPResponse.Status = .ok, cookies: [String] = []
+    ) throws -> WebAnswer {
+        let text = String(decoding: try JSONEncoder.sortedKeys.encode(value), as: UTF8.self)
+        var answer = WebAnswer(status: status, html: text, contentType: "application/json; charset=utf-8")
+        answer.setCookies(cookies)
+        return answer
+    }
+
+    /// A refusal of the passkey script's request, as the API words it (`{code, message}`), with its headers
+    /// (`Retry-After`).
+    static func json(_ error: APIError) -> WebAnswer {
+        var body = error.details
+        body["code"] = .string(error.code)
+        body["message"] = .string(error.message)
+        var answer = (try? json(body, status: error.status)) ?? WebAnswer(status: error.status, html: nil)
+        for field in error.headers where field.name != .contentType { answer.headers.append(field) }
         return answer
     }
 
@@ -36,7 +60,7 @@ struct WebAnswer: Error, ResponseGenerator {
         var headers = self.headers
         headers[.cacheControl] = "no-store"
         guard let html else { return Response(status: status, headers: headers) }
-        headers[.contentType] = "text/html; charset=utf-8"
+        headers[.contentType] = contentType
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
     }
 }

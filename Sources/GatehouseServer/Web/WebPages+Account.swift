@@ -7,14 +7,12 @@ extension WebPages {
 
     func signInPage() async throws -> WebAnswer {
         if try await caller() != nil { return .redirect("/account") }
-        return .page(render("sign-in", page: "sign-in", title: "Sign in"))
+        return page("sign-in", title: "Sign in", [:])
     }
 
     /// The sign-in page again, saying why the last try was refused.
     private func signInPage(refused error: APIError, email: String) -> WebAnswer {
-        .page(
-            render("sign-in", page: "sign-in", title: "Sign in", ["error": error.message, "email": email]),
-            status: error.status)
+        page("sign-in", title: "Sign in", ["error": error.message, "email": email], status: error.status)
     }
 
     func signIn(email: String, password: String) async throws -> WebAnswer {
@@ -75,9 +73,10 @@ extension WebPages {
 
     // MARK: The account page
 
-    func account(notice: String? = nil, deleteError: APIError? = nil, status: HTTPResponse.Status = .ok)
-        async throws -> WebAnswer
-    {
+    func account(
+        notice: String? = nil, deleteError: APIError? = nil, passkeyError: String? = nil,
+        status: HTTPResponse.Status = .ok
+    ) async throws -> WebAnswer {
         let (caller, cookies) = try await signedIn()
         // An account with a verified factor gives a code before its page opens.
         let (factorFields, needsCode) = try await factorFields(caller)
@@ -94,7 +93,9 @@ extension WebPages {
             "email": record.email, "sessions": rows, "has_password": record.passwordHash != nil,
         ]
         fields.merge(factorFields) { $1 }
+        fields.merge(try await passkeyFields(caller)) { $1 }
         if let notice { fields["notice"] = notice }
+        if let passkeyError { fields["passkey_error"] = passkeyError }
         if let deleteError {
             fields["delete_error"] = deleteError.message
             if case .array(let owned)? = deleteError.details["companies"] {
@@ -109,8 +110,7 @@ extension WebPages {
                 fields["delete_error"] = "Transfer or delete the companies you own first:"
             }
         }
-        return .page(
-            render("account", page: "account", title: "Your account", fields), status: status, cookies: cookies)
+        return page("account", title: "Your account", fields, status: status, cookies: cookies)
     }
 
     func signOut() async throws -> WebAnswer {

@@ -9,7 +9,7 @@ import HTTPTypes
 ///
 /// This file holds what every page shares (rendering, failure pages, the form check, the web session); each page group
 /// is an extension beside it, matching its controller in `PageRoutes.swift`: `WebPages+Link.swift`,
-/// `WebPages+Account.swift` and `WebPages+Share.swift`.
+/// `WebPages+Account.swift`, `WebPages+Factors.swift`, `WebPages+Passkeys.swift` and `WebPages+Share.swift`.
 struct WebPages: Sendable {
     let templates: Templates
     let store: Store
@@ -27,6 +27,7 @@ struct WebPages: Sendable {
     let deletion: AccountDeletion
     let shares: ShareService
     let factors: FactorService
+    let passkeys: PasskeyService
     /// Where "Open in the app" goes (a custom scheme or a universal-link base); nil hides the button.
     let appURL: String?
     /// Where to get the app.
@@ -44,6 +45,31 @@ struct WebPages: Sendable {
         var context: [String: Any] = ["lang": "en", "product": Mailer.productName, "page": page, "title": title]
         context.merge(fields) { $1 }
         return templates.page(name, context)
+    }
+
+    /// Page `name`, loading the passkey script when passkeys are on: the template's `script_nonce` and the policy
+    /// that lets that one script run (`WebPages.scriptPolicy`). With passkeys off the page has no script.
+    func page(
+        _ name: String, title: String, _ fields: [String: Any], status: HTTPResponse.Status = .ok,
+        cookies: [String] = []
+    ) -> WebAnswer {
+        guard passkeys.settings.enabled else {
+            return .page(render(name, page: name, title: title, fields), status: status, cookies: cookies)
+        }
+        let nonce = Secrets.token()
+        var fields = fields
+        fields["passkeys_on"] = true
+        fields["script_nonce"] = nonce
+        var answer = WebAnswer.page(render(name, page: name, title: title, fields), status: status, cookies: cookies)
+        answer.headers[SecurityHeaders.contentSecurityPolicy] = Self.scriptPolicy(nonce: nonce)
+        return answer
+    }
+
+    /// The pages' policy with one script allowed, the `<script src>` carrying this answer's nonce (the templates
+    /// have no inline code), and its requests to this server. Everything else stays as `SecurityHeaders.pagePolicy`
+    /// says.
+    static func scriptPolicy(nonce: String) -> String {
+        SecurityHeaders.pagePolicy(formTargets: []) + "; script-src 'nonce-\(nonce)'; connect-src 'self'"
     }
 
     /// A page of a heading and paragraphs, optionally with the form that asks for a new link.

@@ -1,0 +1,158 @@
+import Crypto
+import Foundation
+import GatehouseAPI
+import HTTPTypes
+
+/// Passkeys on the pages (`PasskeyPageRoutes`): the account page lists the account's passkeys, adds one through the
+/// pages' one script (`pages/passkeys.js`) and renames or removes one with plain forms; the sign-in page's button,
+/// and the browser's autofill, sign in with one. The script's requests are refused from anywhere but this site's own
+/// pages, as every form is (`formClient`); on the account page they also carry the page's token, a keyed digest of
+/// the session that no other session's page can make, and so do the forms.
+extension WebPages {
+    /// The header that carries the account page's token on the script's requests.
+    static let tokenHeader = HTTPField.Name("X-CSRF-Token")!
+
+    static let signedOut = APIError(
+        .unauthorized, code: .noAuthorization, message: "Your session has ended: sign in again")
+    static let staleToken = APIError(
+        .forbidden, code: .crossSiteRequest, message: "The page is out of date: reload it and try again")
+
+    // MARK: The account page's section
+
+    /// The passkey section's fields: the account's passkeys and the page's token; none when passkeys are off.
+    func passkeyFields(_ caller: Caller) async throws -> [String: Any] {
+        guard passkeys.settings.enabled else { return [:] }
+        let rows: [[String: Any]] = try await passkeys.list(by: caller).map { passkey in
+            var row: [String: Any] = [
+                "id": passkey.id, "name": passkey.friendlyName, "added": Self.dateText(passkey.createdAt),
+                "synced": passkey.backedUp,
+            ]
+            if let used = passkey.lastUsedAt { row["last_used"] = Self.dateText(used) }
+            return row
+        }
+        return ["passkeys": rows, "has_passkeys": !rows.isEmpty, "csrf_token": pageToken(caller)]
+    }
+
+    /// The script, only while passkeys are on.
+    func passkeyScript() throws -> WebAnswer {
+        try passkeys.requireEnabled()
+        return WebAnswer(status: .ok, html: templates.passkeyScript, contentType: "text/javascript; charset=utf-8")
+    }
+
+    // MARK: Adding one (the script)
+
+    /// Creation options for a new passkey of the signed-in account.
+    func passkeyCreationOptions() async throws -> WebAnswer {
+        let (caller, cookies) = try await scriptCaller()
+        return try .json(try await passkeys.registrationOptions(by: caller), cookies: cookies)
+    }
+
+    /// Verifies and stores the new passkey; the script then opens the account page with the notice.
+    func addPasskey(_ body: Schemas.PasskeyVerifyRequest) async throws -> WebAnswer {
+        let (caller, cookies) = try await scriptCaller()
+        _ = try await passkeys.registrationVerify(body, by: caller)
+        return try .json(["location": "/account?notice=passkey_added"], cookies: cookies)
+    }
+
+    // MARK: Renaming and removing (forms)
+
+    func renamePasskey(id: String, name: String, token: String?) async throws -> WebAnswer {
+        try passkeys.requireEnabled()
+        _ = try await formClient()
+        let (caller, cookies) = try await signedIn()
+        do {
+            try checkPageToken(token, caller: caller)
+            _ = try await passkeys.rename(id, .init(friendlyName: name), by: caller)
+        } catch let error as APIError {
+            return try await account(passkeyError: Self.passkeyRefusal(error), status: error.status)
+        }
+        return .redirect("/account?notice=passkey_renamed", cookies: cookies)
+    }
+
+    func removePasskey(id: String, token: String?) async throws -> WebAnswer {
+        try passkeys.requireEnabled()
+        _ = try await formClient()
+        let (caller, cookies) = try await signedIn()
+        do {
+            try checkPageToken(token, caller: caller)
+            try await passkeys.delete(id, by: caller)
+        } catch let error as APIError {
+            return try await account(passkeyError: Self.passkeyRefusal(error), status: error.status)
+        }
+        return .redirect("/account?notice=passkey_removed", cookies: cookies)
+    }
+
+    /// What the account page says when a form's change is refused.
+    static func passkeyRefusal(_ error: APIError) -> String {
+        if error.code == ErrorCode.insufficientAal.rawValue {
+            return "Enter a code from your authenticator app first: reload this page to be asked for it."
+        }
+        if error.message == PasskeyService.notFound.message { return "That passkey is no longer on your account." }
+        return error.message
+    }
+
+    // MARK: Signing in (the script)
+
+    /// Request options for a passkey sign-in: no session, the passkey names its account.
+    func passkeySignInOptions() async throws -> WebAnswer {
+        let client = try await scriptClient()
+        return try .json(try await passkeys.authenticationOptions(client: client))
+    }
+
+    /// Signs this browser in with the assertion: the session cookies a password sign-in sets, and the account page
+    /// for the script to open (which asks for a code first when the account has an authenticator app).
+    func passkeySignIn(_ body: Schemas.PasskeyVerifyRequest) async throws -> WebAnswer {
+        let client = try await scriptClient()
+        let signedIn = try await passkeys.authenticationVerify(body, client: client)
+        return try .json(["location": "/account"], cookies: session.cookies(for: signedIn))
+    }
+
+    // MARK: Who may ask
+
+    /// The client of a script's request from this site's own page; a request from another site is refused as its
+    /// form post would be, in the script's JSON.
+    private func scriptClient() async throws -> ClientInfo {
+        try passkeys.requireEnabled()
+        do {
+            return try await formClient()
+        } catch is WebAnswer {
+            throw APIError(
+                .forbidden, code: .crossSiteRequest, message: "This can only be asked from this site's pages")
+        }
+    }
+
+    /// The signed-in caller of the account page's script: the session cookie, and the page's token in the header.
+    private func scriptCaller() async throws -> (caller: Caller, cookies: [String]) {
+        _ = try await scriptClient()
+        guard let (caller, cookies) = try await caller() else { throw Self.signedOut }
+        try checkPageToken(requestHeaders[Self.tokenHeader], caller: caller)
+        guard !caller.identity.claims.isAnonymous else {
+            throw APIError(
+                .forbidden, code: .anonymousNotAllowed,
+                message: "Anonymous users cannot do this: add an email to the account first")
+        }
+        return (caller, cookies)
+    }
+
+    /// The account page's token for the caller's session.
+    func pageToken(_ caller: Caller) -> String {
+        Self.pageTokens(sessionID: caller.identity.sessionID, box: factors.box)[0]
+    }
+
+    func checkPageToken(_ given: String?, caller: Caller) throws {
+        guard let given,
+            Self.pageTokens(sessionID: caller.identity.sessionID, box: factors.box).contains(where: {
+                Secrets.constantTimeEquals($0, given)
+            })
+        else { throw Self.staleToken }
+    }
+
+    /// A session's page tokens, newest first: HMAC-SHA256 of the session id under a key derived from each
+    /// key-encryption key, so a page made before a key rotation still works. A token holds while the session lives
+    /// (its refreshes too), and a page of another session or site cannot make it.
+    static func pageTokens(sessionID: String, box: SecretBox) -> [String] {
+        box.digestKeys(purpose: "web_page_token").map { key in
+            Secrets.base64URL(Data(HMAC<SHA256>.authenticationCode(for: Data(sessionID.utf8), using: key)))
+        }
+    }
+}
