@@ -125,7 +125,7 @@ struct PasskeyService: Sendable {
         try requireEnabled()
         try await throttling.limit("passkey", perIP, client: client)
         let (challenge, assertion) = try await challengeAndAssertion(
-            body, ceremony: .authentication, accountID: nil, companyID: nil)
+            body, ceremony: .authentication, accountID: nil, companyID: nil, client: client)
         let refuse = { (reason: String, accountID: String?, error: APIError) async -> APIError in
             await sessions.audit(
                 client.event(.passkeySignInFailed, accountID: accountID, detail: ["reason": reason]))
@@ -285,7 +285,7 @@ struct PasskeyService: Sendable {
         try requireEnabled()
         let (company, membership) = try await credentials.admitLogin(cid, by: caller)
         let (challenge, assertion) = try await challengeAndAssertion(
-            body, ceremony: .companyLogin, accountID: caller.accountID, companyID: cid)
+            body, ceremony: .companyLogin, accountID: caller.accountID, companyID: cid, client: caller.client)
         let refuse = { (reason: String, error: APIError) async -> APIError in
             await sessions.audit(
                 AuditEvent(
@@ -382,7 +382,8 @@ struct PasskeyService: Sendable {
 
     /// Takes the body's challenge (it is spent whatever follows) and parses its assertion.
     private func challengeAndAssertion(
-        _ body: Schemas.PasskeyVerifyRequest, ceremony: PasskeyCeremony, accountID: String?, companyID: String?
+        _ body: Schemas.PasskeyVerifyRequest, ceremony: PasskeyCeremony, accountID: String?, companyID: String?,
+        client: ClientInfo
     ) async throws -> (PasskeyChallengeRecord, AuthenticationResponse) {
         let challenge = try await consume(
             body.challengeId, ceremony: ceremony, accountID: accountID, companyID: companyID)
@@ -392,7 +393,8 @@ struct PasskeyService: Sendable {
             await sessions.audit(
                 AuditEvent(
                     ceremony == .companyLogin ? .companyLoginFailed : .passkeySignInFailed, accountID: accountID,
-                    companyID: companyID, ip: nil, userAgent: nil, detail: ["reason": error.reason]))
+                    companyID: companyID, ip: client.ip, userAgent: client.userAgent,
+                    detail: ["reason": error.reason, "method": "passkey"]))
             throw Self.verificationFailed(error)
         }
     }

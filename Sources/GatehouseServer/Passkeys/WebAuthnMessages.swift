@@ -16,7 +16,6 @@ enum WebAuthn {
             guard characters.count % 4 == 0 else { return nil }
             characters.removeLast()
             if characters.last == UInt8(ascii: "=") { characters.removeLast() }
-            guard characters.count % 4 != 0 else { return nil }
         }
         guard characters.count % 4 != 1 else { return nil }
         var bytes: [UInt8] = []
