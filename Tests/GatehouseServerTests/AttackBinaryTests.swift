@@ -25,7 +25,7 @@ struct AttackBinaryTests {
                     "--code-failures-per-day", "8", "--log-level", "warning",
                 ], environment: [:], in: nil)
             process.standardError = FileHandle.nullDevice
-            try process.run()
+            try process.start()
             let base = "http://127.0.0.1:\(port)"
             let http = AccountHarness.http
             let ready = try await LiveServer.eventually {

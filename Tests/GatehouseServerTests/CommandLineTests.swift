@@ -35,7 +35,7 @@ struct CommandLineTests {
         let err = Pipe()
         process.standardError = err
         let lines = err.lines()
-        try process.run()
+        try process.start()
         return (process, lines)
     }
 

@@ -26,7 +26,7 @@ struct ExampleAppTests {
             process.standardInput = input
             process.standardOutput = output
             let lines = output.lines()
-            try process.run()
+            try process.start()
             defer { if process.isRunning { process.terminate() } }
             var transcript: [String] = []
             for await line in lines {

@@ -258,7 +258,7 @@ final class LockHolder {
         let output = Pipe()
         process.standardInput = input
         process.standardOutput = output
-        try process.run()
+        try process.start()
         // The first line says the lock is held; nothing is written before it.
         let line = output.fileHandleForReading.readData(ofLength: 7)
         guard String(decoding: line, as: UTF8.self) == "locked\n" else {

@@ -29,7 +29,7 @@ struct SyncFaultTests {
         if let databaseURL { arguments += ["--database-url", databaseURL] }
         let process = CommandLineTests.process(arguments, environment: [:], in: nil)
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.start()
         let ready = try await LiveServer.eventually(timeout: .seconds(60)) {
             (try? await AccountHarness.http.send(.GET, "http://127.0.0.1:\(port)/health/ready").status) == 200
         }

@@ -44,13 +44,25 @@ struct ProcessOutcome {
 }
 
 extension Process {
+    /// The test runner's environment, read once: a child started with no environment of its own makes Foundation read
+    /// `environ` while it spawns, and one of those spawns crashed in `Process.run()` (a read of freed memory) with
+    /// tests running beside it.
+    static let testEnvironment = ProcessInfo.processInfo.environment
+    private static let spawning = NIOLock()
+
+    /// `run()`, one spawn at a time across the suite, with an environment given (`testEnvironment` when none is).
+    func start() throws {
+        if environment == nil { environment = Self.testEnvironment }
+        try Self.spawning.withLock { try run() }
+    }
+
     /// Runs the process to its end, collecting its standard output and standard error.
     func runToEnd() throws -> ProcessOutcome {
         let out = Pipe()
         let err = Pipe()
         standardOutput = out
         standardError = err
-        try run()
+        try start()
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
         let stderr = err.fileHandleForReading.readDataToEndOfFile()
         waitUntilExit()

@@ -48,7 +48,7 @@ final class SMTPSink: Mailbox, @unchecked Sendable {
         process.standardOutput = stdout
         process.standardError = try FileHandle(forWritingTo: errorLog)
         let lines = stdout.lines()
-        try process.run()
+        try process.start()
         // A sink that has not started within 30 seconds never will: ending it ends its output, and the wait below.
         let pid = process.processIdentifier
         let watchdog = Task {
