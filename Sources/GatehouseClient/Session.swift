@@ -114,10 +114,12 @@ public struct FileSessionStore: SessionStore {
                 FileManager.default.createFile(
                     atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600])
             else { throw CocoaError(.fileWriteNoPermission) }
-            if FileManager.default.fileExists(atPath: url.path) {
-                _ = try FileManager.default.replaceItemAt(url, withItemAt: temporary)
-            } else {
-                try FileManager.default.moveItem(at: temporary, to: url)
+            // rename(2) replaces the file in one step; FileManager.replaceItemAt fails on Linux ("The file
+            // doesn't exist") when the file is there.
+            guard rename(temporary.path, url.path) == 0 else {
+                let reason = String(cString: strerror(errno))
+                try? FileManager.default.removeItem(at: temporary)
+                throw GatehouseError.sessionStore("cannot write \(url.lastPathComponent): \(reason)")
             }
         } catch let error as GatehouseError {
             throw error
