@@ -11,14 +11,14 @@ public struct Auth: Sendable {
     let hub: AuthEventHub
     let pkce: PKCEState
 
-    /// What happens to the sessions: the one found at launch, sign-ins, refreshes, company changes, and sign-outs
-    /// with their reason. Each call makes a new stream; it starts with the session as it stands once restored.
+    /// What happens to the sessions: the one found at launch, sign-ins, refreshes, expiry warnings, company changes,
+    /// the app lock, and sign-outs with their reason. Each call makes a new stream; it starts with the session as it stands once restored.
     public var events: AsyncStream<AuthEvent> { hub.stream() }
 
     /// The account's second factors: TOTP apps, recovery codes, and the session's assurance level.
     public var mfa: MFA { MFA(sessions: sessions) }
 
-    /// Loads the sessions kept from an earlier launch (the account's, and the company's it was logged in to).
+    /// Loads the sessions kept from an earlier launch (the account's, and the company's it was signed in to).
     /// Offline, they are kept; the server decides when they end.
     @discardableResult
     public func restoreSession() async throws(GatehouseError) -> Session? {
@@ -36,6 +36,25 @@ public struct Auth: Sendable {
     /// Renews the account session's tokens now; concurrent calls share one request.
     @discardableResult
     public func refreshSession() async throws(GatehouseError) -> Session { try await sessions.refresh() }
+
+    // MARK: The app lock
+
+    /// Tells the client the app's lock screen is up (biometrics, passcode): the sessions are kept, but nothing
+    /// refreshes or warns by itself until `unlock()`; calls the app makes still work. Sends `locked`.
+    public func lock() async {
+        await sessions.lock()
+        await companySessions.lock()
+    }
+
+    /// Tells the client the app's lock screen went away: an expiry warning or a refresh that fell due meanwhile
+    /// happens now. Sends `unlocked`.
+    public func unlock() async {
+        await sessions.unlock()
+        await companySessions.unlock()
+    }
+
+    /// Whether the app told the client it is locked.
+    public var isLocked: Bool { get async { await sessions.isLocked } }
 
     // MARK: Signing up and in
 
@@ -178,8 +197,8 @@ public struct Auth: Sendable {
         }
     }
 
-    /// Keeps the account session a sign-in answered (of any method: password, code, Apple, passkey), leaving the
-    /// company logged in to.
+    /// Keeps the account session a sign-in answered (of any method: password, code, Apple, passkey), signing out of
+    /// the company signed in to.
     func signIn(
         _ body: @Sendable () async throws -> Components.Schemas.Session
     ) async throws(GatehouseError) -> Session {
@@ -238,7 +257,8 @@ public struct Auth: Sendable {
         case others
     }
 
-    /// Signs out (and out of the company). The local sessions end even when the server cannot be reached.
+    /// Signs out of the account (and out of the company, as `companies.signOut()` does). The local sessions end
+    /// even when the server cannot be reached; `others` ends the account's sessions elsewhere and keeps this one.
     public func signOut(scope: SignOutScope = .local) async throws(GatehouseError) {
         let client = self.client
         if let current = await sessions.current {
@@ -295,8 +315,8 @@ func base64URL(_ data: Data) -> String {
 
 extension GatehouseError {
     /// A 429 on a password check is the server backing off that account: the app shows when it may try again.
-    func asLockout(now: Date = Date()) -> GatehouseError {
+    func asLockout() -> GatehouseError {
         guard case .rateLimited(let retryAfter) = self else { return self }
-        return .lockedOut(until: now.addingTimeInterval(retryAfter ?? 60))
+        return .lockedOut(until: retryAfter.date)
     }
 }

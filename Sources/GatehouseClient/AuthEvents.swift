@@ -14,10 +14,15 @@ public enum AuthEvent: Sendable, Equatable {
     /// The session ends at `endsAt` whatever the refreshes (its lifetime), five minutes from now by default: the
     /// account's when `companyID` is nil, else that company's. Offer to sign in again before it does.
     case expiringSoon(companyID: String?, endsAt: Date)
-    /// The company logged in to changed: a company login or switch, or nil when the company session ended.
+    /// The company signed in to changed: a company sign-in or switch, or nil when the company session ended.
     case companyChanged(companyID: String?)
     /// The account is no longer a member of this company (removed, or it left): its local data was wiped.
     case companyAccessRevoked(companyID: String)
+    /// The app told the client its lock screen went up (`Auth.lock()`): the sessions are kept, nothing refreshes or
+    /// warns by itself until it unlocks. A locked app is never signed out.
+    case locked
+    /// The app told the client its lock screen went away (`Auth.unlock()`): what fell due meanwhile happens now.
+    case unlocked
 }
 
 /// Why a session ended.
@@ -48,7 +53,7 @@ final class AuthEventHub: Sendable {
                 case .initialSession(let session): known = .some(session)
                 case .signedIn(let session), .refreshed(let session): known = .some(session)
                 case .signedOut: known = .some(nil)
-                case .companyChanged, .companyAccessRevoked, .expiringSoon: break
+                case .companyChanged, .companyAccessRevoked, .expiringSoon, .locked, .unlocked: break
                 }
             }
         }

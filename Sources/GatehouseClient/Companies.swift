@@ -2,11 +2,11 @@ import Foundation
 import GatehouseAPI
 import OpenAPIRuntime
 
-/// The account's companies (its list, new companies, credentials, share links to join) and the company logged in to:
-/// its policy, members, shares, the account's credential in it, leaving and transferring it.
+/// The account's companies (its list, new companies, credentials, share links to join) and the company signed in
+/// to: its policy, members, shares, the account's credential in it, leaving and transferring it.
 ///
-/// Calls on "the company" use the company session from `login(to:username:password:)`; without one they throw
-/// `notSignedIn`.
+/// Calls on "the company" use the company session from `signIn(to:username:password:)`; without one they throw
+/// `notSignedIn`. Signing in and out of a company uses the account's verbs (`signIn`, `signOut`), as `auth` does.
 public struct Companies: Sendable {
     let client: Client
     let sessions: SessionManager
@@ -40,12 +40,12 @@ public struct Companies: Sendable {
             })
     }
 
-    /// Logs in to a company (switching from the one logged in to, if any): with the credential, or with the account
+    /// Signs in to a company (switching from the one signed in to, if any): with the credential, or with the account
     /// session alone when the company does not require one. Wrong passwords make the server back off:
     /// `lockedOut(until:)`. A company that requires a second factor refuses an aal1 account session with
-    /// `insufficient_aal` (`GatehouseError.Code.insufficientAal`): verify one with `auth.mfa`, then log in again.
+    /// `insufficient_aal` (`GatehouseError.Code.insufficientAal`): verify one with `auth.mfa`, then sign in again.
     @discardableResult
-    public func login(to companyID: String, username: String? = nil, password: String? = nil)
+    public func signIn(to companyID: String, username: String? = nil, password: String? = nil)
         async throws(GatehouseError) -> Session
     {
         let body = Components.Schemas.CompanyLoginRequest(username: username, password: password)
@@ -60,24 +60,47 @@ public struct Companies: Sendable {
         return try await adopt(wire, companyID: companyID)
     }
 
-    /// Keeps the company session a login answered (by password or passkey), leaving the company logged in to.
+    /// Signs in to a company with one of the account's passkeys for it, as `signIn(to:username:password:)` does.
+    @discardableResult
+    public func signInWithPasskey(to companyID: String, using authenticator: some PasskeyAuthenticator)
+        async throws(GatehouseError) -> Session
+    {
+        try await logInWithPasskey(to: companyID, using: authenticator)
+    }
+
+    /// Keeps the company session a sign-in answered (by password or passkey), signing out of the company signed in
+    /// to.
     func adopt(_ wire: Components.Schemas.Session, companyID: String) async throws(GatehouseError) -> Session {
-        try await logOutOfCompany()
+        try await signOut()
         let session = Session(wire, companyID: companyID)
         try await companySessions.adopt(session)
         return session
     }
 
-    /// The company logged in to, if any.
+    /// The company signed in to, if any.
     public var currentCompanyID: String? { get async { await companySessions.current?.companyID } }
 
-    /// Ends the company session (the account stays signed in).
-    public func logOutOfCompany() async throws(GatehouseError) {
+    /// Signs out of the company (the account stays signed in); the local session ends even when the server cannot
+    /// be reached.
+    public func signOut() async throws(GatehouseError) {
         guard let current = await companySessions.current else { return }
         let client = self.client
         _ = try? await call(bearer: current.accessToken) { try await client.logout(query: .init(scope: .local)) }
         try await companySessions.end(.requested)
     }
+
+    /// Signs in to a company: the old name of `signIn(to:username:password:)`.
+    @available(*, deprecated, renamed: "signIn(to:username:password:)")
+    @discardableResult
+    public func login(to companyID: String, username: String? = nil, password: String? = nil)
+        async throws(GatehouseError) -> Session
+    {
+        try await signIn(to: companyID, username: username, password: password)
+    }
+
+    /// Signs out of the company: the old name of `signOut()`.
+    @available(*, deprecated, renamed: "signOut()")
+    public func logOutOfCompany() async throws(GatehouseError) { try await signOut() }
 
     /// What a share link leads to, without joining.
     public func previewShare(_ link: URL) async throws(GatehouseError) -> SharePreview {
@@ -113,7 +136,7 @@ public struct Companies: Sendable {
         hub.send(.companyAccessRevoked(companyID: companyID))
     }
 
-    // MARK: The company logged in to
+    // MARK: The company signed in to
 
     private func inCompany<T: Sendable>(
         _ body: @Sendable (Client, String) async throws -> T

@@ -3,12 +3,12 @@ import GatehouseAPI
 import OpenAPIRuntime
 import OpenAPIURLSession
 
-/// One Gatehouse server, as an app talks to it: the account and its session, its companies and the company logged
+/// One Gatehouse server, as an app talks to it: the account and its session, its companies and the company signed
 /// in to, and each company's synced records. Make one per server and keep it.
 public final class GatehouseClient: Sendable {
     /// Sign-up, sign-in, the session and signing out.
     public let auth: Auth
-    /// The account's companies, the company login, and the logged-in company's members, shares and credential.
+    /// The account's companies, signing in to one, and the company's members, shares and credential.
     public let companies: Companies
     /// The server.
     public let url: URL
@@ -18,18 +18,30 @@ public final class GatehouseClient: Sendable {
     let retryBase: Duration
     let retryMax: Duration
 
-    /// A client for the server at `url`, keeping its sessions in `sessionStore` (the company session in its
-    /// `companion(named: "company")`).
+    /// A client for the server at `url` over URLSession, keeping its sessions in `sessionStore` (the company
+    /// session in its `companion(named: "company")`).
     public convenience init(url: URL, sessionStore: any SessionStore) {
         self.init(url: url, sessionStore: sessionStore, refreshMargin: 60, middlewares: [])
     }
 
-    /// `middlewares` run after the SDK's own (tests count requests with one); tests also shorten the margin and the
-    /// retry backoff, and may hand the requests to the server's router in process instead of URLSession.
+    /// A client whose requests go through `transport` instead of URLSession: an app's previews and tests run the
+    /// SDK without a server by answering its requests themselves. `middlewares` run after the SDK's own (logging,
+    /// counting); `clock` is the time the sessions refresh and warn by (a test moves its own).
+    public convenience init(
+        url: URL, sessionStore: any SessionStore, transport: any ClientTransport,
+        middlewares: [any ClientMiddleware] = [], clock: any SessionClock = .system
+    ) {
+        self.init(
+            url: url, sessionStore: sessionStore, refreshMargin: 60, middlewares: middlewares, transport: transport,
+            clock: clock)
+    }
+
+    /// Tests also shorten the margin, the retry backoff and the expiry warning, and may hand the requests to the
+    /// server's router in process instead of URLSession.
     init(
         url: URL, sessionStore: any SessionStore, refreshMargin: TimeInterval, middlewares: [any ClientMiddleware],
         retryBase: Duration = .seconds(1), retryMax: Duration = .seconds(60), expiryWarning: TimeInterval = 300,
-        transport: (any ClientTransport)? = nil
+        transport: (any ClientTransport)? = nil, clock: any SessionClock = .system
     ) {
         self.url = url
         self.retryBase = retryBase
@@ -38,21 +50,28 @@ public final class GatehouseClient: Sendable {
             serverURL: url,
             configuration: .init(dateTranscoder: .iso8601WithFractionalSeconds),
             transport: transport ?? URLSessionTransport(),
-            middlewares: [GatehouseMiddleware()] + middlewares)
+            middlewares: [GatehouseMiddleware(clock: clock)] + middlewares)
         let hub = AuthEventHub()
+        let policy = SessionStateMachine.Policy(
+            refreshMargin: refreshMargin, retryBase: retryBase.timeInterval, retryMax: retryMax.timeInterval,
+            expiryWarning: expiryWarning)
         let account = SessionManager(
-            .account, store: sessionStore, client: client, hub: hub, margin: refreshMargin, retryBase: retryBase,
-            retryMax: retryMax, expiryWarning: expiryWarning)
+            .account, store: sessionStore, client: client, hub: hub, policy: policy, clock: clock)
         let company = SessionManager(
-            .company, store: sessionStore.companion(named: "company"), client: client, hub: hub, margin: refreshMargin,
-            retryBase: retryBase, retryMax: retryMax, expiryWarning: expiryWarning)
+            .company, store: sessionStore.companion(named: "company"), client: client, hub: hub, policy: policy,
+            clock: clock)
         auth = Auth(client: client, sessions: account, companySessions: company, hub: hub, pkce: PKCEState())
         companies = Companies(client: client, sessions: account, companySessions: company, hub: hub)
         live = LiveEvents(url: url)
     }
 
     /// The local store of `companyID`'s records: its own database in `directory`, synced in the background while
-    /// this client is logged in to the company. Open one per company and keep it while the company is in use.
+    /// this client is signed in to the company. Open one per company and keep it while the company is in use.
+    @available(
+        *, deprecated,
+        message:
+            "Use openCompanyStore(companyID:directory:), then sync(progress:) and startSyncing(): this one starts syncing before the app can subscribe to the store's events."
+    )
     public func companyStore(companyID: String, directory: URL) async throws(GatehouseError) -> CompanyStore {
         try await CompanyStore(companyID: companyID, directory: directory, client: self)
     }

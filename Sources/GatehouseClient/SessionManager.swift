@@ -1,146 +1,92 @@
 import Foundation
 import GatehouseAPI
 
-/// Keeps one session of a client (the account's, or the company's it is logged in to): persisted through its store,
-/// refreshed single-flight before it expires, kept through network failures, and ended only on the server's verdict.
+/// Keeps one session of a client (the account's, or the company's it is signed in to): carries out what its
+/// `SessionStateMachine` decides — the store, the events, one refresh request at a time that concurrent callers
+/// share, and the timer, on the client's `SessionClock`.
 actor SessionManager {
     /// Which session this is, which decides the events it sends.
-    enum Kind {
-        case account, company
-    }
+    typealias Kind = SessionStateMachine.Kind
 
-    private let kind: Kind
+    private var machine: SessionStateMachine
     private let store: any SessionStore
     private let client: Client
-    private var session: Session?
-    private var refreshing: Task<Session, any Error>?
     private let hub: AuthEventHub
-    /// Refresh when the access token has less than this left, seconds.
-    let margin: TimeInterval
-    /// The first wait after a refresh that could not reach the server; it doubles up to `retryMax`.
-    let retryBase: Duration
-    let retryMax: Duration
-    /// The background refresher, while there is a session.
-    private var keeper: Task<Void, Never>?
-    /// Warn this many seconds before the session's end (five minutes, as the README's SDK section says).
-    let expiryWarning: TimeInterval
-    /// The session end already warned of.
-    private var warned: Date?
+    private let clock: any SessionClock
+    /// The refresh in flight and the refresh token it sent.
+    private var inflight: (token: String, task: Task<Session, any Error>)?
+    /// The timer the machine asked for.
+    private var timer: Task<Void, Never>?
 
     init(
-        _ kind: Kind, store: any SessionStore, client: Client, hub: AuthEventHub, margin: TimeInterval,
-        retryBase: Duration = .seconds(1), retryMax: Duration = .seconds(60), expiryWarning: TimeInterval = 300
+        _ kind: Kind, store: any SessionStore, client: Client, hub: AuthEventHub,
+        policy: SessionStateMachine.Policy = .init(), clock: any SessionClock = .system
     ) {
-        self.kind = kind
-        self.expiryWarning = expiryWarning
+        machine = SessionStateMachine(kind, policy: policy)
         self.store = store
         self.client = client
         self.hub = hub
-        self.margin = margin
-        self.retryBase = retryBase
-        self.retryMax = retryMax
+        self.clock = clock
     }
 
-    /// Tells the app: the account session's events as they are; for the company session, which company is current.
-    private func announce(_ event: AuthEvent) {
-        switch (kind, event) {
-        case (.account, _): hub.send(event)
-        case (.company, .signedIn(let session)): hub.send(.companyChanged(companyID: session.companyID))
-        case (.company, .signedOut), (.company, .initialSession(nil)): hub.send(.companyChanged(companyID: nil))
-        case (.company, .initialSession(let session?)): hub.send(.companyChanged(companyID: session.companyID))
-        case (.company, .expiringSoon): hub.send(event)
-        case (.company, _): break
-        }
-    }
+    deinit { timer?.cancel() }
 
-    /// Refreshes in the background `margin` seconds before each expiry, and while the network fails retries with
-    /// backoff for as long as it takes. It stops when the session ends.
-    private func keep() {
-        guard keeper == nil, session != nil else { return }
-        keeper = Task { await self.refreshBeforeExpiry() }
-    }
+    /// The session in use, if any, as it stands (it may need a refresh).
+    var current: Session? { machine.session }
 
-    private func refreshBeforeExpiry() async {
-        var delay = retryBase
-        while !Task.isCancelled, let session {
-            let warnIn = warnIfEnding(session)
-            let due = session.expiresAt.timeIntervalSinceNow - margin
-            if due > 0 {
-                try? await Task.sleep(for: .milliseconds(Int64(max(min(due, warnIn), 0.01) * 1000)))
-                continue
-            }
-            do throws(GatehouseError) {
-                _ = try await refresh()
-                delay = retryBase
-            } catch .sessionExpired, .notSignedIn {
-                return  // the session ended (and `end` let this task go)
-            } catch {
-                // Unreachable, a store that failed, a server error: none ends the session; try again later.
-                try? await Task.sleep(for: delay)
-                delay = min(delay * 2, retryMax)
-            }
-        }
-    }
-
-    /// Tells the app once when the session's end is `expiryWarning` away; answers the seconds until that moment.
-    private func warnIfEnding(_ session: Session) -> TimeInterval {
-        guard let endsAt = session.endsAt, warned != endsAt else { return .infinity }
-        let warnIn = endsAt.timeIntervalSinceNow - expiryWarning
-        guard warnIn <= 0 else { return warnIn }
-        warned = endsAt
-        announce(.expiringSoon(companyID: session.companyID, endsAt: endsAt))
-        return .infinity
-    }
-
-    var current: Session? { session }
+    /// Whether the app's lock screen is up.
+    var isLocked: Bool { machine.isLocked }
 
     /// Loads the stored session at launch; offline or not, it is kept until the server says otherwise.
     func restore() throws(GatehouseError) -> Session? {
+        let stored: Session?
         do {
-            session = try store.load()
-        } catch let error as GatehouseError {
-            throw error
+            stored = try store.load()
         } catch {
-            throw .sessionStore(String(describing: error))
+            throw GatehouseError(storeFailure: error)
         }
-        announce(.initialSession(session))
-        keep()
-        return session
+        try apply(.restored(stored))
+        return stored
     }
 
     /// Takes a new session from a sign-in; a store failure is thrown after the session is in use.
-    func adopt(_ new: Session) throws(GatehouseError) {
-        session = new
-        announce(.signedIn(new))
-        keeper?.cancel()  // it may be sleeping toward the previous session's times
-        keeper = nil
-        keep()
-        try persist(new)
-    }
+    func adopt(_ new: Session) throws(GatehouseError) { try apply(.signedIn(new)) }
 
     /// Takes the same session raised by a second factor (new tokens, aal2): told as `refreshed`, as a refresh is.
-    func replace(_ raised: Session) throws(GatehouseError) {
-        session = raised
-        announce(.refreshed(raised))
-        try persist(raised)
-    }
+    func replace(_ raised: Session) throws(GatehouseError) { try apply(.raised(raised)) }
 
-    /// A session whose access token is good for at least `margin` more seconds, refreshing when needed.
-    func valid() async throws(GatehouseError) -> Session {
-        guard let session else { throw .notSignedIn }
-        guard session.expires(within: margin) else { return session }
-        return try await refresh()
-    }
+    /// Ends the session locally, and says why.
+    func end(_ reason: SignOutReason) throws(GatehouseError) { try apply(.signedOut(reason)) }
+
+    /// The app's lock screen went up: nothing runs by itself until `unlock`.
+    func lock() { try? apply(.lock) }
+
+    /// The app's lock screen went away: what fell due meanwhile happens now.
+    func unlock() { try? apply(.unlock) }
+
+    /// A session whose access token is good for at least the refresh margin, refreshing when needed.
+    func valid() async throws(GatehouseError) -> Session { try await tokens(forceRefresh: false) }
 
     /// Renews the tokens. Concurrent callers share one request. A network failure keeps the session; the server's
     /// verdict (revoked, expired, reused) ends it.
-    func refresh() async throws(GatehouseError) -> Session {
-        if let refreshing { return try await Self.value(of: refreshing) }
-        guard let current = session else { throw .notSignedIn }
-        let task = Task { try await self.exchange(current) }
-        refreshing = task
-        defer { refreshing = nil }
-        return try await Self.value(of: task)
+    func refresh() async throws(GatehouseError) -> Session { try await tokens(forceRefresh: true) }
+
+    private func tokens(forceRefresh: Bool) async throws(GatehouseError) -> Session {
+        switch machine.token(forceRefresh: forceRefresh, now: clock.now) {
+        case .use(let session): return session
+        case .notSignedIn: throw .notSignedIn
+        case .startRefresh(let session): return try await Self.value(of: start(session))
+        case .awaitRefresh:
+            guard let inflight else { throw .notSignedIn }  // never: the machine refreshes only with a task
+            return try await Self.value(of: inflight.task)
+        }
+    }
+
+    /// Starts the one refresh request of `session`.
+    private func start(_ session: Session) -> Task<Session, any Error> {
+        let task = Task { try await self.exchange(session) }
+        inflight = (session.refreshToken, task)
+        return task
     }
 
     private static func value(of task: Task<Session, any Error>) async throws(GatehouseError) -> Session {
@@ -153,27 +99,32 @@ actor SessionManager {
         }
     }
 
-    private func exchange(_ current: Session) async throws -> Session {
+    /// Sends `sent`'s refresh token and tells the machine the answer. A session that changed meanwhile (raised by a
+    /// second factor, or signed in again) is the answer then, whatever the request's fate.
+    private func exchange(_ sent: Session) async throws -> Session {
+        defer { if inflight?.token == sent.refreshToken { inflight = nil } }
         let client = self.client
-        do {
+        let renewed: Session
+        do throws(GatehouseError) {
             let answer = try await call {
                 try await client.token(
                     query: .init(grantType: .refreshToken),
-                    body: .json(.RefreshGrant(.init(refreshToken: current.refreshToken)))
+                    body: .json(.RefreshGrant(.init(refreshToken: sent.refreshToken)))
                 ).ok.body.json
             }
-            let renewed = Session(answer, companyID: current.companyID)
-            session = renewed
-            announce(.refreshed(renewed))
-            try persist(renewed)
-            return renewed
-        } catch .sessionExpired {
-            // A second factor verified meanwhile retired the token this refresh sent: the session lives on.
-            if let raised = session, raised.refreshToken != current.refreshToken { return raised }
-            try end(.sessionEnded)
-            throw GatehouseError.sessionExpired
+            renewed = Session(answer, companyID: sent.companyID)
+        } catch {
+            try? apply(.refreshFailed(from: sent, error))
+            if let newer = machine.session, newer.refreshToken != sent.refreshToken { return newer }
+            throw error
         }
+        try apply(.refreshed(from: sent, to: renewed))
+        guard let current = machine.session else { throw GatehouseError.notSignedIn }
+        return current
     }
+
+    /// The timer went off.
+    private func tick() { try? apply(.tick) }
 
     /// Runs one call with a valid access token of this session. An access token the server finds expired (the
     /// device's clock behind the server's) is refreshed and the call made once more. When the server answers that
@@ -193,29 +144,47 @@ actor SessionManager {
         }
     }
 
-    /// Ends the session locally, and says why.
-    func end(_ reason: SignOutReason) throws(GatehouseError) {
-        guard session != nil || kind == .account else { return }
-        session = nil
-        keeper?.cancel()
-        keeper = nil
-        announce(.signedOut(reason))
-        do {
-            try store.remove()
-        } catch let error as GatehouseError {
-            throw error
-        } catch {
-            throw .sessionStore(String(describing: error))
+    /// Hands `input` to the machine at the clock's time and carries out its effects; the first store failure is
+    /// thrown once they all ran.
+    private func apply(_ input: SessionStateMachine.Input) throws(GatehouseError) {
+        var failure: GatehouseError?
+        for effect in machine.handle(input, now: clock.now) {
+            switch effect {
+            case .announce(let event): hub.send(event)
+            case .persist(let session): failure = failure ?? storing { try store.save(session) }
+            case .removeStored: failure = failure ?? storing { try store.remove() }
+            case .refresh(let session): _ = start(session)
+            case .wake(let at): wake(at: at)
+            case .cancelWake:
+                timer?.cancel()
+                timer = nil
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Replaces the timer with one that ticks at `deadline`.
+    private func wake(at deadline: Date) {
+        timer?.cancel()
+        let clock = self.clock
+        timer = Task { [weak self] in
+            do {
+                try await clock.sleep(until: deadline)
+            } catch {
+                return
+            }
+            guard !Task.isCancelled else { return }
+            await self?.tick()
         }
     }
 
-    private func persist(_ session: Session) throws(GatehouseError) {
+    /// Runs a store call; its failure as a `GatehouseError`, nil when it worked.
+    private func storing(_ body: () throws -> Void) -> GatehouseError? {
         do {
-            try store.save(session)
-        } catch let error as GatehouseError {
-            throw error
+            try body()
+            return nil
         } catch {
-            throw .sessionStore(String(describing: error))
+            return GatehouseError(storeFailure: error)
         }
     }
 }
@@ -227,5 +196,17 @@ extension Session {
             expiresAt: Date(timeIntervalSince1970: TimeInterval(wire.expiresAt)), userID: wire.user.id,
             email: wire.user.email.isEmpty ? nil : wire.user.email, companyID: companyID,
             endsAt: wire.sessionExpiresAt.map { Date(timeIntervalSince1970: TimeInterval($0)) })
+    }
+}
+
+extension GatehouseError {
+    /// A session store's failure: its own `GatehouseError` (`sessionLocked`), the Keychain's reason, or any other
+    /// store's words for logs.
+    init(storeFailure error: any Error) {
+        switch error {
+        case let error as GatehouseError: self = error
+        case let error as KeychainStoreError: self = .keychain(error)
+        default: self = .sessionStore(String(describing: error))
+        }
     }
 }

@@ -9,11 +9,13 @@ enum Bearer {
 }
 
 /// Added to every request: the error format the SDK reads, and the caller's bearer token. A refusal becomes a
-/// `GatehouseError` before the generated client parses the answer.
+/// `GatehouseError` before the generated client parses the answer; its `Retry-After` counts from `clock`'s time.
 struct GatehouseMiddleware: ClientMiddleware {
     static let apiVersion = HTTPField.Name("X-Supabase-Api-Version")!
     /// The error format the SDK reads (`{code, message}` under /auth/v1 too).
     static let apiVersionValue = "2024-01-01"
+    /// The time a refusal's `Retry-After` counts from.
+    let clock: any SessionClock
 
     func intercept(
         _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
@@ -27,7 +29,8 @@ struct GatehouseMiddleware: ClientMiddleware {
         var data = Data()
         if let responseBody { data = try await Data(collecting: responseBody, upTo: 1 << 20) }
         throw ErrorBody.error(
-            status: response.status.code, body: data, retryAfter: response.headerFields[.retryAfter])
+            status: response.status.code, body: data, retryAfter: response.headerFields[.retryAfter],
+            receivedAt: clock.now)
     }
 }
 

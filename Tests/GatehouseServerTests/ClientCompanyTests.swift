@@ -23,7 +23,7 @@ struct ClientCompanyTests {
             let credential = try await owner.client.companies.createCredential(
                 in: company.id, username: "olive", password: "blue tractor 42")
             #expect(credential.username == "olive" && credential.isSuperUser)
-            try await owner.client.companies.login(to: company.id, username: "olive", password: "blue tractor 42")
+            try await owner.client.companies.signIn(to: company.id, username: "olive", password: "blue tractor 42")
             #expect(try await events.waitFor { $0 == .companyChanged(companyID: company.id) })
             #expect(try await owner.client.companies.details().name == "Acme Ltd")
             #expect(try await owner.client.companies.credential().username == "olive")
@@ -45,7 +45,7 @@ struct ClientCompanyTests {
             var lockedAt = Date()
             for _ in 0..<12 where lockedUntil == nil {
                 do throws(GatehouseError) {
-                    try await guest.client.companies.login(to: company.id, username: "gus", password: "wrong one 1")
+                    try await guest.client.companies.signIn(to: company.id, username: "gus", password: "wrong one 1")
                     Issue.record("a wrong password logged in")
                 } catch .lockedOut(let until) {
                     lockedUntil = until
@@ -57,12 +57,12 @@ struct ClientCompanyTests {
             let until = try #require(lockedUntil)
             #expect(until > Date())
             await #expect(throws: GatehouseError.self) {
-                try await guest.client.companies.login(to: company.id, username: "gus", password: "green tractor 17")
+                try await guest.client.companies.signIn(to: company.id, username: "gus", password: "green tractor 17")
             }
             // The server's clock stands still: move it past the lock's length (not past `until` in real time, which
             // the attempt above may have spent on a loaded machine).
             h.clock.advance(by: until.timeIntervalSince(lockedAt) + 1)
-            try await guest.client.companies.login(to: company.id, username: "gus", password: "green tractor 17")
+            try await guest.client.companies.signIn(to: company.id, username: "gus", password: "green tractor 17")
 
             let members = try await owner.client.companies.members()
             #expect(members.count == 2)
@@ -75,7 +75,7 @@ struct ClientCompanyTests {
             let second = try await owner.client.companies.create(name: "Beta Co")
             _ = try await owner.client.companies.createCredential(
                 in: second.id, username: "olive", password: "blue tractor 42")
-            try await owner.client.companies.login(to: second.id, username: "olive", password: "blue tractor 42")
+            try await owner.client.companies.signIn(to: second.id, username: "olive", password: "blue tractor 42")
             #expect(await owner.client.companies.currentCompanyID == second.id)
             #expect(try await owner.client.companies.details().name == "Beta Co")
             #expect(try await events.waitFor { $0 == .companyChanged(companyID: second.id) })

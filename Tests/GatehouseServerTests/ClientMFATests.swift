@@ -161,7 +161,7 @@ struct ClientMFATests {
                 try await client.auth.mfa.verify(factorID: enrollment.id, challengeID: challenge.id, code: "000000")
                 Issue.record("a wrong code was accepted")
             } catch {
-                #expect(error.errorCode == .mfaVerificationFailed && error.code == "mfa_verification_failed")
+                #expect(error.code == .mfaVerificationFailed && error.code.rawValue == "mfa_verification_failed")
             }
 
             let raised = try await client.auth.mfa.challengeAndVerify(
@@ -191,7 +191,7 @@ struct ClientMFATests {
                 _ = try await client.auth.mfa.challenge(factorID: enrollment.id)
                 Issue.record("a removed factor was challenged")
             } catch {
-                #expect(error.errorCode == .mfaFactorNotFound)
+                #expect(error.code == .mfaFactorNotFound)
             }
         }
     }
@@ -205,7 +205,7 @@ struct ClientMFATests {
                 _ = try await client.auth.mfa.generateRecoveryCodes()
                 Issue.record("recovery codes were made at aal1")
             } catch {
-                #expect(error.errorCode == .insufficientAal)
+                #expect(error.code == .insufficientAal)
             }
             let enrollment = try await client.auth.mfa.enroll()
             try await client.auth.mfa.challengeAndVerify(
@@ -227,7 +227,7 @@ struct ClientMFATests {
                 try await client.auth.mfa.verifyRecoveryCode(codes[2])
                 Issue.record("a spent recovery code was accepted")
             } catch {
-                #expect(error.errorCode == .mfaVerificationFailed)
+                #expect(error.code == .mfaVerificationFailed)
             }
 
             let renewed = try await client.auth.mfa.regenerateRecoveryCodes()
@@ -238,7 +238,7 @@ struct ClientMFATests {
                 _ = try await client.auth.mfa.recoveryCodesStatus()
                 Issue.record("deleted recovery codes still have a status")
             } catch {
-                #expect(error.errorCode == .mfaFactorNotFound)
+                #expect(error.code == .mfaFactorNotFound)
             }
         }
     }
@@ -259,7 +259,7 @@ struct ClientMFATests {
             let ownerFactor = try await owner.auth.mfa.enroll()
             try await owner.auth.mfa.challengeAndVerify(
                 factorID: ownerFactor.id, code: try Self.totp(ownerFactor.secret, h))
-            try await owner.companies.login(to: company.id, username: "olive", password: "blue tractor 42")
+            try await owner.companies.signIn(to: company.id, username: "olive", password: "blue tractor 42")
             let link = try #require(try await owner.companies.createShare(permission: .readWrite).url)
             #expect(try await owner.companies.update(CompanyUpdate(requiresMFA: true)).requiresMFA)
             #expect(try await owner.companies.details().requiresMFA)
@@ -290,7 +290,7 @@ struct ClientMFATests {
                 Issue.record("expected the refused code on the step, got \(await model.flow.screen)")
                 return
             }
-            #expect(refusal.errorCode == .mfaVerificationFailed)
+            #expect(refusal.code == .mfaVerificationFailed)
             await model.verifySecondFactor(code: try Self.totp(enrollment.secret, h))
             #expect(await model.flow.screen == .home(summary.withCredential))
             #expect(await member.companies.currentCompanyID == company.id)

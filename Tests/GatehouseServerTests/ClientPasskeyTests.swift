@@ -49,7 +49,7 @@ struct ClientPasskeyTests {
                 try await client.auth.signInWithPasskey(using: phone)
                 Issue.record("a deleted passkey signed in")
             } catch {
-                #expect(error.errorCode == .webauthnCredentialNotFound)
+                #expect(error.code == .webauthnCredentialNotFound)
             }
             #expect(await client.auth.currentSession == session)
         }
@@ -113,7 +113,7 @@ struct ClientPasskeyTests {
                     }
                     Issue.record("passkey call \(attempt) answered while passkeys are off")
                 } catch {
-                    #expect(error.errorCode == .passkeyDisabled)
+                    #expect(error.code == .passkeyDisabled)
                     #expect(error == .server(status: 404, code: "passkey_disabled", message: "Passkeys are disabled"))
                 }
             }
@@ -148,13 +148,13 @@ struct ClientPasskeyTests {
             await #expect(throws: GatehouseError.notSignedIn) {
                 try await client.companies.registerPasskey(for: acme.id, using: phone)
             }
-            try await client.companies.login(to: acme.id, username: "olive", password: "blue tractor 42")
+            try await client.companies.signIn(to: acme.id, username: "olive", password: "blue tractor 42")
             let passkey = try await client.companies.registerPasskey(for: acme.id, using: phone)
             #expect(try await client.companies.passkeys(for: acme.id) == [passkey])
             #expect(try await client.auth.listPasskeys().isEmpty)
 
             // Logged out of the company, the passkey logs in again: the company session is kept and told.
-            try await client.companies.logOutOfCompany()
+            try await client.companies.signOut()
             #expect(await client.companies.currentCompanyID == nil)
             let events = Recorder(client.auth.events)
             let session = try await client.companies.logInWithPasskey(to: acme.id, using: phone)
@@ -169,7 +169,7 @@ struct ClientPasskeyTests {
                 try await client.auth.signInWithPasskey(using: phone)
                 Issue.record("a company passkey signed in to the account")
             } catch {
-                #expect(error.errorCode == .webauthnCredentialNotFound)
+                #expect(error.code == .webauthnCredentialNotFound)
             }
             #expect(await client.companies.currentCompanyID == acme.id)
 
@@ -181,20 +181,20 @@ struct ClientPasskeyTests {
                 try await client.companies.logInWithPasskey(to: globex.id, using: phone)
                 Issue.record("Acme's passkey logged in to Globex")
             } catch {
-                #expect(error.errorCode == .webauthnCredentialNotFound)
+                #expect(error.code == .webauthnCredentialNotFound)
             }
             #expect(await client.companies.currentCompanyID == acme.id)
 
             // With a Globex passkey on another device, Acme's passkey signing Globex's challenge is still refused.
-            try await client.companies.login(to: globex.id, username: "olive", password: "green tractor 17")
+            try await client.companies.signIn(to: globex.id, username: "olive", password: "green tractor 17")
             let laptop = SoftwareAuthenticator(origin: Self.origin)
             _ = try await client.companies.registerPasskey(for: globex.id, using: laptop)
-            try await client.companies.logOutOfCompany()
+            try await client.companies.signOut()
             do throws(GatehouseError) {
                 try await client.companies.logInWithPasskey(to: globex.id, using: IgnoringAllowList(device: phone))
                 Issue.record("Acme's passkey logged in to Globex")
             } catch {
-                #expect(error.errorCode == .webauthnCredentialNotFound)
+                #expect(error.code == .webauthnCredentialNotFound)
             }
             #expect(await client.companies.currentCompanyID == nil)
             try await client.companies.logInWithPasskey(to: globex.id, using: laptop)
@@ -207,12 +207,12 @@ struct ClientPasskeyTests {
             try await client.companies.logInWithPasskey(to: acme.id, using: phone)
             try await client.companies.deletePasskey(passkey.id, in: acme.id)
             #expect(try await client.companies.passkeys(for: acme.id).isEmpty)
-            try await client.companies.logOutOfCompany()
+            try await client.companies.signOut()
             do throws(GatehouseError) {
                 try await client.companies.logInWithPasskey(to: acme.id, using: phone)
                 Issue.record("a deleted company passkey logged in")
             } catch {
-                #expect(error.errorCode == .webauthnCredentialNotFound)
+                #expect(error.code == .webauthnCredentialNotFound)
             }
         }
     }

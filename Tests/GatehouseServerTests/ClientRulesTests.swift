@@ -25,11 +25,14 @@ struct ClientRulesTests {
 
     @Test("Error bodies become typed errors; a 429 on a password check becomes a lockout with its end")
     func errors() {
+        let now = Date(timeIntervalSince1970: 1_000)
         func error(_ status: Int, _ body: String, retryAfter: String? = nil) -> GatehouseError {
-            ErrorBody.error(status: status, body: Data(body.utf8), retryAfter: retryAfter)
+            ErrorBody.error(status: status, body: Data(body.utf8), retryAfter: retryAfter, receivedAt: now)
         }
         #expect(error(400, #"{"code":"invalid_credentials","message":"x"}"#) == .invalidCredentials)
-        #expect(error(429, #"{"code":"over_request_rate_limit"}"#, retryAfter: "30") == .rateLimited(retryAfter: 30))
+        #expect(
+            error(429, #"{"code":"over_request_rate_limit"}"#, retryAfter: "30")
+                == .rateLimited(retryAfter: RetryAfter(date: now + 30)))
         #expect(
             error(422, #"{"code":"weak_password","weak_password":{"reasons":["length"]}}"#)
                 == .weakPassword(reasons: ["length"]))
@@ -37,9 +40,10 @@ struct ClientRulesTests {
         #expect(error(403, #"{"code":"company_access_revoked"}"#) == .companyAccessRevoked)
         #expect(error(409, #"{"code":"username_taken","message":"Taken"}"#).code == "username_taken")
         #expect(error(502, "<html>") == .server(status: 502, code: "http_502", message: ""))
-        let now = Date(timeIntervalSince1970: 1_000)
-        #expect(GatehouseError.rateLimited(retryAfter: 30).asLockout(now: now) == .lockedOut(until: now + 30))
-        #expect(GatehouseError.invalidCredentials.asLockout(now: now) == .invalidCredentials)
+        #expect(
+            GatehouseError.rateLimited(retryAfter: RetryAfter(date: now + 30)).asLockout()
+                == .lockedOut(until: now + 30))
+        #expect(GatehouseError.invalidCredentials.asLockout() == .invalidCredentials)
     }
 
     @Test("A file store's companion sits beside it; a memory store's is the same one each time")

@@ -115,38 +115,58 @@ struct ClientSDKTests {
         try await restarted?.stop()
     }
 
-    @Test("The background refresher: offline near expiry it retries with backoff, and renews once the server is back")
+    @Test(
+        "The background refresher on the client's clock: offline near expiry it retries with backoff, and renews once the server is back",
+        .timeLimit(.minutes(2))
+    )
     func backgroundRefresh() async throws {
-        let h = try await AccountHarness.start(live: true) { $0.auth.accessTokenLifetime = 6 }
+        let h = try await AccountHarness.start(live: true)
         var restarted: LiveServer?
         do {
             let email = AccountHarness.newEmail("sdk")
             let account = try await h.confirmedAccount(email)
+            // The SDK's time is its own clock, moved by this test: no wait here depends on the wall clock.
+            let clock = ManualSessionClock(h.clock.now)
             let signedUp = Session(
-                accessToken: account.access, refreshToken: account.refresh, expiresAt: Date().addingTimeInterval(5),
+                accessToken: account.access, refreshToken: account.refresh, expiresAt: clock.now + 5,
                 userID: account.userID, email: email)
             let store = MemorySessionStore(signedUp)
             let configuration = h.server.services.configuration
             try await h.stop()
-            // The app launches offline with a session near its end: the refresher starts at once and keeps
+            // The app launches offline with a session near its end: the refresher is due in a second and keeps
             // trying, with backoff, while the server is unreachable.
             let counter = RefreshCounter()
             let client = GatehouseClient(
                 url: try #require(URL(string: h.server.baseURL)), sessionStore: store, refreshMargin: 4,
-                middlewares: [counter], retryBase: .milliseconds(50), retryMax: .milliseconds(400))
+                middlewares: [counter], retryBase: .milliseconds(50), retryMax: .milliseconds(400), clock: clock)
+            let events = client.auth.events
             #expect(try await client.auth.restoreSession() == signedUp)
-            #expect(try await LiveServer.eventually { counter.count.withLockedValue { $0 } >= 6 })
+            var wake = await clock.nextWake()
+            #expect(wake == signedUp.expiresAt - 4)
+            var waits: [TimeInterval] = []
+            for _ in 0..<6 {
+                clock.advance(to: wake)
+                let next = await clock.nextWake()  // the attempt failed and the next one is scheduled
+                waits.append((next.timeIntervalSince(wake) * 1000).rounded())
+                wake = next
+            }
+            #expect(counter.count.withLockedValue { $0 } == 6)
+            #expect(waits == [50, 100, 200, 400, 400, 400])
             let session = try #require(await client.auth.currentSession)
             #expect(session == signedUp)
             restarted = try await LiveServer.start(configuration)
-            #expect(
-                try await LiveServer.eventually {
-                    await client.auth.currentSession.map { $0.refreshToken != session.refreshToken } ?? false
-                })
-            #expect(await client.auth.currentSession?.userID == session.userID)
+            clock.advance(to: wake)
+            for await event in events {
+                if case .refreshed(let renewed) = event {
+                    #expect(renewed.userID == session.userID && renewed.refreshToken != session.refreshToken)
+                    break
+                }
+            }
+            #expect(counter.count.withLockedValue { $0 } == 7)
             // Signing out stops the refresher (a server shutting down waits for no more of its requests).
             try await client.auth.signOut()
             #expect(await client.auth.currentSession == nil)
+            #expect(clock.sleeping == 0)
         } catch {
             try? await restarted?.stop()
             throw error
@@ -287,7 +307,8 @@ struct ClientSDKTests {
         do {
             let client = GatehouseClient(
                 url: try #require(URL(string: h.server.baseURL)), sessionStore: MemorySessionStore(),
-                refreshMargin: 60, middlewares: [], expiryWarning: 900, transport: h.sdkTransport)
+                refreshMargin: 60, middlewares: [], expiryWarning: 900, transport: h.sdkTransport,
+                clock: ManualSessionClock(h.clock.now))
             let events = client.auth.events
             let (_, session) = try await Self.signedUp(h, client)
             let endsAt = try #require(session.endsAt)

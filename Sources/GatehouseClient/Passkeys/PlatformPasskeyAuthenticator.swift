@@ -130,7 +130,7 @@
         }
     }
 
-    extension PlatformCeremony: @preconcurrency ASAuthorizationControllerDelegate {
+    extension PlatformCeremony: ASAuthorizationControllerDelegate {
         func authorizationController(
             controller: ASAuthorizationController, didCompleteWithAuthorization authorization: ASAuthorization
         ) {
@@ -142,7 +142,7 @@
         }
     }
 
-    extension PlatformCeremony: @preconcurrency ASAuthorizationControllerPresentationContextProviding {
+    extension PlatformCeremony: ASAuthorizationControllerPresentationContextProviding {
         func presentationAnchor(for controller: ASAuthorizationController) -> ASPresentationAnchor { anchor }
     }
 #endif
