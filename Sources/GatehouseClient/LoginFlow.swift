@@ -1,9 +1,12 @@
 import Foundation
 
-/// The seeds' login path as a pure state machine: launch → restore the session → (a second factor, when the account
-/// has one) → the company list → the selected company → its login (or making the credential the first time) → home;
-/// with signing out, switching, a lockout and its countdown, a removal from the company, the session ending while in
-/// use, and a company that requires a second factor the session has not verified.
+/// The seeds' login path as a pure state machine: launch → restore the session → (the app lock, when it is on) →
+/// (a second factor, when the account has one) → the company list → the selected company → its login (by password,
+/// by passkey, or making the credential the first time) → home; with signing out, switching, a lockout and its
+/// countdown, a removal from the company, the session ending while in use, a company that requires a second factor
+/// the session has not verified, and the app lock closing over whatever shows when the app comes back.
+///
+/// A locked session is never a sign-out: the app lock and a Keychain still locked at launch each show `locked`.
 ///
 /// It does no I/O: each `handle` takes what happened and answers what to do next, which `LoginFlowModel` (or an
 /// app's own driver) carries out against the server and reports back.
@@ -33,6 +36,16 @@ public struct LoginFlow: Sendable, Equatable {
         case secondFactor(company: CompanySummary?, error: GatehouseError?)
         /// The company requires a second factor and the account has none: set one up first (then log in again).
         case secondFactorSetupRequired(CompanySummary)
+        /// The session is kept but locked; the screen under it comes back once it opens.
+        case locked(Lock)
+    }
+
+    /// What keeps a kept session locked.
+    public enum Lock: Sendable, Equatable {
+        /// The app lock: unlock with biometrics (or the device passcode, when the app allows it).
+        case app
+        /// The Keychain, until the device is first unlocked (a prewarmed launch): restore again once it is.
+        case device
     }
 
     /// Why the app is back at an earlier screen.
@@ -78,6 +91,14 @@ public struct LoginFlow: Sendable, Equatable {
         case secondFactorVerified
         /// The code was refused (wrong, used, expired, or the server backing off).
         case secondFactorFailed(GatehouseError)
+        /// The kept session cannot be read until the device is unlocked (`GatehouseError.sessionLocked`).
+        case sessionLocked
+        /// Read the kept session again (the device was unlocked, or the app came to the foreground).
+        case retryRestore
+        /// The app lock closed (the app came back after its grace time, or the user locked it).
+        case appLocked
+        /// The app lock opened.
+        case appUnlocked
     }
 
     /// What the driver should do next.
@@ -94,6 +115,9 @@ public struct LoginFlow: Sendable, Equatable {
         /// The second factor is verified: log in to this company again with the credential just refused for it
         /// (kept by the driver, in memory only); without one, the login screen asks for it again.
         case retryLogin(companyID: String)
+        /// A session was kept and the app lock is on: lock it and have the user unlock (`AppLockModel`), then tell
+        /// the flow `appUnlocked`.
+        case unlockApp
     }
 
     /// The screen.
@@ -104,9 +128,30 @@ public struct LoginFlow: Sendable, Equatable {
     public private(set) var notice: Notice?
     /// The company list as last loaded.
     public private(set) var companies: [CompanySummary] = []
+    /// A kept session opens only through the app lock.
+    public let appLockEnabled: Bool
+    /// The app supplied a passkey authenticator: company logins offer "Use passkey".
+    public let passkeysEnabled: Bool
+    /// Companies whose passkey login found no passkey here: their login offers the password only.
+    public private(set) var companiesWithoutPasskey: Set<String> = []
+    /// The screen under the app lock.
+    private var underLock: Screen?
+    /// What the restore answered, carried out once the app lock opens.
+    private var afterUnlock: Event?
 
-    /// A flow at launch, remembering the company chosen last time.
-    public init(selectedCompanyID: String? = nil) { self.selectedCompanyID = selectedCompanyID }
+    /// A flow at launch, remembering the company chosen last time; `appLockEnabled` when a kept session must be
+    /// unlocked first, `passkeysEnabled` when the app can log in to companies by passkey.
+    public init(selectedCompanyID: String? = nil, appLockEnabled: Bool = false, passkeysEnabled: Bool = false) {
+        self.selectedCompanyID = selectedCompanyID
+        self.appLockEnabled = appLockEnabled
+        self.passkeysEnabled = passkeysEnabled
+    }
+
+    /// The company login on screen offers "Use passkey" (falling back to the password when there is none here).
+    public var offersPasskey: Bool {
+        guard passkeysEnabled, case .companyLogin(let company, _) = screen else { return false }
+        return company.hasCredential && !companiesWithoutPasskey.contains(company.id)
+    }
 
     /// What the driver does first.
     public var start: Effect { .restoreSession }
@@ -131,6 +176,49 @@ public struct LoginFlow: Sendable, Equatable {
 
     /// Takes an event; answers what the driver should do next, if anything.
     public mutating func handle(_ event: Event) -> Effect? {
+        switch event {
+        case .appLocked:
+            switch screen {
+            case .locked, .signIn: break
+            default:
+                underLock = screen
+                screen = .locked(.app)
+            }
+            return nil
+        case .appUnlocked:
+            guard screen == .locked(.app) else { return nil }
+            screen = underLock ?? .launching
+            underLock = nil
+            guard let event = afterUnlock else { return nil }
+            afterUnlock = nil
+            return proceed(event)
+        case .restored(signedIn: true), .secondFactorRequired(companyID: nil, _):
+            // At launch, a kept session opens through the app lock first.
+            guard appLockEnabled, screen == .launching else { break }
+            screen = .locked(.app)
+            underLock = .launching
+            afterUnlock = event
+            return .unlockApp
+        case .signedOut:
+            underLock = nil
+            afterUnlock = nil
+        default:
+            break
+        }
+        // Under the app lock, what happens changes the screen beneath it (a sign-out ends it).
+        guard screen == .locked(.app), let hidden = underLock else { return proceed(event) }
+        screen = hidden
+        let effect = proceed(event)
+        if case .signIn = screen {
+            underLock = nil
+        } else {
+            underLock = screen
+            screen = .locked(.app)
+        }
+        return effect
+    }
+
+    private mutating func proceed(_ event: Event) -> Effect? {
         let carried = notice
         notice = nil
         switch event {
@@ -169,8 +257,15 @@ public struct LoginFlow: Sendable, Equatable {
             return nil
         case .loginFailed(let error):
             guard let company = current else { return nil }
-            if error.errorCode == .insufficientAal { return .checkSecondFactor(companyID: company.id) }
+            if error.code == .insufficientAal { return .checkSecondFactor(companyID: company.id) }
+            if error.code == .webauthnCredentialNotFound || error == .authenticator(.noCredential) {
+                // No passkey for this company here: on to the password.
+                companiesWithoutPasskey.insert(company.id)
+                screen = .companyLogin(company, error: nil)
+                return nil
+            }
             switch error {
+            case .authenticator(.cancelled): screen = .companyLogin(company, error: nil)
             case .lockedOut(let until): screen = .lockedOut(company, until: until)
             case .sessionExpired: return handle(.signedOut(.sessionEnded))
             case .companyAccessRevoked: return handle(.accessRevoked(companyID: company.id))
@@ -214,6 +309,15 @@ public struct LoginFlow: Sendable, Equatable {
             guard case .secondFactor(let company, _) = screen else { return nil }
             if error == .sessionExpired { return handle(.signedOut(.sessionEnded)) }
             screen = .secondFactor(company: company, error: error)
+            return nil
+        case .sessionLocked:
+            screen = .locked(.device)
+            return nil
+        case .retryRestore:
+            guard screen == .locked(.device) else { return nil }
+            screen = .launching
+            return .restoreSession
+        case .appLocked, .appUnlocked:
             return nil
         }
     }

@@ -2,7 +2,8 @@ import Foundation
 import Observation
 
 /// Drives a `LoginFlow` against a server, for SwiftUI: each user action and each auth event goes through the flow,
-/// and the flow's effects are carried out here. Observe `flow.screen`.
+/// and the flow's effects are carried out here. Observe `flow.screen`; with an app lock, forward the scene phase to
+/// `scenePhaseChanged(_:)` and show `appLock.lock` on the `locked(.app)` screen.
 @MainActor
 @Observable
 public final class LoginFlowModel {
@@ -10,44 +11,110 @@ public final class LoginFlowModel {
     public private(set) var flow: LoginFlow
     /// The client it drives.
     @ObservationIgnored public let client: GatehouseClient
+    /// The app lock a kept session opens through, when the app has one on.
+    @ObservationIgnored public let appLock: AppLockModel?
+    /// What logs in to a company by passkey, when the app supplied one.
+    @ObservationIgnored public let passkeyAuthenticator: (any PasskeyAuthenticator)?
     /// The factor enrolled from the set-up screen (show its QR code), until a code verifies it.
     public private(set) var enrollment: TOTPEnrollment?
-    @ObservationIgnored private var listener: Task<Void, Never>?
-    /// The credential of a company login refused for want of a second factor, replayed once the factor is verified.
-    /// Memory only, and dropped as soon as it is used or the login ends another way.
-    @ObservationIgnored private var pending: (companyID: String, username: String, password: String)?
+    @ObservationIgnored private var listeners: [Task<Void, Never>] = []
+    /// The company login refused for want of a second factor, replayed once the factor is verified: its credential
+    /// (memory only) or its passkey. Dropped as soon as it is used or the login ends another way.
+    @ObservationIgnored private var pending: PendingLogin?
+    /// Whether the client was told the app is locked (`auth.lock()`).
+    @ObservationIgnored private var clientLocked = false
+    /// The lock's sync under way: one at a time, so that a caller returns once what the lock's change started is
+    /// done, whoever noticed the change first.
+    @ObservationIgnored private var lockSync: Task<Void, Never>?
 
-    /// A model over `client`, remembering the company chosen last time.
-    public init(client: GatehouseClient, selectedCompanyID: String? = nil) {
-        self.client = client
-        flow = LoginFlow(selectedCompanyID: selectedCompanyID)
+    private enum PendingLogin {
+        case password(companyID: String, username: String, password: String)
+        case passkey(companyID: String)
     }
 
-    /// Restores the session and follows the client's auth events from then on.
+    /// A model over `client`, remembering the company chosen last time. With `appLock` (when it is on), a kept
+    /// session opens only once the lock does; with `passkeyAuthenticator`, company logins offer a passkey.
+    public init(
+        client: GatehouseClient, selectedCompanyID: String? = nil, appLock: AppLockModel? = nil,
+        passkeyAuthenticator: (any PasskeyAuthenticator)? = nil
+    ) {
+        self.client = client
+        self.appLock = appLock
+        self.passkeyAuthenticator = passkeyAuthenticator
+        flow = LoginFlow(
+            selectedCompanyID: selectedCompanyID, appLockEnabled: appLock?.lock.configuration.isEnabled ?? false,
+            passkeysEnabled: passkeyAuthenticator != nil)
+    }
+
+    /// Restores the session and follows the client's auth events (and the app lock's) from then on.
     public func start() async {
         let events = client.auth.events
-        listener = Task { [weak self] in
-            for await event in events {
-                guard let self else { return }
-                switch event {
-                case .signedOut(let reason):
-                    self.pending = nil
-                    await self.send(.signedOut(reason))
-                case .companyAccessRevoked(let id): await self.send(.accessRevoked(companyID: id))
-                case .companyChanged(nil):
-                    if case .home = self.flow.screen { await self.send(.companySessionEnded) }
-                default: break
+        listeners.append(
+            Task { [weak self] in
+                for await event in events {
+                    guard let self else { return }
+                    switch event {
+                    case .signedOut(let reason):
+                        self.pending = nil
+                        self.appLock?.signedOut()
+                        await self.send(.signedOut(reason))
+                        await self.syncLock()
+                    case .companyAccessRevoked(let id): await self.send(.accessRevoked(companyID: id))
+                    case .companyChanged(nil):
+                        // A new company login ends the old session first: only a session still gone counts.
+                        guard case .home = self.flow.screen, await self.client.companies.currentCompanyID == nil
+                        else { break }
+                        await self.send(.companySessionEnded)
+                    default: break
+                    }
                 }
-            }
+            })
+        if let notifications = appLock?.notifications {
+            // What the notification says may be stale by the time it is read: the lock as it stands decides.
+            listeners.append(
+                Task { [weak self] in
+                    for await _ in notifications {
+                        guard let self else { return }
+                        await self.syncLock()
+                    }
+                })
         }
         await perform(flow.start)
     }
 
     /// Stops following the client's events.
     public func stop() {
-        listener?.cancel()
-        listener = nil
+        for listener in listeners { listener.cancel() }
+        listeners = []
     }
+
+    /// Tells the app lock (and the flow) the scene phase: the lock closes over the screen when the app comes back
+    /// after its grace time, and a session the Keychain kept locked is read again when the app is active.
+    public func scenePhaseChanged(_ phase: AppLock.ScenePhase) async {
+        if let appLock {
+            appLock.scenePhaseChanged(phase)
+            await syncLock()
+            await appLock.settled()
+            await syncLock()
+        }
+        if phase == .active, flow.screen == .locked(.device) { await send(.retryRestore) }
+    }
+
+    /// From the `locked(.app)` screen: unlocks with biometrics (or the passcode when they cannot and the app allows
+    /// it); the screen under the lock comes back.
+    public func unlock() async {
+        await appLock?.unlock()
+        await syncLock()
+    }
+
+    /// From the `locked(.app)` screen, when `appLock.lock.offersPasscode`: unlocks with the device passcode.
+    public func unlockWithPasscode() async {
+        await appLock?.unlockWithPasscode()
+        await syncLock()
+    }
+
+    /// From the `locked(.device)` screen: reads the kept session again (the device was unlocked).
+    public func retryRestore() async { await send(.retryRestore) }
 
     /// Signs in to the account with a password; on to the second factor when the account has one.
     public func signIn(email: String, password: String) async throws(GatehouseError) {
@@ -55,9 +122,13 @@ public final class LoginFlowModel {
         await signedIn()
     }
 
-    /// Tells the flow the account signed in another way (a code, a link, Apple); on to the second factor when the
-    /// account has one.
-    public func signedIn() async { await send(await signedInEvent()) }
+    /// Tells the flow the account signed in another way (a code, a link, Apple, a passkey); on to the second factor
+    /// when the account has one. Signing in proves the user: the app lock opens without asking.
+    public func signedIn() async {
+        appLock?.signedIn()
+        await syncLock()
+        await send(await signedInEvent())
+    }
 
     /// Verifies a code of the authenticator app (the account's verified TOTP factor, or the one just enrolled).
     public func verifySecondFactor(code: String) async {
@@ -107,14 +178,29 @@ public final class LoginFlowModel {
         await logIn(to: id, username: username, password: password)
     }
 
-    private func logIn(to id: String, username: String, password: String) async {
-        pending = (id, username, password)
+    /// Logs in to the selected company with the member's passkey for it (when `flow.offersPasskey`); without one
+    /// here, the login falls back to the password.
+    public func logInWithPasskey() async {
+        guard let id = flow.selectedCompanyID, let authenticator = passkeyAuthenticator else { return }
+        pending = .passkey(companyID: id)
         do throws(GatehouseError) {
-            try await client.companies.login(to: id, username: username, password: password)
+            try await client.companies.signInWithPasskey(to: id, using: authenticator)
             pending = nil
             await send(.loggedIn(companyID: id))
         } catch {
-            if error.errorCode != .insufficientAal { pending = nil }
+            if error.code != .insufficientAal { pending = nil }
+            await send(.loginFailed(error))
+        }
+    }
+
+    private func logIn(to id: String, username: String, password: String) async {
+        pending = .password(companyID: id, username: username, password: password)
+        do throws(GatehouseError) {
+            try await client.companies.signIn(to: id, username: username, password: password)
+            pending = nil
+            await send(.loggedIn(companyID: id))
+        } catch {
+            if error.code != .insufficientAal { pending = nil }
             await send(.loginFailed(error))
         }
     }
@@ -133,7 +219,7 @@ public final class LoginFlowModel {
 
     /// Back to the company list, to pick another.
     public func switchCompany() async {
-        try? await client.companies.logOutOfCompany()
+        try? await client.companies.signOut()
         await send(.switchCompany)
     }
 
@@ -164,6 +250,34 @@ public final class LoginFlowModel {
         if let effect = flow.handle(event) { await perform(effect) }
     }
 
+    /// Brings the flow and the client in line with the app lock as it stands: the lock screen over the flow's
+    /// screen, and the client told, so that nothing refreshes or warns by itself while it is up.
+    private func syncLock() async {
+        while let running = lockSync { await running.value }
+        let sync = Task {
+            await applyLock()
+            lockSync = nil
+        }
+        lockSync = sync
+        await sync.value
+    }
+
+    private func applyLock() async {
+        guard let appLock else { return }
+        let locked = appLock.lock.isLocked
+        var effect: LoginFlow.Effect?
+        if locked, flow.screen != .locked(.app) {
+            effect = flow.handle(.appLocked)
+        } else if !locked, flow.screen == .locked(.app) {
+            effect = flow.handle(.appUnlocked)
+        }
+        if locked != clientLocked {
+            clientLocked = locked
+            if locked { await client.auth.lock() } else { await client.auth.unlock() }
+        }
+        if let effect { await perform(effect) }
+    }
+
     private func perform(_ effect: LoginFlow.Effect) async {
         switch effect {
         case .restoreSession:
@@ -171,6 +285,9 @@ public final class LoginFlowModel {
                 let restored = try await client.auth.restoreSession() != nil
                 let event = restored ? await signedInEvent() : .signedIn
                 await send(event == .signedIn ? .restored(signedIn: restored) : event)
+            } catch .sessionLocked {
+                // Kept, but unreadable until the device is unlocked: never the sign-in screen.
+                await send(.sessionLocked)
             } catch {
                 await send(.restored(signedIn: false))
             }
@@ -182,7 +299,7 @@ public final class LoginFlowModel {
             }
         case .loginWithoutCredential(let id):
             do throws(GatehouseError) {
-                try await client.companies.login(to: id)
+                try await client.companies.signIn(to: id)
                 await send(.loggedIn(companyID: id))
             } catch {
                 await send(.loginFailed(error))
@@ -195,8 +312,15 @@ public final class LoginFlowModel {
                 await send(.loginFailed(error))
             }
         case .retryLogin(let id):
-            guard let credential = pending, credential.companyID == id else { return }
-            await logIn(to: id, username: credential.username, password: credential.password)
+            switch pending {
+            case .password(id, let username, let password): await logIn(to: id, username: username, password: password)
+            case .passkey(id): await logInWithPasskey()
+            default: return
+            }
+        case .unlockApp:
+            await appLock?.sessionRestored()
+            if appLock == nil { await send(.appUnlocked) }
+            await syncLock()
         }
     }
 }
