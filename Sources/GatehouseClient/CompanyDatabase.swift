@@ -9,6 +9,20 @@ struct CompanyDatabase: Sendable {
     private let queue: DatabaseQueue
     /// This device's id in the company's sync, made on first use.
     let clientID: String
+    /// Open until the store closes or wipes it; observations read it to end.
+    private let state = Locked(Availability.open)
+
+    /// Whether the database can still be read, and if not, why.
+    enum Availability: Sendable {
+        case open
+        /// The app closed the store: observations end.
+        case closed
+        /// The account lost the company and its data is gone: observations end with `companyAccessRevoked`.
+        case wiped
+    }
+
+    /// Thrown inside an observation once the database closed, so that it ends.
+    struct Unavailable: Error {}
 
     /// Opens (or makes) the database and reads this device's client id.
     init(file: URL, in directory: URL) throws {
@@ -48,8 +62,17 @@ struct CompanyDatabase: Sendable {
         return migrator
     }
 
-    /// Closes the file; the unsent changes stay in it.
-    func close() throws { try queue.close() }
+    /// Closes the file (the unsent changes stay in it, unless `availability` is `.wiped`); every observation of it
+    /// ends.
+    func close(_ availability: Availability = .closed) throws {
+        state.withLock { $0 = availability }
+        // A change notice makes each observation fetch again, find the database closed, and end.
+        try? queue.write { try $0.notifyChanges(in: .fullDatabase) }
+        try queue.close()
+    }
+
+    /// Whether the database is still open, and if not, why.
+    var availability: Availability { state.withLock { $0 } }
 
     // MARK: Changes saved here
 
@@ -107,8 +130,8 @@ struct CompanyDatabase: Sendable {
     }
 
     /// Records the server's answer to a push, and returns the events it means for the UI: each field that lost a
-    /// conflict (`sent` holds the fields each change sent, by mid) and each refusal.
-    func confirm(_ results: [Components.Schemas.MutationResult], sent: [String: [String: FieldValue]]) throws
+    /// conflict (`sent` holds the changes sent, by mid) and each refusal.
+    func confirm(_ results: [Components.Schemas.MutationResult], sent: [String: PendingChange]) throws
         -> [StoreEvent]
     {
         try queue.write { db in
@@ -128,6 +151,7 @@ struct CompanyDatabase: Sendable {
                             ON CONFLICT (id) DO UPDATE SET seq = MAX(acked.seq, excluded.seq)
                             """,
                         arguments: [result.id, result.seq])
+                    if let change = sent[result.mid] { try Self.keep(change, as: result, db) }
                 }
                 switch result.status {
                 case .applied: break
@@ -136,7 +160,7 @@ struct CompanyDatabase: Sendable {
                         events.append(
                             .conflict(
                                 FieldConflict(
-                                    recordID: result.id, field: field, yours: sent[result.mid]?[field],
+                                    recordID: result.id, field: field, yours: sent[result.mid]?.fields[field],
                                     kept: FieldValue(kept))))
                     }
                 case .refused: events.append(.refused(recordID: result.id, code: result.code ?? "refused"))
@@ -146,34 +170,101 @@ struct CompanyDatabase: Sendable {
         }
     }
 
+    /// Puts a change the server took into the server's copy at once (with the values it kept instead of the ones
+    /// that lost), so that between the push and the pull that brings it back the record neither vanishes nor shows
+    /// its old fields to a reader or an observation. Its seq stays as it was: the copy may lack other devices'
+    /// writes to other fields until the pull, and the digest exchange must still see it as older than the server's.
+    private static func keep(_ change: PendingChange, as result: Components.Schemas.MutationResult, _ db: Database)
+        throws
+    {
+        guard !change.isDeletion else {
+            try db.execute(sql: "DELETE FROM record WHERE id = ?", arguments: [change.id])
+            return
+        }
+        let held = try Row.fetchOne(
+            db, sql: "SELECT fields, dept_mask FROM record WHERE id = ?", arguments: [change.id])
+        var fields = try held.map { try decode($0["fields"]) } ?? [:]
+        fields.merge(change.fields) { $1 }
+        fields.merge((result.rejectedFields ?? [:]).mapValues(FieldValue.init)) { $1 }
+        // The server's own mask when it kept it, else the one sent, else the one held; a new record's is 0.
+        let mask: Int64 = result.deptMask ?? change.deptMask ?? held?["dept_mask"] ?? 0
+        try db.execute(
+            sql: """
+                INSERT INTO record (id, type, fields, dept_mask, seq) VALUES (?, ?, ?, ?, 0)
+                ON CONFLICT (id) DO UPDATE SET fields = excluded.fields, dept_mask = excluded.dept_mask
+                """,
+            arguments: [change.id, change.type, try encode(fields), mask])
+    }
+
     // MARK: The server's copy
 
     /// The server's copy with the unsent changes on top, for the records matching `condition`.
     func overlay(where condition: String, _ arguments: StatementArguments) throws -> [Record] {
-        try queue.read { db in
-            var records: [String: (type: String, fields: [String: FieldValue], mask: Int64?, pending: Bool)] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT * FROM record WHERE \(condition)", arguments: arguments) {
-                records[row["id"]] = (row["type"], try Self.decode(row["fields"]), row["dept_mask"], false)
+        try queue.read { db in try Self.overlay(db, where: condition, arguments) }
+    }
+
+    /// The records of `type` as `overlay` reads them, every time a save, a confirmation or a pulled page changes
+    /// them (GRDB's `ValueObservation` over `record` and `pending`), each array once; nil once the database closed.
+    func observe<Item: Sendable>(
+        type: String, as decode: @escaping @Sendable (Record) throws -> Item
+    ) -> AsyncValueObservation<[Item]>.Iterator? {
+        let values = ValueObservation.tracking(regions: [Table("record"), Table("pending")]) { [state] db in
+            guard case .open = state.withLock({ $0 }) else { throw Unavailable() }
+            return try Self.overlay(db, where: "type = ?", [type])
+        }
+        .removeDuplicates()
+        .map { try $0.map(decode) }
+        .values(in: queue, bufferingPolicy: .bufferingNewest(1))
+        // Started under the lock `close` takes, so that its first fetch is queued before the file closes or not at
+        // all: GRDB would read a closed connection.
+        return state.withLock { availability in
+            guard case .open = availability else { return nil }
+            return values.makeAsyncIterator()
+        }
+    }
+
+    /// How many records `overlay` would return for `type` (all types when nil), counted by SQLite: the server's copy
+    /// and the records made here, less those whose last unsent change deletes them.
+    func count(type: String?) throws -> Int {
+        let filter = type == nil ? "1" : "type = :type"
+        return try queue.read { db in
+            try Int.fetchOne(
+                db,
+                sql: """
+                    SELECT COUNT(*) FROM (
+                        SELECT id FROM record WHERE \(filter) UNION SELECT id FROM pending WHERE \(filter)) AS ids
+                    WHERE (SELECT op FROM pending
+                           WHERE pending.id = ids.id AND \(filter) ORDER BY ord DESC LIMIT 1) IS NOT 'delete'
+                    """,
+                arguments: type.map { ["type": $0] } ?? [:]) ?? 0
+        }
+    }
+
+    private static func overlay(_ db: Database, where condition: String, _ arguments: StatementArguments) throws
+        -> [Record]
+    {
+        var records: [String: (type: String, fields: [String: FieldValue], mask: Int64?, pending: Bool)] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT * FROM record WHERE \(condition)", arguments: arguments) {
+            records[row["id"]] = (row["type"], try Self.decode(row["fields"]), row["dept_mask"], false)
+        }
+        let pending = try Row.fetchAll(
+            db, sql: "SELECT * FROM pending WHERE \(condition) ORDER BY ord", arguments: arguments)
+        for row in pending {
+            let id: String = row["id"]
+            if row["op"] as String == "delete" {
+                records[id] = nil
+                continue
             }
-            let pending = try Row.fetchAll(
-                db, sql: "SELECT * FROM pending WHERE \(condition) ORDER BY ord", arguments: arguments)
-            for row in pending {
-                let id: String = row["id"]
-                if row["op"] as String == "delete" {
-                    records[id] = nil
-                    continue
-                }
-                var record = records[id] ?? (row["type"], [:], nil, true)
-                record.fields.merge(try Self.decode(row["fields"])) { $1 }
-                if let mask: Int64 = row["dept_mask"] { record.mask = mask }
-                record.pending = true
-                records[id] = record
-            }
-            return records.sorted { $0.key < $1.key }.map {
-                Record(
-                    id: $0.key, type: $0.value.type, fields: $0.value.fields, deptMask: $0.value.mask,
-                    hasPendingChanges: $0.value.pending)
-            }
+            var record = records[id] ?? (row["type"], [:], nil, true)
+            record.fields.merge(try Self.decode(row["fields"])) { $1 }
+            if let mask: Int64 = row["dept_mask"] { record.mask = mask }
+            record.pending = true
+            records[id] = record
+        }
+        return records.sorted { $0.key < $1.key }.map {
+            Record(
+                id: $0.key, type: $0.value.type, fields: $0.value.fields, deptMask: $0.value.mask,
+                hasPendingChanges: $0.value.pending)
         }
     }
 

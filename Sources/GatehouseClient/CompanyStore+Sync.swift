@@ -2,20 +2,51 @@ import GatehouseAPI
 
 /// The push and pull: the saved changes go up in order, the server's come down by token (or by digest when the
 /// token is older than the server's log), each page applied in one transaction.
+///
+/// Syncs run one at a time. A call arriving while one runs waits for the next, which every caller arriving before it
+/// starts shares: one push and pull, one `synced` event, each caller's progress reported.
 extension CompanyStore {
-    /// Pushes every saved change and pulls the server's, now; answers when both are done. The background sync does
-    /// the same on its own after saves, live pokes and reconnects.
+    /// Pushes every change saved before the call and pulls the server's until the store holds everything the server
+    /// had, reporting `progress` after each batch pushed and each page pulled (on the store's executor: a view hops to
+    /// the main actor); answers when done. The background sync (`startSyncing()`) does the same on its own after
+    /// saves, live pokes and reconnects.
     /// A session that ended or an access change is checked against the account's company list: out of the company,
     /// the store is wiped (and `companyAccessRevoked` thrown).
-    public func sync() async throws(GatehouseError) {
-        // Runs after the sync before it, so two never interleave their pushes.
-        let task = Task { [previous = running] in
-            _ = try? await previous?.value
-            try await self.pushAndPull()
-        }
-        running = task
+    @discardableResult
+    public func sync(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws(GatehouseError) -> SyncSummary {
+        let (number, task) = nextSync()
+        if let progress { listeners[number, default: []].append(progress) }
         do {
-            try await task.value
+            return try await task.value
+        } catch let error as GatehouseError {
+            throw error
+        } catch {
+            throw .localStore(String(describing: error))
+        }
+    }
+
+    /// The sync not started yet, made (after the last one) when there is none.
+    private func nextSync() -> (number: Int, task: Task<SyncSummary, any Error>) {
+        if let queued { return queued }
+        runs += 1
+        let number = runs
+        let task = Task { [previous = tail] in
+            _ = try? await previous?.value
+            return try await self.run(number)
+        }
+        tail = task
+        queued = (number, task)
+        return (number, task)
+    }
+
+    /// One sync: from here on, callers wait for the next one.
+    private func run(_ number: Int) async throws(GatehouseError) -> SyncSummary {
+        if queued?.number == number { queued = nil }
+        mustSync = false
+        let tracker = SyncTracker(listeners: listeners.removeValue(forKey: number) ?? [], announced: announced)
+        do {
+            try await push(tracker)
+            try await pull(tracker)
         } catch let error as GatehouseError {
             switch error {
             case .sessionExpired, .companyAccessRevoked:
@@ -26,24 +57,21 @@ extension CompanyStore {
         } catch {
             throw .localStore(String(describing: error))
         }
-    }
-
-    private func pushAndPull() async throws {
-        try await push()
-        try await pull()
+        syncedThrough = max(syncedThrough ?? 0, tracker.through)
         broadcast.send(.synced)
+        return tracker.summary
     }
 
     /// Sends the pending changes in order, in batches of up to 500. A batch over the server's body limit is halved
     /// until it fits; a single change too large for any batch is dropped with `refused(payload_too_large)`, so it
     /// never blocks the ones after it.
-    private func push() async throws {
+    private func push(_ tracker: SyncTracker) async throws {
         var limit = 500
         while true {
             let size = limit
             let batch = try local { try $0.pendingChanges(limit: size) }
             guard !batch.isEmpty else { return }
-            let sent = Dictionary(batch.map { ($0.mid, $0.fields) }) { $1 }
+            let sent = Dictionary(batch.map { ($0.mid, $0) }) { $1 }
             let body = Components.Schemas.SyncPushRequest(clientId: clientID, mutations: batch.map(\.mutation))
             guard let answer = try await send(body) else {
                 if batch.count > 1 {
@@ -56,6 +84,7 @@ extension CompanyStore {
             }
             let events = try local { try $0.confirm(answer.results, sent: sent) }
             for event in events { broadcast.send(event) }
+            tracker.pushed(answer.results.map(\.seq))
         }
     }
 
@@ -71,10 +100,10 @@ extension CompanyStore {
         }
     }
 
-    private func pull() async throws {
+    private func pull(_ tracker: SyncTracker) async throws {
         var token = try local { try $0.token() }
         while true {
-            let request = Components.Schemas.SyncPullRequest(token: token, limit: 1000)
+            let request = Components.Schemas.SyncPullRequest(token: token, limit: pageSize)
             let page: Components.Schemas.SyncPullResponse
             do {
                 page = try await inCompany { client, cid in
@@ -83,7 +112,7 @@ extension CompanyStore {
             } catch let error {
                 switch error.code {
                 case "resync_required":
-                    try await resync()
+                    try await resync(tracker)
                     return
                 case "invalid_sync_token":
                     // A token this member cannot use (another account's copy): start over.
@@ -95,13 +124,14 @@ extension CompanyStore {
             }
             try apply(page.changes, revoked: page.revoked, token: page.token)
             token = page.token
+            tracker.received(page.changes, revoked: page.revoked, last: !page.hasMore)
             guard page.hasMore else { return }
         }
     }
 
     /// The digest exchange, for a token older than the server's log: the device's ids and seqs go up in chunks, and
     /// what differs comes back.
-    private func resync() async throws {
+    private func resync(_ tracker: SyncTracker) async throws {
         var token: String?
         var after: String?
         while true {
@@ -113,6 +143,7 @@ extension CompanyStore {
                 try await client.syncDigest(path: .init(cid: cid), body: .json(body)).ok.body.json
             }
             try apply(answer.changes, revoked: answer.revoked, token: answer.through == nil ? answer.token : nil)
+            tracker.received(answer.changes, revoked: answer.revoked, last: answer.through == nil)
             guard let through = answer.through else { return }
             token = answer.token
             after = through
@@ -133,5 +164,42 @@ extension CompanyStore {
         guard await sessions.current?.companyID == companyID else { throw .notSignedIn }
         let cid = companyID
         return try await sessions.authorized { try await body($0, cid) }
+    }
+}
+
+/// One sync's count, told to its callers as it goes: changes confirmed, records received, pages, and the highest seq
+/// it saw (a seq the live stream announced before the sync started counts: the pull after it reached that far).
+final class SyncTracker {
+    private let listeners: [@Sendable (SyncProgress) -> Void]
+    private var progress = SyncProgress()
+    private(set) var through: Int64
+
+    init(listeners: [@Sendable (SyncProgress) -> Void], announced: Int64?) {
+        self.listeners = listeners
+        through = announced ?? 0
+    }
+
+    var summary: SyncSummary {
+        SyncSummary(pushed: progress.pushed, records: progress.records, pages: progress.pages)
+    }
+
+    /// A batch of changes the server confirmed, at these seqs.
+    func pushed(_ seqs: [Int64]) {
+        progress.pushed += seqs.count
+        through = max(through, seqs.max() ?? 0)
+        report()
+    }
+
+    /// A page pulled (or a digest chunk); `last` when the server has no more.
+    func received(_ changes: [Components.Schemas.RecordChange], revoked: [String], last: Bool) {
+        progress.pages += 1
+        progress.records += changes.count + revoked.count
+        if last { progress.total = progress.records }
+        through = max(through, changes.map(\.seq).max() ?? 0)
+        report()
+    }
+
+    private func report() {
+        for listener in listeners { listener(progress) }
     }
 }

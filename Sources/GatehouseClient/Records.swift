@@ -49,12 +49,12 @@ public enum FieldValue: Sendable, Equatable, Hashable {
         }
     }
 
-    private static func timestamp(_ date: Date) -> String {
+    static func timestamp(_ date: Date) -> String {
         date.formatted(
             .iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
     }
 
-    private static func date(_ text: String) -> Date? {
+    static func date(_ text: String) -> Date? {
         (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text))
             ?? (try? Date.ISO8601FormatStyle().parse(text))
     }
@@ -99,7 +99,8 @@ public enum StoreEvent: Sendable, Equatable {
     case wiped
     /// Syncing stopped on this error and will be tried again (network), or waits for a company login.
     case syncFailed(GatehouseError)
-    /// Everything saved has reached the server, and the server's changes up to now are here.
+    /// A sync completed: everything saved before it has reached the server, and the server's changes up to its start
+    /// are here. Once per sync, however many callers waited on it.
     case synced
 }
 

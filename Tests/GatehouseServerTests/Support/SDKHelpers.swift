@@ -94,7 +94,9 @@ struct AppDevice {
     }
 
     func store(_ cid: String) async throws -> CompanyStore {
-        try await client.companyStore(companyID: cid, directory: folder)
+        let store = try await client.openCompanyStore(companyID: cid, directory: folder)
+        await store.startSyncing()
+        return store
     }
 
     var userID: String {
@@ -135,13 +137,13 @@ func sharedCompany(_ h: AccountHarness) async throws -> (owner: AppDevice, guest
     #expect(try await Operator(store: h.server.services.store).setTier(company.id, .business))
     _ = try await owner.client.companies.createCredential(
         in: company.id, username: "olive", password: "blue tractor 42")
-    try await owner.client.companies.login(to: company.id, username: "olive", password: "blue tractor 42")
+    try await owner.client.companies.signIn(to: company.id, username: "olive", password: "blue tractor 42")
     let link = try #require(try await owner.client.companies.createShare(permission: .readWrite).url)
     let guest = try AppDevice(h.server.baseURL)
     try await guest.signUp(h, "guest")
     _ = try await guest.client.companies.acceptShare(link)
     _ = try await guest.client.companies.createCredential(in: company.id, username: "gus", password: "green tractor 17")
-    try await guest.client.companies.login(to: company.id, username: "gus", password: "green tractor 17")
+    try await guest.client.companies.signIn(to: company.id, username: "gus", password: "green tractor 17")
     return (owner, guest, company.id)
 }
 
