@@ -205,11 +205,11 @@ struct Example {
         }
         say("Face ID recognises her: \(summary.name)'s login shows.")
         if model.flow.offersPasskey {
-            await model.logInWithPasskey()
+            await model.signInWithPasskey()
             try expect(model.flow.screen == .home(summary), "home after the passkey", model)
             say("She logs in to \(summary.name) with her passkey.")
         } else {
-            await model.logIn(username: "ada", password: "acme ledger 1815")
+            await model.signIn(username: "ada", password: "acme ledger 1815")
             try expect(model.flow.screen == .home(summary), "home after the password", model)
             say("She logs in to \(summary.name) with her password.")
         }
@@ -244,7 +244,7 @@ struct Example {
         let code = try ask("Type the code your authenticator app shows now, then press return:")
         await model.verifySecondFactor(code: code)
         try expect(model.flow.screen == .companyLogin(summary, error: nil), "the company login", model)
-        await model.logIn(username: "ada", password: "acme ledger 1815")
+        await model.signIn(username: "ada", password: "acme ledger 1815")
         try expect(model.flow.screen == .home(summary), "home after the second factor", model)
         say("Password, authenticator code, company login: Ada is back in \(summary.name).")
         model.stop()

@@ -60,14 +60,6 @@ public struct Companies: Sendable {
         return try await adopt(wire, companyID: companyID)
     }
 
-    /// Signs in to a company with one of the account's passkeys for it, as `signIn(to:username:password:)` does.
-    @discardableResult
-    public func signInWithPasskey(to companyID: String, using authenticator: some PasskeyAuthenticator)
-        async throws(GatehouseError) -> Session
-    {
-        try await logInWithPasskey(to: companyID, using: authenticator)
-    }
-
     /// Keeps the company session a sign-in answered (by password or passkey), signing out of the company signed in
     /// to.
     func adopt(_ wire: Components.Schemas.Session, companyID: String) async throws(GatehouseError) -> Session {

@@ -172,15 +172,23 @@ public final class LoginFlowModel {
     /// Picks a company from the list.
     public func select(_ companyID: String) async { await send(.selected(companyID: companyID)) }
 
-    /// Logs in to the selected company with its credential.
-    public func logIn(username: String, password: String) async {
+    /// Signs in to the selected company with its credential.
+    public func signIn(username: String, password: String) async {
         guard let id = flow.selectedCompanyID else { return }
-        await logIn(to: id, username: username, password: password)
+        await signIn(to: id, username: username, password: password)
     }
 
-    /// Logs in to the selected company with the member's passkey for it (when `flow.offersPasskey`); without one
+    /// Signs in to the selected company with its credential: the old name of `signIn(username:password:)`.
+    @available(*, deprecated, renamed: "signIn(username:password:)")
+    public func logIn(username: String, password: String) async { await signIn(username: username, password: password) }
+
+    /// Signs in to the selected company with its passkey: the old name of `signInWithPasskey()`.
+    @available(*, deprecated, renamed: "signInWithPasskey()")
+    public func logInWithPasskey() async { await signInWithPasskey() }
+
+    /// Signs in to the selected company with the member's passkey for it (when `flow.offersPasskey`); without one
     /// here, the login falls back to the password.
-    public func logInWithPasskey() async {
+    public func signInWithPasskey() async {
         guard let id = flow.selectedCompanyID, let authenticator = passkeyAuthenticator else { return }
         pending = .passkey(companyID: id)
         do throws(GatehouseError) {
@@ -193,7 +201,7 @@ public final class LoginFlowModel {
         }
     }
 
-    private func logIn(to id: String, username: String, password: String) async {
+    private func signIn(to id: String, username: String, password: String) async {
         pending = .password(companyID: id, username: username, password: password)
         do throws(GatehouseError) {
             try await client.companies.signIn(to: id, username: username, password: password)
@@ -214,7 +222,7 @@ public final class LoginFlowModel {
             await send(.loginFailed(error))
             return
         }
-        await logIn(to: id, username: username, password: password)
+        await signIn(to: id, username: username, password: password)
     }
 
     /// Back to the company list, to pick another.
@@ -313,8 +321,8 @@ public final class LoginFlowModel {
             }
         case .retryLogin(let id):
             switch pending {
-            case .password(id, let username, let password): await logIn(to: id, username: username, password: password)
-            case .passkey(id): await logInWithPasskey()
+            case .password(id, let username, let password): await signIn(to: id, username: username, password: password)
+            case .passkey(id): await signInWithPasskey()
             default: return
             }
         case .unlockApp:

@@ -306,7 +306,7 @@ struct ClientMFATests {
             #expect(await relaunch.flow.screen == .secondFactor(company: nil, error: nil))
             await relaunch.verifySecondFactor(code: try Self.totp(enrollment.secret, h))
             #expect(await relaunch.flow.screen == .companyLogin(summary.withCredential, error: nil))
-            await relaunch.logIn(username: "mel", password: "purple tractor 9")
+            await relaunch.signIn(username: "mel", password: "purple tractor 9")
             #expect(await relaunch.flow.screen == .home(summary.withCredential))
             await relaunch.stop()
         }

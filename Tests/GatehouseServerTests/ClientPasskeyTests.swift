@@ -157,7 +157,7 @@ struct ClientPasskeyTests {
             try await client.companies.signOut()
             #expect(await client.companies.currentCompanyID == nil)
             let events = Recorder(client.auth.events)
-            let session = try await client.companies.logInWithPasskey(to: acme.id, using: phone)
+            let session = try await client.companies.signInWithPasskey(to: acme.id, using: phone)
             #expect(session.companyID == acme.id)
             #expect(await client.companies.currentCompanyID == acme.id)
             #expect(try await events.waitFor { $0 == .companyChanged(companyID: acme.id) })
@@ -178,7 +178,7 @@ struct ClientPasskeyTests {
             _ = try await client.companies.createCredential(
                 in: globex.id, username: "olive", password: "green tractor 17")
             do throws(GatehouseError) {
-                try await client.companies.logInWithPasskey(to: globex.id, using: phone)
+                try await client.companies.signInWithPasskey(to: globex.id, using: phone)
                 Issue.record("Acme's passkey logged in to Globex")
             } catch {
                 #expect(error.code == .webauthnCredentialNotFound)
@@ -191,25 +191,25 @@ struct ClientPasskeyTests {
             _ = try await client.companies.registerPasskey(for: globex.id, using: laptop)
             try await client.companies.signOut()
             do throws(GatehouseError) {
-                try await client.companies.logInWithPasskey(to: globex.id, using: IgnoringAllowList(device: phone))
+                try await client.companies.signInWithPasskey(to: globex.id, using: IgnoringAllowList(device: phone))
                 Issue.record("Acme's passkey logged in to Globex")
             } catch {
                 #expect(error.code == .webauthnCredentialNotFound)
             }
             #expect(await client.companies.currentCompanyID == nil)
-            try await client.companies.logInWithPasskey(to: globex.id, using: laptop)
+            try await client.companies.signInWithPasskey(to: globex.id, using: laptop)
             #expect(await client.companies.currentCompanyID == globex.id)
 
             // Acme's passkey is removed in Acme's session; then it logs in no more.
             await #expect(throws: GatehouseError.notSignedIn) {
                 try await client.companies.deletePasskey(passkey.id, in: acme.id)
             }
-            try await client.companies.logInWithPasskey(to: acme.id, using: phone)
+            try await client.companies.signInWithPasskey(to: acme.id, using: phone)
             try await client.companies.deletePasskey(passkey.id, in: acme.id)
             #expect(try await client.companies.passkeys(for: acme.id).isEmpty)
             try await client.companies.signOut()
             do throws(GatehouseError) {
-                try await client.companies.logInWithPasskey(to: acme.id, using: phone)
+                try await client.companies.signInWithPasskey(to: acme.id, using: phone)
                 Issue.record("a deleted company passkey logged in")
             } catch {
                 #expect(error.code == .webauthnCredentialNotFound)

@@ -69,7 +69,7 @@ struct ClientSDKTests {
         }
     }
 
-    @Test("Two refreshes race: one refresh request, the same new session for both, no sign-out")
+    @Test("testSessionRefreshFlow: two refreshes race: one refresh request, the same new session for both, no sign-out")
     func refreshRace() async throws {
         try await AccountHarness.with { h in
             let counter = RefreshCounter()
@@ -85,7 +85,7 @@ struct ClientSDKTests {
         }
     }
 
-    @Test("Offline at launch, ten failed refreshes, then the server is back: the session recovers")
+    @Test("testOfflineAuthFlow: offline at launch, ten failed refreshes, then the server is back: the session recovers")
     func offlineThenBack() async throws {
         let h = try await AccountHarness.start(live: true)
         var restarted: LiveServer?

@@ -96,7 +96,7 @@ struct LoginFlowTests {
         #expect(flow.screen == .signIn(notice: .sessionExpired))
     }
 
-    @Test("A kept session opens through the app lock first: launch → unlock → company; the second factor waits too")
+    @Test("testBiometricLockingFlow: a kept session opens through the app lock: launch → unlock → company")
     func appLockAtLaunch() {
         var flow = LoginFlow(selectedCompanyID: "acme", appLockEnabled: true)
         #expect(flow.start == .restoreSession)
@@ -260,7 +260,7 @@ struct LoginFlowTests {
                 return
             }
             #expect(await model.flow.offersPasskey)
-            await model.logInWithPasskey()
+            await model.signInWithPasskey()
             let shown = await model.flow.screen
             #expect(shown == .home(acme), "\(shown)")
             #expect(await client.companies.currentCompanyID == company.id)
@@ -286,7 +286,7 @@ struct LoginFlowTests {
         }
     }
 
-    @Test("Driven end to end: first credential, home, switching, removal by the owner, relaunch into the company")
+    @Test("testFullLoginFlow: driven end to end: first credential, home, switching, removal by the owner, relaunch")
     func endToEnd() async throws {
         try await AccountHarness.with(live: true) { h in
             let (owner, _, cid) = try await sharedCompany(h)
@@ -312,9 +312,9 @@ struct LoginFlowTests {
             await model.switchCompany()
             #expect(await model.flow.screen == .companies(model.flow.companies))
             await model.select(cid)
-            await model.logIn(username: "mel", password: "not it at all")
+            await model.signIn(username: "mel", password: "not it at all")
             #expect(await model.flow.screen == .companyLogin(company.withCredential, error: .invalidCredentials))
-            await model.logIn(username: "mel", password: "purple tractor 9")
+            await model.signIn(username: "mel", password: "purple tractor 9")
             #expect(await model.flow.screen.isHome)
 
             // The owner removes the member: the model hears it from the store's check or the next call.
