@@ -16,8 +16,30 @@ enum LivePoke: Sendable, Equatable {
 /// The live stream of a company (`GET /v1/companies/{cid}/sync/live`), read as it arrives. The generated client's
 /// URLSession transport buffers whole bodies on Linux, so this reads the stream through a data delegate and decodes
 /// it with OpenAPIRuntime's server-sent-events decoder.
+///
+/// On Linux the stream is not held open: swift-corelibs-foundation's URLSession asks libcurl's multi interface for
+/// each transfer's socket readiness, and for a response that is waiting for data (7.88, Debian 12) it registers the
+/// socket for writing too; a connected socket is always writable, so the process wakes, finds nothing to read and
+/// re-arms, about 60,000 times a second (strace: epoll_wait, poll, eventfd write per turn), a core per open stream.
+/// There, `pokes` ends after the stream's first event (the company's current seq, sent at once) and the store asks
+/// again every `pollInterval`: a change arrives within that, and an idle store costs a request a second.
 struct LiveEvents: Sendable {
     let url: URL
+
+    /// Whether the stream is read once per connection, and how often it is opened again.
+    #if canImport(FoundationNetworking)
+        static let firstEventOnly = true
+    #else
+        static let firstEventOnly = false
+    #endif
+
+    /// How long a store waits before opening a stream that ended after its first event again.
+    let pollInterval: Duration
+
+    init(url: URL, pollInterval: Duration = .seconds(1)) {
+        self.url = url
+        self.pollInterval = pollInterval
+    }
 
     /// The pokes of `companyID` for the bearer `token`, until the server or the caller ends the stream.
     func pokes(companyID: String, token: String) -> AsyncThrowingStream<LivePoke, any Error> {
@@ -38,12 +60,13 @@ struct LiveEvents: Sendable {
         return AsyncThrowingStream { continuation in
             let reader = Task {
                 do {
-                    for try await event in body.asDecodedServerSentEvents() {
+                    events: for try await event in body.asDecodedServerSentEvents() {
                         guard let data = event.data?.data(using: .utf8) else { continue }
                         switch event.event {
                         case "seq":
                             if let seq = try? JSONDecoder().decode(SeqData.self, from: data).seq {
                                 continuation.yield(.seq(seq))
+                                if Self.firstEventOnly { break events }
                             }
                         case "closed":
                             let code = (try? JSONDecoder().decode(ClosedData.self, from: data).code) ?? "closed"
