@@ -48,7 +48,7 @@ public final class GatehouseClient: Sendable {
         self.retryMax = retryMax
         client = Client(
             serverURL: url,
-            configuration: .init(dateTranscoder: .iso8601WithFractionalSeconds),
+            configuration: .init(dateTranscoder: WireDates()),
             transport: transport ?? URLSessionTransport(),
             middlewares: [GatehouseMiddleware(clock: clock)] + middlewares)
         let hub = AuthEventHub()
