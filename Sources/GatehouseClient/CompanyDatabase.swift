@@ -291,27 +291,36 @@ struct CompanyDatabase: Sendable {
     func apply(_ changes: [Components.Schemas.RecordChange], revoked: [String], token: String?) throws -> Set<String> {
         try queue.write { db in
             var changed = Set<String>()
+            // Prepared once per page (a page holds up to 5,000 changes), not once per change.
+            let held = try db.cachedStatement(sql: "SELECT fields FROM record WHERE id = ?")
+            let upsert = try db.cachedStatement(
+                sql: """
+                    INSERT INTO record (id, type, fields, dept_mask, seq) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (id) DO UPDATE SET type = excluded.type, fields = excluded.fields,
+                        dept_mask = excluded.dept_mask, seq = excluded.seq
+                    """)
+            let delete = try db.cachedStatement(sql: "DELETE FROM record WHERE id = ?")
             for change in changes {
                 changed.insert(change.id)
                 if change.deleted {
-                    try db.execute(sql: "DELETE FROM record WHERE id = ?", arguments: [change.id])
+                    try delete.execute(arguments: [change.id])
                     continue
                 }
-                var fields =
-                    try String.fetchOne(db, sql: "SELECT fields FROM record WHERE id = ?", arguments: [change.id])
-                    .map(Self.decode) ?? [:]
-                fields.merge(change.fields.mapValues(FieldValue.init)) { $1 }
-                try db.execute(
-                    sql: """
-                        INSERT INTO record (id, type, fields, dept_mask, seq) VALUES (?, ?, ?, ?, ?)
-                        ON CONFLICT (id) DO UPDATE SET type = excluded.type, fields = excluded.fields,
-                            dept_mask = excluded.dept_mask, seq = excluded.seq
-                        """,
-                    arguments: [change.id, change._type, try Self.encode(fields), change.deptMask, change.seq])
+                // A pull sends a record this device holds with the fields written since its token: merge them. One it
+                // does not hold (every record of a first sync) comes whole.
+                let stored: String
+                if let text = try String.fetchOne(held, arguments: [change.id]) {
+                    var fields = try Self.decode(text)
+                    fields.merge(change.fields.mapValues(FieldValue.init)) { $1 }
+                    stored = try Self.encode(fields)
+                } else {
+                    stored = try Self.encode(json: change.fields)
+                }
+                try upsert.execute(arguments: [change.id, change._type, stored, change.deptMask, change.seq])
             }
             for id in revoked {
                 changed.insert(id)
-                try db.execute(sql: "DELETE FROM record WHERE id = ?", arguments: [id])
+                try delete.execute(arguments: [id])
             }
             if let token {
                 try db.execute(
@@ -326,16 +335,24 @@ struct CompanyDatabase: Sendable {
     // MARK: Fields as stored
 
     static func encode(_ fields: [String: FieldValue]) throws(GatehouseError) -> String {
+        try encode(json: fields.mapValues(\.json))
+    }
+
+    /// Fields as the server sends them (timestamps and references as their `$ts` and `$ref` objects), as stored.
+    static func encode(json fields: [String: JSONValue]) throws(GatehouseError) -> String {
         do {
-            return String(decoding: try JSONEncoder().encode(fields.mapValues(\.json)), as: UTF8.self)
+            return String(decoding: try encoder.encode(fields), as: UTF8.self)
         } catch {
             throw .localStore(String(describing: error))
         }
     }
 
     static func decode(_ text: String) throws -> [String: FieldValue] {
-        try JSONDecoder().decode([String: JSONValue].self, from: Data(text.utf8)).mapValues(FieldValue.init)
+        try decoder.decode([String: JSONValue].self, from: Data(text.utf8)).mapValues(FieldValue.init)
     }
+
+    private static let encoder = JSONEncoder()
+    private static let decoder = JSONDecoder()
 }
 
 /// A change saved on this device and not yet confirmed by the server: a row of `pending`.

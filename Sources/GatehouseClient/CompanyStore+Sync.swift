@@ -100,16 +100,20 @@ extension CompanyStore {
         }
     }
 
+    /// Pulls pages until the server has no more. The next page is asked for as soon as a page's token is known, so
+    /// the server writes it while this device stores the one before (a first sync of 100,000 records is 20 pages or
+    /// more).
     private func pull(_ tracker: SyncTracker) async throws {
         var token = try local { try $0.token() }
+        var next: Task<Components.Schemas.SyncPullResponse, any Error>?
+        defer { next?.cancel() }
         while true {
-            let request = Components.Schemas.SyncPullRequest(token: token, limit: pageSize)
             let page: Components.Schemas.SyncPullResponse
             do {
-                page = try await inCompany { client, cid in
-                    try await client.syncPull(path: .init(cid: cid), body: .json(request)).ok.body.json
-                }
-            } catch let error {
+                page = try await (next ?? fetch(after: token)).value
+                next = nil
+            } catch let error as GatehouseError {
+                next = nil
                 switch error.code {
                 case "resync_required":
                     try await resync(tracker)
@@ -122,10 +126,21 @@ extension CompanyStore {
                 default: throw error
                 }
             }
+            if page.hasMore { next = fetch(after: page.token) }
             try apply(page.changes, revoked: page.revoked, token: page.token)
             token = page.token
             tracker.received(page.changes, revoked: page.revoked, last: !page.hasMore)
             guard page.hasMore else { return }
+        }
+    }
+
+    /// Asks for the page after `token`.
+    private func fetch(after token: String?) -> Task<Components.Schemas.SyncPullResponse, any Error> {
+        let request = Components.Schemas.SyncPullRequest(token: token, limit: pageSize)
+        return Task {
+            try await inCompany { client, cid in
+                try await client.syncPull(path: .init(cid: cid), body: .json(request)).ok.body.json
+            }
         }
     }
 
