@@ -4,11 +4,15 @@
 # PostgreSQL), and the memory of idle live connections (1,000 and 10,000 on one instance), against release builds.
 #   swift build -c release --product gatehouse --build-path .build-release
 #   swift build -c release --package-path Benchmarks/gatehouse-bench
+#   swift build -c release --package-path Benchmarks/sdk-sync        (the SDK's first sync; skipped when not built)
 #   Benchmarks/sync.sh [path/to/gatehouse] [path/to/gatehouse-bench]
 # PostgreSQL 15 binaries (initdb, pg_ctl) must be installed; the cluster runs as the postgres user in a temp folder.
 set -euo pipefail
 binary=$(realpath "${1:-.build-release/release/gatehouse}")
 bench=$(realpath "${2:-Benchmarks/gatehouse-bench/.build/release/gatehouse-bench}")
+# The SDK's first sync (Benchmarks/sdk-sync), when built; SDK_SYNC= skips it.
+sdk=${SDK_SYNC-Benchmarks/sdk-sync/.build/release/sdk-sync}
+[ -z "$sdk" ] || [ -x "$sdk" ] || sdk=""
 ulimit -n "$(ulimit -Hn)"  # 10,000 idle streams need as many descriptors on each side
 work=$(mktemp -d /tmp/gatehouse-sync.XXXXXX)
 chmod 755 "$work"
@@ -34,8 +38,8 @@ serve() {  # port, data dir, public URL, extra args…: starts gatehouse and wai
     exit 1
 }
 
-account() {  # base, data dir → an account access token (sign-up confirmed with the code from the outbox)
-    local base=$1 data=$2 email="bench-$RANDOM$RANDOM@example.com"
+account() {  # base, data dir[, email] → an account access token (sign-up confirmed with the code from the outbox)
+    local base=$1 data=$2 email=${3:-"bench-$RANDOM$RANDOM@example.com"}
     curl -sf "$base/auth/v1/signup" -H "$H" -d "{\"email\":\"$email\",\"password\":\"bench password 1\"}" >/dev/null
     local code
     code=$(python3 -m quopri -d < "$(ls -t "$data"/outbox/*.eml | head -1)" | tr -d '\r' | grep -oE '^[0-9]{6}$' | head -1)
@@ -59,10 +63,13 @@ port=$(free_port)
 base="http://127.0.0.1:$port"
 serve "$port" "$work/sqlite" "$base"
 server=${pids[-1]}
-access=$(account "$base" "$work/sqlite")
+email="bench-$RANDOM$RANDOM@example.com"
+access=$(account "$base" "$work/sqlite" "$email")
 for records in 10000 100000; do
     read -r cid token <<<"$(company "$base" "$access")"
     GATEHOUSE_BENCH_BEARER=$token "$bench" sync first-sync --url "$base" --company "$cid" --records "$records"
+    # The same company's first sync on a second device of the account, through GatehouseClient into its store.
+    [ -z "$sdk" ] || "$sdk" "$base" "$email" "bench password 1" "$cid" bench "company password 1" "$records" 5000 10
 done
 read -r cid token <<<"$(company "$base" "$access")"
 GATEHOUSE_BENCH_BEARER=$token "$bench" sync push --url "$base" --company "$cid" --batches 200 --concurrency 4
