@@ -178,7 +178,7 @@ struct SyncRepository {
             AND \(condition)
             ORDER BY seq, id
             """
-        ).all().map(Self.decode)
+        ).all().map(Self.unread)
         return try await rows
             + moved(companyID, keys: keys, besides: rows, past: "seq > \(bind: seqs.upperBound)", condition)
     }
@@ -202,7 +202,7 @@ struct SyncRepository {
                 AND \(condition)
                 ORDER BY seq, id
                 """
-            ).all().map(Self.decode)
+            ).all().map(Self.unread)
         }
         return found
     }
@@ -250,7 +250,7 @@ struct SyncRepository {
             AND \(condition)
             ORDER BY seq, id
             """
-        ).all().map(Self.decode)
+        ).all().map(Self.unread)
         return try await rows
             + moved(companyID, keys: keys, besides: rows, past: Self.after((last.seq, last.id)), condition)
     }
@@ -340,12 +340,20 @@ struct SyncRepository {
     // MARK: Decoding
 
     private static func decode(_ row: any SQLRow) throws -> StoredRecord {
+        var record = try unread(row)
+        try record.readFields()
+        return record
+    }
+
+    /// A row with its fields left as stored text (`storedFields`): a pull reads them only for a record it sends in
+    /// part, and writes the others into its answer as they are.
+    private static func unread(_ row: any SQLRow) throws -> StoredRecord {
         let fields = try row.decode(column: "fields", as: String.self)
         let seqs = try row.decode(column: "field_seqs", as: String.self)
         return StoredRecord(
             id: try row.decode(column: "id", as: String.self),
             type: try row.decode(column: "type", as: String.self),
-            fields: try StoredJSON.fields(fields),
+            fields: [:],
             fieldSeqs: try StoredJSON.object(seqs).compactMapValues { ($0 as? NSNumber)?.int64Value },
             deptMask: try row.decode(column: "dept_mask", as: Int64.self),
             maskSeq: try row.decode(column: "mask_seq", as: Int64.self),
@@ -355,7 +363,17 @@ struct SyncRepository {
             createdSeq: try row.decode(column: "created_seq", as: Int64.self),
             seq: try row.decode(column: "seq", as: Int64.self),
             deleted: try row.decode(column: "deleted", as: Int.self) != 0,
-            pastMasks: try row.decode(column: "past_masks", as: Int64.self), storedSize: fields.utf8.count)
+            pastMasks: try row.decode(column: "past_masks", as: Int64.self), storedSize: fields.utf8.count,
+            storedFields: fields)
+    }
+}
+
+extension StoredRecord {
+    /// Reads the stored text of the fields into `fields`, when it was left unread.
+    mutating func readFields() throws {
+        guard let text = storedFields else { return }
+        fields = try StoredJSON.fields(text)
+        storedFields = nil
     }
 }
 

@@ -23,6 +23,9 @@ struct StoredRecord: Sendable, Equatable {
     var pastMasks: Int64 = 0
     /// The size of the stored fields, in bytes (0 for a record not read from the store).
     var storedSize = 0
+    /// The stored text of the fields while `fields` is left unread (empty): a pull that sends the record whole writes
+    /// it into its answer as it is (`SyncPage.json()`). Nil once `fields` holds them.
+    var storedFields: String? = nil
 
     /// `pastMasks` with `mask` added.
     static func pastMasks(_ past: Int64, adding mask: Int64) -> Int64 { past | (mask == 0 ? Int64.min : mask) }
@@ -289,6 +292,10 @@ enum SyncRules {
         case skip
     }
 
+    /// Whether a pull after `since` sends every field of `record` (a first sync, or a record that became visible after
+    /// `since`) rather than only those written after it; `pullItem` reads `fields` only when it does not.
+    static func sendsWhole(_ record: StoredRecord, since: Int64) -> Bool { since == 0 || record.maskSeq > since }
+
     static func pullItem(_ record: StoredRecord, since: Int64, visibility: Visibility) -> PullItem {
         let visible = visibility.sees(record.deptMask)
         // The device may hold an invisible record when it existed at the token and its mask changed since.
@@ -297,7 +304,7 @@ enum SyncRules {
             && visibility.mayHaveSeen(record.pastMasks)
         if record.deleted { return visible ? .change(record) : mayHold ? .revoked(record.id) : .skip }
         guard visible else { return mayHold ? .revoked(record.id) : .skip }
-        guard since > 0, record.maskSeq <= since else { return .change(record) }
+        if sendsWhole(record, since: since) { return .change(record) }
         var partial = record
         partial.fields = record.fields.filter { (record.fieldSeqs[$0.key] ?? 0) > since }
         return .change(partial)

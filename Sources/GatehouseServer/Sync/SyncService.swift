@@ -75,6 +75,11 @@ struct SyncService: Sendable {
     /// The changes after the token: a page of whole transactions, or, after the member's masks changed, first the
     /// re-filtering of what the device holds.
     func pull(_ body: Schemas.SyncPullRequest, by caller: CompanyCaller) async throws -> Schemas.SyncPullResponse {
+        try await pullPage(body, by: caller).wire()
+    }
+
+    /// The page `pull` answers, with the fields of records sent whole still as stored (`SyncPage.json()`).
+    func pullPage(_ body: Schemas.SyncPullRequest, by caller: CompanyCaller) async throws -> SyncPage {
         let limit = body.limit ?? Self.defaultPageSize
         guard (1...5000).contains(limit) else { throw APIError.validation("limit must be 1 to 5000") }
         let key = try await tokenKey()
@@ -96,7 +101,7 @@ struct SyncService: Sendable {
         }
         // A device holding data (any token) needs every tombstone since its seq.
         if sent != nil, token.seq < counters.compacted || token.seq > counters.seq { throw Self.resyncRequired }
-        let page: Schemas.SyncPullResponse
+        let page: SyncPage
         if token.mask != view.mask || token.rescope != nil {
             page = try await rescope(token, view: view, limit: limit, key: key, sync: sync)
         } else {
@@ -111,7 +116,7 @@ struct SyncService: Sendable {
 
     private func changes(
         after token: SyncToken, view: View, seq current: Int64, limit: Int, key: SymmetricKey, sync: SyncRepository
-    ) async throws -> Schemas.SyncPullResponse {
+    ) async throws -> SyncPage {
         let keys = try await sync.changeKeys(
             token.company, since: token.seq, mask: view.mask, types: token.types, limit: limit + 1)
         let reached: Int64
@@ -134,11 +139,13 @@ struct SyncService: Sendable {
             : try await sync.changes(
                 token.company, since: token.seq, seqs: first...reached, keys: keys.prefix { $0.seq <= reached },
                 mask: view.mask, types: token.types)
-        var changes: [Schemas.RecordChange] = []
+        var changes: [StoredRecord] = []
         var revoked: [String] = []
-        for record in page {
+        for var record in page {
+            // Only a record sent in part has its fields read; the others go out as stored.
+            if !SyncRules.sendsWhole(record, since: token.seq) { try record.readFields() }
             switch SyncRules.pullItem(record, since: token.seq, visibility: view.actor.visibility) {
-            case .change(let record): changes.append(Self.change(record))
+            case .change(let record): changes.append(record)
             case .revoked(let id): revoked.append(id)
             case .skip: break
             }
@@ -146,7 +153,7 @@ struct SyncService: Sendable {
         let next = SyncToken(
             company: token.company, account: token.account, seq: reached, epoch: view.epoch, mask: view.mask,
             types: token.types)
-        return .init(changes: changes, revoked: revoked, token: next.encoded(key: key), hasMore: hasMore)
+        return SyncPage(changes: changes, revoked: revoked, token: next.encoded(key: key), hasMore: hasMore)
     }
 
     /// After the member's masks changed: of the records that existed at the device's token, those it may no longer
@@ -154,7 +161,7 @@ struct SyncService: Sendable {
     /// whole, in pages; then the pull goes on from the same seq under the new mask. If the mask changes again before
     /// the re-filtering is done, the device's copy is mixed: it gets `410 resync_required` and the digest exchange.
     private func rescope(_ token: SyncToken, view: View, limit: Int, key: SymmetricKey, sync: SyncRepository)
-        async throws -> Schemas.SyncPullResponse
+        async throws -> SyncPage
     {
         if let progress = token.rescope, progress.target != view.mask { throw Self.resyncRequired }
         let position = token.rescope.map { ($0.seq, $0.id) } ?? (0, "")
@@ -166,11 +173,11 @@ struct SyncService: Sendable {
         let page = try await sync.rescope(
             token.company, createdBy: token.seq, old: token.mask, new: view.mask, types: token.types,
             after: position, keys: keys.prefix(taken))
-        var changes: [Schemas.RecordChange] = []
+        var changes: [StoredRecord] = []
         var revoked: [String] = []
         for record in page {
             if view.actor.visibility.sees(record.deptMask) {
-                if !record.deleted { changes.append(Self.change(record)) }
+                if !record.deleted { changes.append(record) }
             } else {
                 revoked.append(record.id)
             }
@@ -181,14 +188,7 @@ struct SyncService: Sendable {
         if keys.count > taken, let last {
             next = token.rescoping(to: view.mask, after: (last.seq, last.id))
         }
-        return .init(changes: changes, revoked: revoked, token: next.encoded(key: key), hasMore: true)
-    }
-
-    static func change(_ record: StoredRecord) -> Schemas.RecordChange {
-        .init(
-            id: record.id, _type: record.type, fields: record.fields, deleted: record.deleted,
-            deptMask: record.deptMask, seq: record.seq, createdBy: record.createdBy, createdAt: record.createdAt,
-            updatedAt: record.updatedAt)
+        return SyncPage(changes: changes, revoked: revoked, token: next.encoded(key: key), hasMore: true)
     }
 
     // MARK: Push
@@ -346,7 +346,7 @@ struct SyncService: Sendable {
         let onServer = Set(keys.prefix(processed).map(\.id))
         let sent = zip(keys, stale).prefix(processed).filter(\.1).map(\.0.id)
         let changes = try await Self.existing(sent, view: view, types: types, caller: caller, in: sync)
-            .map(Self.change)
+            .map(SyncPage.change)
         let revoked = known.keys.filter { id in
             (after.map { id > $0 } ?? true) && (through.map { id <= $0 } ?? true) && !onServer.contains(id)
         }.sorted()
