@@ -48,12 +48,23 @@ struct UserReader: Sendable {
 
     /// The account as its owner sees it, from the cache while it holds it; nil when there is no such account.
     func user(id: String) async throws -> Schemas.User? {
+        if let user = sessions.cache.user(id) { return user }
+        return try await read(id: id)?.user
+    }
+
+    /// The same, as `GET /auth/v1/user` answers it: JSON encoded when the cache was filled.
+    func userJSON(id: String) async throws -> [UInt8]? {
+        if let json = sessions.cache.userJSON(id) { return json }
+        return try await read(id: id)?.json
+    }
+
+    /// Reads the account from the store and keeps it in the cache, encoded.
+    private func read(id: String) async throws -> AuthCache.CachedUser? {
         let cache = sessions.cache
-        if let user = cache.user(id) { return user }
         let ticket = cache.ticket()
         guard let account = try await AccountRepository(db: store.database).find(id: id) else { return nil }
-        let user = try await user(account, db: store.database)
-        cache.keep(user: user, accountID: id, ticket: ticket)
-        return user
+        let cached = try AuthCache.CachedUser(try await user(account, db: store.database))
+        cache.keep(user: cached, accountID: id, ticket: ticket)
+        return cached
     }
 }

@@ -32,6 +32,7 @@ final class API: APIProtocol {
     let web: WebPages
     /// The keys `/.well-known/jwks.json` publishes.
     let keys: SigningKeys
+    let users: UserReader
 
     init(_ services: GatehouseServices) throws {
         let env = services.accounts
@@ -43,6 +44,7 @@ final class API: APIProtocol {
             store: services.store, metrics: services.metrics, metricsToken: services.configuration.metricsToken,
             openAPIDocument: try GatehouseAPIDocument.yaml())
         let (mail, throttling, passwords, users) = (env.mail, env.throttling, env.passwords, env.users)
+        self.users = users
         signUps = SignUpService(
             store: env.store, clock: env.clock, settings: env.settings, hasher: env.hasher, mailer: env.mailer,
             mail: mail, throttling: throttling, passwords: passwords, users: users, sessions: env.sessions)

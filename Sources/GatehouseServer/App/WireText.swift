@@ -112,3 +112,19 @@ extension Int64 {
         return remainder < 0 ? (quotient - 1, remainder + divisor) : (quotient, remainder)
     }
 }
+
+/// JSON as the generated serializer writes the API's answers (keys sorted, slashes as they are, dates through
+/// `MillisecondDateTranscoder`), for the answers written outside it (`SplicedAnswers`): the same bytes.
+enum WireJSON {
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(try MillisecondDateTranscoder().encode(date))
+        }
+        return encoder
+    }()
+
+    static func encode(_ value: some Encodable) throws -> [UInt8] { Array(try encoder.encode(value)) }
+}

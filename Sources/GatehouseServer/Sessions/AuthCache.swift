@@ -27,7 +27,7 @@ final class AuthCache: Sendable {
 
     private struct State {
         var sessions: [String: Entry<SessionRow>] = [:]
-        var users: [String: Entry<Schemas.User>] = [:]
+        var users: [String: Entry<CachedUser>] = [:]
         /// Counts invalidations; a ticket is the count when a read started.
         var generation: UInt64 = 0
         /// When (in `generation`) each key was last invalidated: a read of that key that started earlier is not
@@ -43,6 +43,17 @@ final class AuthCache: Sendable {
     }
 
     private let state = NIOLockedValueBox(State())
+
+    /// A user and its JSON as the API writes it: encoded once per read from the store, not once per request.
+    struct CachedUser: Sendable {
+        let user: Schemas.User
+        let json: [UInt8]
+
+        init(_ user: Schemas.User) throws {
+            self.user = user
+            json = try WireJSON.encode(user)
+        }
+    }
 
     /// Taken before reading the store; `keep` ignores the read if anything was invalidated meanwhile.
     func ticket() -> UInt64 { state.withLockedValue { $0.generation } }
@@ -60,10 +71,15 @@ final class AuthCache: Sendable {
     }
 
     func user(_ accountID: String, now: ContinuousClock.Instant = .now) -> Schemas.User? {
-        state.withLockedValue { Self.fresh($0.users[accountID], now: now) }
+        state.withLockedValue { Self.fresh($0.users[accountID], now: now)?.user }
     }
 
-    func keep(user: Schemas.User, accountID: String, ticket: UInt64, now: ContinuousClock.Instant = .now) {
+    /// The user as `GET /auth/v1/user` answers it, already encoded.
+    func userJSON(_ accountID: String, now: ContinuousClock.Instant = .now) -> [UInt8]? {
+        state.withLockedValue { Self.fresh($0.users[accountID], now: now)?.json }
+    }
+
+    func keep(user: CachedUser, accountID: String, ticket: UInt64, now: ContinuousClock.Instant = .now) {
         let entry = Entry(value: user, readAt: now)
         state.withLockedValue { [capacity] state in
             guard state.current(ticket, accountID, in: state.changedAccounts) else { return }

@@ -52,7 +52,7 @@ struct SyncPage: Sendable {
             if let stored = record.storedFields {
                 out.raw(stored)
             } else {
-                out.bytes(try Self.fieldsEncoder.encode(record.fields))
+                out.bytes(try WireJSON.encode(record.fields))
             }
             out.raw(",\"id\":")
             out.string(record.id)
@@ -76,13 +76,6 @@ struct SyncPage: Sendable {
         out.raw("}")
         return out.bytes
     }
-
-    /// Fields sent in part, written as the generated serializer writes them.
-    private static let fieldsEncoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
 }
 
 /// JSON written byte by byte: strings escaped as RFC 8259 requires (a quote, a backslash and the control characters;
@@ -98,7 +91,7 @@ struct JSONText {
     /// Text that is JSON already (punctuation, a stored object).
     mutating func raw(_ text: String) { bytes.append(contentsOf: text.utf8) }
 
-    mutating func bytes(_ data: Data) { bytes.append(contentsOf: data) }
+    mutating func bytes(_ data: [UInt8]) { bytes.append(contentsOf: data) }
 
     mutating func integer(_ value: Int64) { raw(String(value)) }
 
