@@ -288,7 +288,7 @@ struct CompanyDatabase: Sendable {
     }
 
     /// Applies a page of the server's changes in one transaction, with its token when given; returns the ids changed.
-    func apply(_ changes: [Components.Schemas.RecordChange], revoked: [String], token: String?) throws -> Set<String> {
+    func apply(_ changes: [PulledChange], revoked: [String], token: String?) throws -> Set<String> {
         try queue.write { db in
             var changed = Set<String>()
             // Prepared once per page (a page holds up to 5,000 changes), not once per change.
@@ -308,15 +308,13 @@ struct CompanyDatabase: Sendable {
                 }
                 // A pull sends a record this device holds with the fields written since its token: merge them. One it
                 // does not hold (every record of a first sync) comes whole.
-                let stored: String
+                var stored = change.fields
                 if let text = try String.fetchOne(held, arguments: [change.id]) {
                     var fields = try Self.decode(text)
-                    fields.merge(change.fields.mapValues(FieldValue.init)) { $1 }
+                    fields.merge(try Self.decode(change.fields)) { $1 }
                     stored = try Self.encode(fields)
-                } else {
-                    stored = try Self.encode(json: change.fields)
                 }
-                try upsert.execute(arguments: [change.id, change._type, stored, change.deptMask, change.seq])
+                try upsert.execute(arguments: [change.id, change.type, stored, change.deptMask, change.seq])
             }
             for id in revoked {
                 changed.insert(id)

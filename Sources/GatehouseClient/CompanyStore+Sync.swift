@@ -1,3 +1,4 @@
+import Foundation
 import GatehouseAPI
 
 /// The push and pull: the saved changes go up in order, the server's come down by token (or by digest when the
@@ -105,12 +106,12 @@ extension CompanyStore {
     /// more).
     private func pull(_ tracker: SyncTracker) async throws {
         var token = try local { try $0.token() }
-        var next: Task<Components.Schemas.SyncPullResponse, any Error>?
+        var next: Task<[UInt8], any Error>?
         defer { next?.cancel() }
         while true {
-            let page: Components.Schemas.SyncPullResponse
+            let bytes: [UInt8]
             do {
-                page = try await (next ?? fetch(after: token)).value
+                bytes = try await (next ?? fetch(after: token)).value
                 next = nil
             } catch let error as GatehouseError {
                 next = nil
@@ -126,7 +127,9 @@ extension CompanyStore {
                 default: throw error
                 }
             }
-            if page.hasMore { next = fetch(after: page.token) }
+            // The server writes the next page while this one is read and stored.
+            if let after = try PulledPage.next(in: bytes) { next = fetch(after: after) }
+            let page = try PulledPage(json: bytes)
             try apply(page.changes, revoked: page.revoked, token: page.token)
             token = page.token
             tracker.received(page.changes, revoked: page.revoked, last: !page.hasMore)
@@ -134,12 +137,13 @@ extension CompanyStore {
         }
     }
 
-    /// Asks for the page after `token`.
-    private func fetch(after token: String?) -> Task<Components.Schemas.SyncPullResponse, any Error> {
-        let request = Components.Schemas.SyncPullRequest(token: token, limit: pageSize)
+    /// Asks for the page after `token`; its bytes are read without the generated decoding (`PulledPage`).
+    private func fetch(after token: String?) -> Task<[UInt8], any Error> {
+        let raw = gatehouse.raw
         return Task {
-            try await inCompany { client, cid in
-                try await client.syncPull(path: .init(cid: cid), body: .json(request)).ok.body.json
+            let body = try JSONEncoder().encode(Components.Schemas.SyncPullRequest(token: token, limit: pageSize))
+            return try await inCompany { _, cid in
+                try await raw.post("/v1/companies/\(cid)/sync/pull", json: body, operationID: "syncPull")
             }
         }
     }
@@ -157,8 +161,9 @@ extension CompanyStore {
             let answer = try await inCompany { client, cid in
                 try await client.syncDigest(path: .init(cid: cid), body: .json(body)).ok.body.json
             }
-            try apply(answer.changes, revoked: answer.revoked, token: answer.through == nil ? answer.token : nil)
-            tracker.received(answer.changes, revoked: answer.revoked, last: answer.through == nil)
+            let changes = try answer.changes.map(PulledChange.init)
+            try apply(changes, revoked: answer.revoked, token: answer.through == nil ? answer.token : nil)
+            tracker.received(changes, revoked: answer.revoked, last: answer.through == nil)
             guard let through = answer.through else { return }
             token = answer.token
             after = through
@@ -166,7 +171,7 @@ extension CompanyStore {
     }
 
     /// Applies a page of the server's changes in one transaction, with its token when given, and tells the UI.
-    private func apply(_ changes: [Components.Schemas.RecordChange], revoked: [String], token: String?) throws {
+    private func apply(_ changes: [PulledChange], revoked: [String], token: String?) throws {
         let changed = try local { try $0.apply(changes, revoked: revoked, token: token) }
         if !changed.isEmpty { broadcast.send(.changed(changed)) }
     }
@@ -206,7 +211,7 @@ final class SyncTracker {
     }
 
     /// A page pulled (or a digest chunk); `last` when the server has no more.
-    func received(_ changes: [Components.Schemas.RecordChange], revoked: [String], last: Bool) {
+    func received(_ changes: [PulledChange], revoked: [String], last: Bool) {
         progress.pages += 1
         progress.records += changes.count + revoked.count
         if last { progress.total = progress.records }

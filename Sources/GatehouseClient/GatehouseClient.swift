@@ -13,6 +13,8 @@ public final class GatehouseClient: Sendable {
     /// The server.
     public let url: URL
     let client: Client
+    /// The same server, middlewares and transport, for answers read without the generated decoding.
+    let raw: RawCaller
     let live: LiveEvents
     /// The first wait after a failure to reach the server (it doubles up to `retryMax`), for refreshes and syncs.
     let retryBase: Duration
@@ -46,11 +48,12 @@ public final class GatehouseClient: Sendable {
         self.url = url
         self.retryBase = retryBase
         self.retryMax = retryMax
+        let transport = transport ?? URLSessionTransport()
+        let middlewares = [GatehouseMiddleware(clock: clock)] + middlewares
         client = Client(
-            serverURL: url,
-            configuration: .init(dateTranscoder: WireDates()),
-            transport: transport ?? URLSessionTransport(),
-            middlewares: [GatehouseMiddleware(clock: clock)] + middlewares)
+            serverURL: url, configuration: .init(dateTranscoder: WireDates()), transport: transport,
+            middlewares: middlewares)
+        raw = RawCaller(serverURL: url, transport: transport, middlewares: middlewares)
         let hub = AuthEventHub()
         let policy = SessionStateMachine.Policy(
             refreshMargin: refreshMargin, retryBase: retryBase.timeInterval, retryMax: retryMax.timeInterval,
