@@ -41,8 +41,15 @@ serve() {  # port, data dir, public URL, extra args…: starts gatehouse and wai
 account() {  # base, data dir[, email] → an account access token (sign-up confirmed with the code from the outbox)
     local base=$1 data=$2 email=${3:-"bench-$RANDOM$RANDOM@example.com"}
     curl -sf "$base/auth/v1/signup" -H "$H" -d "{\"email\":\"$email\",\"password\":\"bench password 1\"}" >/dev/null
-    local code
-    code=$(python3 -m quopri -d < "$(ls -t "$data"/outbox/*.eml | head -1)" | tr -d '\r' | grep -oE '^[0-9]{6}$' | head -1)
+    local code mail
+    # The mail queue delivers after the sign-up answers: wait for the message (ten seconds at most).
+    for _ in $(seq 1 200); do
+        mail=$(grep -l "$email" "$data"/outbox/*.eml 2>/dev/null | head -1 || true)
+        [ -n "$mail" ] && break
+        sleep 0.05
+    done
+    [ -n "$mail" ] || { echo "no confirmation mail for $email" >&2; exit 1; }
+    code=$(python3 -m quopri -d <"$mail" | tr -d '\r' | grep -oE '^[0-9]{6}$' | head -1)
     curl -sf "$base/auth/v1/verify" -H "$H" -d "{\"type\":\"signup\",\"email\":\"$email\",\"token\":\"$code\"}" \
         | json '["access_token"]'
 }
@@ -74,7 +81,10 @@ done
 read -r cid token <<<"$(company "$base" "$access")"
 GATEHOUSE_BENCH_BEARER=$token "$bench" sync push --url "$base" --company "$cid" --batches 200 --concurrency 4
 GATEHOUSE_BENCH_BEARER=$token "$bench" sync latency --url "$base" --company "$cid" --changes 1000
-for connections in 1000 10000; do
+# Each stream is one company session's; since the hardening issue a session may hold at most 100 (--live-streams-per-
+# session), so these runs answer 429 until gatehouse-bench spreads its streams over sessions. SYNC_IDLE_CONNECTIONS=""
+# skips them.
+for connections in ${SYNC_IDLE_CONNECTIONS-1000 10000}; do
     before=$(rss_kib "$server")
     GATEHOUSE_BENCH_BEARER=$token "$bench" sync idle --url "$base" --company "$cid" --connections "$connections" \
         --concurrency 8 --hold 5 >"$work/idle.out" &
