@@ -52,6 +52,30 @@ struct SessionFlowTests {
         }
     }
 
+    @Test("20 sessions each refreshed twice at once, all together: each pair gets one successor, every successor works")
+    func racingPairsTogether() async throws {
+        try await AccountHarness.with({ $0.auth.limits.refreshesPerIP = RateLimit(limit: 1000, per: 300) }) { h in
+            var sessions: [String] = []
+            for _ in 0..<20 { sessions.append(try await h.confirmedAccount(AccountHarness.newEmail()).refresh) }
+            // Both requests of a pair, and the pairs of every session, arrive while batches are being written.
+            let replies = try await withThrowingTaskGroup(of: (Int, HTTPReply).self) { group in
+                for (index, token) in sessions.enumerated() {
+                    for _ in 0..<2 { group.addTask { (index, try await h.client.refresh(token)) } }
+                }
+                return try await group.reduce(into: [Int: [HTTPReply]]()) { $0[$1.0, default: []].append($1.1) }
+            }
+            #expect(replies.values.flatMap { $0 }.allSatisfy { $0.status == 200 })
+            var successors: Set<String> = []
+            for index in sessions.indices {
+                let pair = Set((replies[index] ?? []).compactMap { $0.json["refresh_token"] as? String })
+                #expect(pair.count == 1, "session \(index) got \(pair.count) successors")
+                successors.formUnion(pair)
+            }
+            #expect(successors.count == sessions.count)
+            for successor in successors { #expect(try await h.client.refresh(successor).status == 200) }
+        }
+    }
+
     @Test("logout scopes: others, local, global; a revoked session's access token is refused at once")
     func logoutScopes() async throws {
         try await AccountHarness.with { h in

@@ -7,8 +7,13 @@ import NIOConcurrencyHelpers
 ///
 /// A batch is all or nothing in the store, one transaction. When the store refuses any of its rows (another request
 /// rotated that token first, or its session was revoked meanwhile), nothing of it was written, and its rotations are
-/// written again one at a time, so that each request gets its own verdict. Refusals are rare: client races and
-/// revocations.
+/// written again one at a time, so that each request gets its own verdict. Refusals are rare: revocations, and races
+/// with a request of an earlier batch.
+///
+/// Client races inside one batch (an app that sends the same token twice at once, as after a wake-up) are not
+/// refusals: the batch writes the first of them, and the others get its verdict, `rotatedByTwin` where it rotated (the
+/// grace window's replay, answered without reading the token again). Written into the batch, they failed it and every
+/// rotation in it went one at a time: racing pairs ran at 0.38 of plain refreshes, 50 ms a pair at the median.
 final class RotationQueue: Sendable {
     /// The most rotations in one statement: 11 parameters each stays far below both stores' limits.
     static let batchLimit = 128
@@ -49,9 +54,28 @@ final class RotationQueue: Sendable {
                 return batch
             }
             if batch.isEmpty { return }
-            let outcomes = await write(batch.map(\.rotation))
-            for (entry, outcome) in zip(batch, outcomes) { entry.waiter.resume(with: outcome) }
+            // The first rotation of each token goes to the store; a later one of the same token shares its verdict.
+            var first: [String: Int] = [:]
+            var written: [PendingRotation] = []
+            let slots = batch.map { entry in
+                if let slot = first[entry.rotation.token] { return (slot: slot, repeated: true) }
+                first[entry.rotation.token] = written.count
+                written.append(entry.rotation)
+                return (slot: written.count - 1, repeated: false)
+            }
+            let outcomes = await write(written)
+            for (entry, slot) in zip(batch, slots) {
+                entry.waiter.resume(with: slot.repeated ? Self.repeated(outcomes[slot.slot]) : outcomes[slot.slot])
+            }
         }
+    }
+
+    /// The verdict for a rotation of a token that the batch rotated for an earlier request.
+    static func repeated(
+        _ outcome: Result<SessionRepository.Rotation, any Error>
+    ) -> Result<SessionRepository.Rotation, any Error> {
+        if case .success(.rotated) = outcome { return .success(.rotatedByTwin) }
+        return outcome
     }
 
     /// The verdict for each rotation of one batch, in order.

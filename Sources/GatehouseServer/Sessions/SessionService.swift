@@ -56,6 +56,8 @@ final class SessionService: Sendable {
     let cache: AuthCache
     /// Refresh rotations written in batches.
     let rotations: RotationQueue
+    /// Audit events written in batches.
+    let audits: AuditQueue
     /// How many refusals each client address may add to the audit trail (`auditRefusal`).
     let refusalAudits: RateLimiter
 
@@ -71,20 +73,15 @@ final class SessionService: Sendable {
         self.issuer = issuer
         self.cache = cache
         rotations = RotationQueue(store: store)
+        audits = AuditQueue(store: store, clock: clock)
         refusalAudits = RateLimiter(clock: clock)
         // Whatever commits here, or another instance announces, drops what it changed from the cache.
         store.onCommit { [cache] changes in cache.forget(changes) }
     }
 
-    /// Records an audit event in its own transaction; a failure to record is logged, never the request's failure.
-    func audit(_ event: AuditEvent) async {
-        do {
-            try await store.transaction { [clock] db in try await AuditRepository(db: db, clock: clock).record(event) }
-        } catch {
-            store.logger.warning(
-                "audit event not recorded", metadata: ["action": "\(event.action)", "error": "\(error)"])
-        }
-    }
+    /// Records an audit event, in one transaction with whatever other events wait (`AuditQueue`); a failure to record
+    /// is logged, never the request's failure.
+    func audit(_ event: AuditEvent) async { await audits.record(event) }
 
     /// Records a refusal (a rejected token, a refused authorization, a rate limit, a cross-site post) unless its
     /// client address has already had `refusalsPerAddress` of this kind recorded recently: whoever sends garbage
@@ -235,6 +232,10 @@ final class SessionService: Sendable {
                 switch rotation {
                 case .rotated: return issued
                 case .sessionEnded: throw RefreshFailure.signedOut
+                case .rotatedByTwin:
+                    // The same successor another request of the batch was given: a replay within the grace window.
+                    await audit(event(issued))
+                    return issued
                 case .alreadyRotated:
                     guard let reread = try await sessions.findByRefreshToken(current) else {
                         throw RefreshFailure.notFound

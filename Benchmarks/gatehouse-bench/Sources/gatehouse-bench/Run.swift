@@ -5,9 +5,12 @@ import NIOCore
 /// The endpoint a run loops on.
 enum Scenario: String, CaseIterable, ExpressibleByArgument, Sendable {
     case noop, password, refresh, user
+    /// Each request is two refreshes of the same token at once, as apps send after a wake-up: both must answer the
+    /// same successor (the grace window). Its requests/s count both.
+    case refreshRace = "refresh-race"
 
     /// Whether each worker needs a session before the clock starts.
-    var needsSession: Bool { self == .refresh || self == .user }
+    var needsSession: Bool { self != .noop && self != .password }
 }
 
 /// `run`: drives one scenario with a fixed number of workers and reports throughput and latency.
@@ -16,13 +19,15 @@ struct Run: AsyncParsableCommand {
         abstract: "Load one endpoint and report requests/s and latency percentiles.",
         discussion: """
             noop: GET /. password: password sign-ins. refresh: each worker signs in once, then rotates its own \
-            refresh token. user: each worker signs in once, then GET /auth/v1/user. Each worker has one request \
+            refresh token. refresh-race: the same, sending each token twice at once (both answers must name the same \
+            successor; each pair counts as two requests). user: each worker signs in once, then GET /auth/v1/user. \
+            Each worker has one request \
             in flight at a time; worker i uses account i modulo the accounts in the file. Exits 1 unless every \
             measured request was answered with 2xx.
             """
     )
 
-    @Argument(help: "noop, password, refresh or user.")
+    @Argument(help: "noop, password, refresh, refresh-race or user.")
     var scenario: Scenario
 
     @OptionGroup var connection: ConnectionOptions
@@ -242,7 +247,7 @@ struct LoadDriver: Sendable {
                     record.warmupFailures += 1
                     record.sample("warm-up: \(reply.problem)")
                 }
-                if succeeded, plan.scenario == .refresh {
+                if succeeded, plan.scenario == .refresh || plan.scenario == .refreshRace {
                     state.tokens = try reply.sessionTokens()
                 }
             } catch {
@@ -279,6 +284,17 @@ struct LoadDriver: Sendable {
         case .user:
             guard let tokens = state.tokens else { throw BenchError("no session") }
             return try await api.user(accessToken: tokens.accessToken)
+        case .refreshRace:
+            guard let tokens = state.tokens else { throw BenchError("no session") }
+            async let first = api.refresh(tokens.refreshToken)
+            async let second = api.refresh(tokens.refreshToken)
+            let (one, two) = try await (first, second)
+            guard one.isSuccess else { return one }
+            guard two.isSuccess else { return two }
+            guard try one.sessionTokens().refreshToken == two.sessionTokens().refreshToken else {
+                throw BenchError("the two racing refreshes answered different successors")
+            }
+            return one
         }
     }
 }
@@ -317,7 +333,8 @@ struct RunResult: Encodable {
         scenario = plan.scenario.rawValue
         concurrency = plan.concurrency
         offeredRate = plan.rate
-        requests = latencies.count
+        // A racing pair is two requests; its latency is the pair's.
+        requests = latencies.count * (plan.scenario == .refreshRace ? 2 : 1)
         non2xx = failures.values.reduce(0, +)
         statuses = Dictionary(uniqueKeysWithValues: failures.map { (String($0.key), $0.value) })
         errors = records.reduce(0) { $0 + $1.errors }
