@@ -44,11 +44,7 @@ struct SyncPageTests {
             revoked: ["d", "e\"f"], token: "tok.en/+=", hasMore: true)
         let spliced = try page.json()
         #expect(try JSONSerialization.jsonObject(with: Data(spliced)) is [String: Any])
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .custom { decoder in
-            try MillisecondDateTranscoder().decode(try decoder.singleValueContainer().decode(String.self))
-        }
-        let read = try decoder.decode(Schemas.SyncPullResponse.self, from: Data(spliced))
+        let read = try JSONDecoder.withMilliseconds.decode(Schemas.SyncPullResponse.self, from: Data(spliced))
         #expect(read == (try page.wire()))
         #expect(read.changes[0].fields == Self.awkward)
         #expect(read.changes[1].createdBy == nil)
@@ -68,6 +64,52 @@ struct SyncPageTests {
         #expect(
             String(decoding: try unspliced.json(), as: UTF8.self)
                 == String(decoding: try encoder.encode(try page.wire()), as: UTF8.self))
+    }
+
+    @Test("A record list's page: stored and read fields, a missing creator, with and without a next page")
+    func recordList() throws {
+        let records = [
+            try Self.record("a", type: "Client", fields: Self.awkward, stored: true, createdBy: "u-1"),
+            try Self.record("b", type: "Odd \"type\"", fields: ["qty": .int(7)], stored: false, createdBy: nil),
+        ]
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(try MillisecondDateTranscoder().encode(date))
+        }
+        for nextAfter in ["b", nil] {
+            let page = RecordListPage(records: records, nextAfter: nextAfter)
+            let read = try JSONDecoder.withMilliseconds.decode(Schemas.RecordPage.self, from: Data(try page.json()))
+            #expect(read == (try page.wire()))
+            var unspliced = page
+            unspliced.records = try records.map { record in
+                var record = record
+                try record.readFields()
+                return record
+            }
+            #expect(
+                String(decoding: try unspliced.json(), as: UTF8.self)
+                    == String(decoding: try encoder.encode(try page.wire()), as: UTF8.self))
+        }
+        #expect(
+            String(decoding: try RecordListPage(records: [], nextAfter: nil).json(), as: UTF8.self)
+                == #"{"records":[]}"#)
+    }
+
+    @Test("A record list's query is taken only when plain")
+    func listQuery() {
+        #expect(SplicedAnswers.companyID("/v1/companies/c-1/records", ["records"]) == "c-1")
+        #expect(SplicedAnswers.companyID("/v1/companies/c-1/records/r-1", ["records"]) == nil)
+        #expect(SplicedAnswers.listQuery(nil)! == (nil, nil, nil))
+        #expect(SplicedAnswers.listQuery("type=Client&after=x-1&limit=50")! == ("Client", "x-1", 50))
+        #expect(SplicedAnswers.listQuery("limit=0")! == (nil, nil, 0))  // refused by the service, as generated
+        #expect(SplicedAnswers.listQuery("limit=ten") == nil)
+        #expect(SplicedAnswers.listQuery("limit=1&limit=2") == nil)
+        #expect(SplicedAnswers.listQuery("type=A%20B") == nil)
+        #expect(SplicedAnswers.listQuery("type=A+B") == nil)
+        #expect(SplicedAnswers.listQuery("other=1") == nil)
+        #expect(SplicedAnswers.listQuery("type") == nil)
     }
 
     @Test("An empty page")
@@ -93,5 +135,16 @@ struct SyncPageTests {
         #expect(SplicedAnswers.acceptsJSON("text/html, application/json;q=0.9"))
         #expect(SplicedAnswers.acceptsJSON("*/*"))
         #expect(!SplicedAnswers.acceptsJSON("text/html"))
+    }
+}
+
+extension JSONDecoder {
+    /// Reads the API's dates as the generated client does.
+    static var withMilliseconds: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            try MillisecondDateTranscoder().decode(try decoder.singleValueContainer().decode(String.self))
+        }
+        return decoder
     }
 }

@@ -8,7 +8,8 @@ import NIOCore
 /// - `GET /auth/v1/user`: the user as the session cache keeps it, encoded once per read from the store
 ///   (`AuthCache.CachedUser`), where the generated path encoded it again for every request (26% of its time);
 /// - `POST /v1/companies/{cid}/sync/pull`: `SyncPage.json()`, the stored fields spliced in rather than parsed and
-///   encoded again (more than half of a first sync's server time).
+///   encoded again (more than half of a first sync's server time);
+/// - `GET /v1/companies/{cid}/records`: `RecordListPage.json()`, the same for a record list.
 ///
 /// The contract is the generated operations'. A request these paths do not take as it is (another content type, an
 /// `Accept` without JSON, a body that does not decode) goes on to the generated handler, with its body as read, so
@@ -30,6 +31,13 @@ struct SplicedAnswers: RouterMiddleware {
             let caller = try await access.account()
             guard let json = try await users.userJSON(id: caller.accountID) else { throw ProfileService.userNotFound }
             return Self.answer(json)
+        case .get:
+            guard let companyID = Self.companyID(request.uri.path, ["records"]),
+                Self.acceptsJSON(request.headers[.accept]), let query = Self.listQuery(request.uri.query)
+            else { return try await next(request, context) }
+            let caller = try await access.company(companyID)
+            let page = try await sync.listPage(caller, type: query.type, after: query.after, limit: query.limit)
+            return Self.answer(try page.json())
         case .post:
             guard let companyID = Self.companyID(pulling: request.uri.path), Self.isJSON(request.headers[.contentType]),
                 Self.acceptsJSON(request.headers[.accept])
@@ -54,12 +62,36 @@ struct SplicedAnswers: RouterMiddleware {
 
     /// The company of a pull's path, `/v1/companies/{cid}/sync/pull`; nil for any other path (or an id the generated
     /// router would have to decode).
-    static func companyID(pulling path: String) -> String? {
+    static func companyID(pulling path: String) -> String? { companyID(path, ["sync", "pull"]) }
+
+    /// The company of `/v1/companies/{cid}/` followed by `rest`; nil for any other path (or an id the generated
+    /// router would have to decode).
+    static func companyID(_ path: String, _ rest: [Substring]) -> String? {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 6, parts[0].isEmpty, parts[1] == "v1", parts[2] == "companies", parts[4] == "sync",
-            parts[5] == "pull", !parts[3].isEmpty, !parts[3].contains("%")
+        guard parts.count == 4 + rest.count, parts[0].isEmpty, parts[1] == "v1", parts[2] == "companies",
+            Array(parts.dropFirst(4)) == rest, !parts[3].isEmpty, !parts[3].contains("%")
         else { return nil }
         return String(parts[3])
+    }
+
+    /// A record list's query (`type`, `after`, `limit`), when it is plain: no escapes or `+`, no other or repeated
+    /// name, a whole-number limit. Anything else is the generated handler's to read.
+    static func listQuery(_ query: String?) -> (type: String?, after: String?, limit: Int?)? {
+        guard let query, !query.isEmpty else { return (nil, nil, nil) }
+        guard !query.contains("%"), !query.contains("+") else { return nil }
+        var values: [String: String] = [:]
+        for item in query.split(separator: "&", omittingEmptySubsequences: false) {
+            let pair = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard pair.count == 2, ["type", "after", "limit"].contains(pair[0]), values[String(pair[0])] == nil
+            else { return nil }
+            values[String(pair[0])] = String(pair[1])
+        }
+        var limit: Int?
+        if let text = values["limit"] {
+            guard let number = Int(text) else { return nil }
+            limit = number
+        }
+        return (values["type"], values["after"], limit)
     }
 
     /// `application/json`, with parameters or none.

@@ -38,31 +38,7 @@ struct SyncPage: Sendable {
         out.raw("{\"changes\":[")
         for (index, record) in changes.enumerated() {
             if index > 0 { out.raw(",") }
-            out.raw("{\"created_at\":")
-            out.date(record.createdAt)
-            if let createdBy = record.createdBy {
-                out.raw(",\"created_by\":")
-                out.string(createdBy)
-            }
-            out.raw(",\"deleted\":")
-            out.raw(record.deleted ? "true" : "false")
-            out.raw(",\"dept_mask\":")
-            out.integer(record.deptMask)
-            out.raw(",\"fields\":")
-            if let stored = record.storedFields {
-                out.raw(stored)
-            } else {
-                out.bytes(try WireJSON.encode(record.fields))
-            }
-            out.raw(",\"id\":")
-            out.string(record.id)
-            out.raw(",\"seq\":")
-            out.integer(record.seq)
-            out.raw(",\"type\":")
-            out.string(record.type)
-            out.raw(",\"updated_at\":")
-            out.date(record.updatedAt)
-            out.raw("}")
+            try out.record(record, deleted: true)
         }
         out.raw("],\"has_more\":")
         out.raw(hasMore ? "true" : "false")
@@ -74,6 +50,40 @@ struct SyncPage: Sendable {
         out.raw("],\"token\":")
         out.string(token)
         out.raw("}")
+        return out.bytes
+    }
+}
+
+/// A record list's page (`GET …/records`) before it is written: the records with their fields as stored.
+struct RecordListPage: Sendable {
+    var records: [StoredRecord]
+    var nextAfter: String?
+
+    /// The page as the generated type.
+    func wire() throws -> Schemas.RecordPage {
+        .init(
+            records: try records.map { record in
+                var record = record
+                try record.readFields()
+                return SyncService.info(record)
+            }, nextAfter: nextAfter)
+    }
+
+    /// The answer's JSON as the generated serializer writes it, the stored fields spliced in.
+    func json() throws -> [UInt8] {
+        var out = JSONText(capacity: records.reduce(64) { $0 + $1.storedSize + 320 })
+        out.raw("{")
+        if let nextAfter {
+            out.raw("\"next_after\":")
+            out.string(nextAfter)
+            out.raw(",")
+        }
+        out.raw("\"records\":[")
+        for (index, record) in records.enumerated() {
+            if index > 0 { out.raw(",") }
+            try out.record(record, deleted: false)
+        }
+        out.raw("]}")
         return out.bytes
     }
 }
@@ -100,6 +110,38 @@ struct JSONText {
         bytes.append(UInt8(ascii: "\""))
         raw(MillisecondDateTranscoder.format(Int64((date.timeIntervalSince1970 * 1000).rounded())))
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// A record as a pull's `RecordChange` (with `deleted`) or a list's `RecordInfo` (without) has it, keys sorted;
+    /// fields left as stored text are written as they are.
+    mutating func record(_ record: StoredRecord, deleted withDeleted: Bool) throws {
+        raw("{\"created_at\":")
+        date(record.createdAt)
+        if let createdBy = record.createdBy {
+            raw(",\"created_by\":")
+            string(createdBy)
+        }
+        if withDeleted {
+            raw(",\"deleted\":")
+            raw(record.deleted ? "true" : "false")
+        }
+        raw(",\"dept_mask\":")
+        integer(record.deptMask)
+        raw(",\"fields\":")
+        if let stored = record.storedFields {
+            raw(stored)
+        } else {
+            bytes(try WireJSON.encode(record.fields))
+        }
+        raw(",\"id\":")
+        string(record.id)
+        raw(",\"seq\":")
+        integer(record.seq)
+        raw(",\"type\":")
+        string(record.type)
+        raw(",\"updated_at\":")
+        date(record.updatedAt)
+        raw("}")
     }
 
     mutating func string(_ text: String) {

@@ -111,14 +111,16 @@ struct SyncRepository {
 
     // MARK: Records
 
-    /// The stored records of `ids` (deleted ones included).
-    func records(_ companyID: String, ids: [String]) async throws -> [String: StoredRecord] {
+    /// The stored records of `ids` (deleted ones included); with `readingFields` false, their fields stay as stored text
+    /// (`storedFields`), for an answer that writes them as they are.
+    func records(_ companyID: String, ids: [String], readingFields: Bool = true) async throws -> [String: StoredRecord]
+    {
         var found: [String: StoredRecord] = [:]
         for chunk in ids.chunks(of: 500) {
             let rows = try await db.select().columns(Self.columns).from("records")
                 .where("company_id", .equal, companyID).where("id", .in, Array(chunk)).all()
             for row in rows {
-                let record = try Self.decode(row)
+                let record = try readingFields ? Self.decode(row) : Self.unread(row)
                 found[record.id] = record
             }
         }

@@ -359,6 +359,11 @@ struct SyncService: Sendable {
     // MARK: Reads for services
 
     func list(_ caller: CompanyCaller, type: String?, after: String?, limit: Int?) async throws -> Schemas.RecordPage {
+        try await listPage(caller, type: type, after: after, limit: limit).wire()
+    }
+
+    /// The page `list` answers, with the records' fields still as stored (`RecordListPage.json()`).
+    func listPage(_ caller: CompanyCaller, type: String?, after: String?, limit: Int?) async throws -> RecordListPage {
         let limit = limit ?? 100
         guard (1...1000).contains(limit) else { throw APIError.validation("limit must be 1 to 1000") }
         if let type, !SyncRules.isValidName(type) {
@@ -371,18 +376,20 @@ struct SyncService: Sendable {
             caller.companyID, mask: view.mask, types: types, after: after?.lowercased(), limit: limit)
         let taken = min(keys.count, SyncRules.rowsWithin(Self.pageBytes, sizes: keys.map(\.size), limit: limit))
         let records = try await Self.existing(
-            keys.prefix(taken).map(\.id), view: view, types: types, caller: caller, in: sync)
+            keys.prefix(taken).map(\.id), view: view, types: types, caller: caller, in: sync, readingFields: false)
         let more = taken < keys.count || keys.count == limit
-        return .init(records: records.map(Self.info), nextAfter: more ? keys.prefix(taken).last?.id : nil)
+        return RecordListPage(records: records, nextAfter: more ? keys.prefix(taken).last?.id : nil)
     }
 
     /// The records of `ids` that still exist and are visible (a write may have come between the keys and this read),
     /// by id.
     private static func existing(
-        _ ids: [String], view: View, types: [String]?, caller: CompanyCaller, in sync: SyncRepository
+        _ ids: [String], view: View, types: [String]?, caller: CompanyCaller, in sync: SyncRepository,
+        readingFields: Bool = true
     ) async throws -> [StoredRecord] {
         guard !ids.isEmpty else { return [] }
-        return try await sync.records(caller.companyID, ids: ids).values.filter { record in
+        return try await sync.records(caller.companyID, ids: ids, readingFields: readingFields).values.filter {
+            record in
             !record.deleted && view.actor.visibility.sees(record.deptMask)
                 && (types.map { $0.contains(record.type) } ?? true)
         }.sorted { $0.id < $1.id }
@@ -397,7 +404,7 @@ struct SyncService: Sendable {
         return Self.info(record)
     }
 
-    private static func info(_ record: StoredRecord) -> Schemas.RecordInfo {
+    static func info(_ record: StoredRecord) -> Schemas.RecordInfo {
         .init(
             id: record.id, _type: record.type, fields: record.fields, deptMask: record.deptMask, seq: record.seq,
             createdBy: record.createdBy, createdAt: record.createdAt, updatedAt: record.updatedAt)
