@@ -1,5 +1,3 @@
-import NIOConcurrencyHelpers
-
 /// Refresh rotations waiting for the store, written together (group commit): whatever arrives while one batch is
 /// being written goes in the next, as one statement and one turn at SQLite's write lock (one round trip on
 /// PostgreSQL). A refresh's cost at the store was its turn at the lock, whose handoffs between threads took longer than
@@ -18,56 +16,32 @@ final class RotationQueue: Sendable {
     /// The most rotations in one statement: 11 parameters each stays far below both stores' limits.
     static let batchLimit = 128
 
-    private typealias Waiter = CheckedContinuation<SessionRepository.Rotation, any Error>
-
-    private struct State {
-        var pending: [(rotation: PendingRotation, waiter: Waiter)] = []
-        var writing = false
-    }
-
-    private let store: Store
-    private let state = NIOLockedValueBox(State())
+    private let batches: GroupCommit<PendingRotation, Result<SessionRepository.Rotation, any Error>>
 
     init(store: Store) {
-        self.store = store
+        batches = GroupCommit(limit: Self.batchLimit) { rotations in await Self.writeBatch(rotations, to: store) }
     }
 
     /// Rotates one token with whatever else is waiting; answers as `SessionRepository.rotate` would for it alone.
     func rotate(_ rotation: PendingRotation) async throws -> SessionRepository.Rotation {
-        try await withCheckedThrowingContinuation { (waiter: Waiter) in
-            let startsWriter = state.withLockedValue { state in
-                state.pending.append((rotation, waiter))
-                defer { state.writing = true }
-                return !state.writing
-            }
-            if startsWriter { Task { await self.writeAll() } }
-        }
+        try await batches.submit(rotation).get()
     }
 
-    /// Writes batches until nothing waits. Only one runs at a time (`writing`).
-    private func writeAll() async {
-        while true {
-            let batch = state.withLockedValue { state in
-                let batch = Array(state.pending.prefix(Self.batchLimit))
-                state.pending.removeFirst(batch.count)
-                if batch.isEmpty { state.writing = false }
-                return batch
-            }
-            if batch.isEmpty { return }
-            // The first rotation of each token goes to the store; a later one of the same token shares its verdict.
-            var first: [String: Int] = [:]
-            var written: [PendingRotation] = []
-            let slots = batch.map { entry in
-                if let slot = first[entry.rotation.token] { return (slot: slot, repeated: true) }
-                first[entry.rotation.token] = written.count
-                written.append(entry.rotation)
-                return (slot: written.count - 1, repeated: false)
-            }
-            let outcomes = await write(written)
-            for (entry, slot) in zip(batch, slots) {
-                entry.waiter.resume(with: slot.repeated ? Self.repeated(outcomes[slot.slot]) : outcomes[slot.slot])
-            }
+    /// One batch: the first rotation of each token goes to the store; a later one of the same token shares its
+    /// verdict.
+    private static func writeBatch(
+        _ batch: [PendingRotation], to store: Store
+    ) async -> [Result<SessionRepository.Rotation, any Error>] {
+        var first: [String: Int] = [:]
+        var written: [PendingRotation] = []
+        let slots = batch.map { rotation in
+            if let slot = first[rotation.token] { return (slot: slot, repeated: true) }
+            first[rotation.token] = written.count
+            written.append(rotation)
+            return (slot: written.count - 1, repeated: false)
         }
+        let outcomes = await write(written, to: store)
+        return slots.map { $0.repeated ? repeated(outcomes[$0.slot]) : outcomes[$0.slot] }
     }
 
     /// The verdict for a rotation of a token that the batch rotated for an earlier request.
@@ -79,25 +53,29 @@ final class RotationQueue: Sendable {
     }
 
     /// The verdict for each rotation of one batch, in order.
-    private func write(_ rotations: [PendingRotation]) async -> [Result<SessionRepository.Rotation, any Error>] {
-        let together = await apply(rotations)
+    private static func write(
+        _ rotations: [PendingRotation], to store: Store
+    ) async -> [Result<SessionRepository.Rotation, any Error>] {
+        let together = await apply(rotations, to: store)
         guard rotations.count > 1, case .success(let outcome) = together, outcome != .rotated else {
             return rotations.map { _ in together }
         }
         var outcomes: [Result<SessionRepository.Rotation, any Error>] = []
-        for rotation in rotations { outcomes.append(await apply([rotation])) }
+        for rotation in rotations { outcomes.append(await apply([rotation], to: store)) }
         return outcomes
     }
 
     /// One transaction for `rotations`: the check, then one statement. When the statement fails after the check
     /// allowed it, a session was revoked in between (or, on SQLite, another process wrote): checked once more, the
     /// store answers with the verdict. An unreachable store is not asked twice.
-    private func apply(_ rotations: [PendingRotation]) async -> Result<SessionRepository.Rotation, any Error> {
+    private static func apply(
+        _ rotations: [PendingRotation], to store: Store
+    ) async -> Result<SessionRepository.Rotation, any Error> {
         do {
-            return .success(try await rotate(rotations))
+            return .success(try await transaction(rotations, in: store))
         } catch let error where !StoreOutage.isUnavailable(error) {
             do {
-                return .success(try await rotate(rotations))
+                return .success(try await transaction(rotations, in: store))
             } catch {
                 return .failure(error)
             }
@@ -106,7 +84,9 @@ final class RotationQueue: Sendable {
         }
     }
 
-    private func rotate(_ rotations: [PendingRotation]) async throws -> SessionRepository.Rotation {
+    private static func transaction(
+        _ rotations: [PendingRotation], in store: Store
+    ) async throws -> SessionRepository.Rotation {
         try await store.transaction { db in try await SessionRepository(db: db).rotate(rotations) }
     }
 }
