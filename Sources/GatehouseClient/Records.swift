@@ -54,10 +54,7 @@ public enum FieldValue: Sendable, Equatable, Hashable {
             .iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
     }
 
-    static func date(_ text: String) -> Date? {
-        (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text))
-            ?? (try? Date.ISO8601FormatStyle().parse(text))
-    }
+    static func date(_ text: String) -> Date? { WireDates.date(text) }
 }
 
 /// A record of a company as this device holds it: the server's copy with the device's unsent edits on top.

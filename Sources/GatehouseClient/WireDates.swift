@@ -12,12 +12,13 @@ struct WireDates: DateTranscoder {
     func encode(_ date: Date) throws -> String { Self.fractional.format(date) }
 
     func decode(_ text: String) throws -> Date {
-        if let date = try? Self.fractional.parse(text) { return date }
-        do {
-            return try Self.whole.parse(text)
-        } catch {
+        guard let date = Self.date(text) else {
             throw DecodingError.dataCorrupted(
                 .init(codingPath: [], debugDescription: "Expected an RFC 3339 timestamp, got \(text.prefix(40))"))
         }
+        return date
     }
+
+    /// An RFC 3339 timestamp with or without fractional seconds (the API's dates, and records' `$ts` fields).
+    static func date(_ text: String) -> Date? { (try? fractional.parse(text)) ?? (try? whole.parse(text)) }
 }

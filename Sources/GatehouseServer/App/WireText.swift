@@ -20,9 +20,10 @@ struct MillisecondDateTranscoder: DateTranscoder {
     private static let fallback = ISO8601DateTranscoder.iso8601WithFractionalSeconds
     private static let fallbackWhole = ISO8601DateTranscoder.iso8601
 
-    func encode(_ date: Date) throws -> String {
-        Self.format(Int64((date.timeIntervalSince1970 * 1000).rounded()))
-    }
+    func encode(_ date: Date) throws -> String { Self.format(date) }
+
+    /// `date` to the millisecond, as `format(_:)` writes it.
+    static func format(_ date: Date) -> String { format(Int64((date.timeIntervalSince1970 * 1000).rounded())) }
 
     func decode(_ text: String) throws -> Date {
         if let milliseconds = Self.parse(text) { return Date(timeIntervalSince1970: Double(milliseconds) / 1000) }

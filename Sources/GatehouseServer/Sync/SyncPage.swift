@@ -108,7 +108,7 @@ struct JSONText {
     /// A date as the API writes it: RFC 3339 in UTC with milliseconds.
     mutating func date(_ date: Date) {
         bytes.append(UInt8(ascii: "\""))
-        raw(MillisecondDateTranscoder.format(Int64((date.timeIntervalSince1970 * 1000).rounded())))
+        raw(MillisecondDateTranscoder.format(date))
         bytes.append(UInt8(ascii: "\""))
     }
 
