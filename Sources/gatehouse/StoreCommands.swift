@@ -25,7 +25,10 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup var options: ServerOptions
 
     func run() async throws {
-        let app = try buildApplication(try options.resolve())
+        let services = try GatehouseServices(try options.resolve())
+        let app = buildApplication(services, router: try buildRouter(services)) { _ in
+            Task { await services.releaseStartupPages() }
+        }
         try await app.runService()
     }
 }

@@ -1,9 +1,10 @@
 import AsyncHTTPClient
 import Foundation
-import GatehouseServer
 import Hummingbird
 import HummingbirdTesting
 import Testing
+
+@testable import GatehouseServer
 
 @Suite("Operations endpoints and error shapes")
 struct OperationsTests {
@@ -225,5 +226,49 @@ struct LifecycleTests {
         try await stopping.value
         #expect(server.services.store.isClosed)
         try await client.shutdown()
+    }
+
+    @Test("once migrated, the start-up code pages are advised out, and the app answers as before")
+    func startupPages() async throws {
+        let services = try GatehouseServices(
+            try await TestStore.configuration(), logger: TestStore.quietLogger, clock: SystemClock())
+        let release = Task { await services.releaseStartupPages() }
+        try await services.store.migrate()
+        let advised = await release.value
+        #if os(Linux)
+            #expect(advised > 0)
+        #endif
+        do {
+            try await buildApplication(services, router: try buildRouter(services)).test(.router) { client in
+                try await client.execute(uri: "/health/ready", method: .get) { response in
+                    #expect(response.status == .ok)
+                }
+            }
+        } catch {
+            await services.store.close()
+            throw error
+        }
+        await services.store.close()
+        // A store closed before it was migrated releases nothing, and does not keep its caller waiting.
+        let unmigrated = try GatehouseServices(
+            try await TestStore.configuration(), logger: TestStore.quietLogger, clock: SystemClock())
+        let waiting = Task { await unmigrated.releaseStartupPages() }
+        await unmigrated.store.close()
+        #expect(await waiting.value == 0)
+    }
+
+    @Test("start-up pages: only executable mappings of a file are advised")
+    func startupPageRanges() {
+        let maps = """
+            55d0c0000000-55d0c2000000 r-xp 00000000 fe:00 123   /usr/bin/gatehouse
+            55d0c2000000-55d0c2100000 r--p 02000000 fe:00 123   /usr/bin/gatehouse
+            7f0000000000-7f0000001000 r-xp 00000000 00:00 0
+            7f0000010000-7f0000020000 rw-p 00000000 00:00 0     [heap]
+            7fff00000000-7fff00001000 r-xp 00000000 00:00 0     [vdso]
+            7f1000000000-7f1000800000 r-xp 00000000 fe:00 456   /opt/swift/usr/lib/swift/linux/libswiftCore.so
+            """
+        let ranges = StartupPages.executableFileRanges(maps)
+        #expect(ranges.map(\.start) == [0x55d0_c000_0000, 0x7f10_0000_0000])
+        #expect(ranges.map(\.end) == [0x55d0_c200_0000, 0x7f10_0080_0000])
     }
 }

@@ -106,6 +106,17 @@ public struct GatehouseServices: Sendable {
         smtp.password = url.password?.removingPercentEncoding
         return SMTPTransport(configuration: smtp)
     }
+
+    /// Once the store is migrated, gives back the code pages only starting ran (`StartupPages`): `gatehouse serve`
+    /// calls it when it listens. Answers how many mappings were advised out (0 when the store closed first).
+    @discardableResult
+    public func releaseStartupPages() async -> Int {
+        await store.migrated()
+        guard !store.isClosed else { return 0 }
+        let advised = StartupPages.release()
+        logger.debug("startup pages released", metadata: ["mappings": "\(advised)"])
+        return advised
+    }
 }
 
 /// The metrics registry. swift-metrics has one backend per process, so this is bootstrapped once, on first use.

@@ -43,6 +43,8 @@ public final class Store: Service, Sendable {
     private struct State {
         var schemaVersion: Int?
         var closed = false
+        /// Who waits for the first migration (`migrated()`).
+        var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
     /// Opens a pool to `location`. Nothing connects until the first query; an SQLite file's folder is created.
@@ -195,9 +197,26 @@ public final class Store: Service, Sendable {
     @discardableResult
     public func migrate(_ migrations: [Migration] = Migrations.all) async throws -> MigrationReport {
         let report = try await Migrator(store: self, migrations: migrations).run()
-        state.withLockedValue { $0.schemaVersion = report.version }
+        let waiters = state.withLockedValue { state in
+            state.schemaVersion = report.version
+            defer { state.waiters = [] }
+            return state.waiters
+        }
         readyGauge.record(1)
+        for waiter in waiters { waiter.resume() }
         return report
+    }
+
+    /// Returns once the schema is migrated, or the store closed.
+    func migrated() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let done = state.withLockedValue { state in
+                guard state.schemaVersion == nil, !state.closed else { return true }
+                state.waiters.append(waiter)
+                return false
+            }
+            if done { waiter.resume() }
+        }
     }
 
     /// True when the store answers a trivial query and migrations have been applied.
@@ -241,10 +260,14 @@ public final class Store: Service, Sendable {
 
     /// Closes every connection; later queries fail.
     public func close() async {
-        let alreadyClosed = state.withLockedValue { state in
-            defer { state.closed = true }
-            return state.closed
+        let (alreadyClosed, waiters) = state.withLockedValue { state in
+            defer {
+                state.closed = true
+                state.waiters = []
+            }
+            return (state.closed, state.waiters)
         }
+        for waiter in waiters { waiter.resume() }
         guard !alreadyClosed else { return }
         readyGauge.record(0)
         switch backend {
