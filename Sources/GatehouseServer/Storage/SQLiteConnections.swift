@@ -1,4 +1,5 @@
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import SQLKit
 import SQLiteKit
@@ -7,7 +8,7 @@ import SQLiteKit
 /// every commit. The database cannot be corrupted by a crash; a power cut may lose the last commits.
 /// A lock held by another process (a backup, an operator's `sqlite3`) is waited for a few seconds, then the request
 /// fails with `store_unavailable`: SQLiteNIO's own busy handler would retry forever, on one of the store's threads.
-struct TunedSQLiteSource: ConnectionPoolSource {
+struct TunedSQLiteSource: Sendable {
     let base: SQLiteConnectionSource
 
     func makeConnection(logger: Logger, on eventLoop: any EventLoop) -> EventLoopFuture<SQLiteConnection> {
@@ -19,23 +20,152 @@ struct TunedSQLiteSource: ConnectionPoolSource {
     }
 }
 
-/// An SQLKit database over the SQLite pool: each query borrows a connection, a session keeps one.
-struct SQLitePoolDatabase: SQLDatabase, @unchecked Sendable {
-    let pool: EventLoopGroupConnectionPool<TunedSQLiteSource>
-    let logger: Logger
+/// The store's SQLite connections, lent to one query or one session at a time.
+///
+/// A connection is taken and given back under a lock, on the caller's thread; a query then runs on SQLite's threads
+/// and resumes its caller from there. Through AsyncKit's event-loop pool, a query went from the caller to an event loop
+/// (to take a connection), to an SQLite thread, back to the event loop for each row and the result, and then to the
+/// caller: three thread switches more per query, which under a refresh load took more time in the kernel than SQLite
+/// took running the statements.
+final class SQLiteConnections: Sendable {
+    private typealias Waiter = CheckedContinuation<SQLiteConnection, any Error>
 
-    var eventLoop: any EventLoop { pool.eventLoopGroup.any() }
+    private struct State {
+        var idle: [SQLiteConnection] = []
+        var opened = 0
+        var waiters: [Waiter] = []
+        var closed = false
+    }
+
+    let source: TunedSQLiteSource
+    let eventLoopGroup: any EventLoopGroup
+    let limit: Int
+    let logger: Logger
+    private let state = NIOLockedValueBox(State())
+
+    init(source: TunedSQLiteSource, limit: Int, eventLoopGroup: any EventLoopGroup, logger: Logger) {
+        self.source = source
+        self.limit = limit
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+    }
+
+    /// Runs `body` with a connection of its own, given back when it returns or throws.
+    func withConnection<T>(_ body: (SQLiteConnection) async throws -> T) async throws -> T {
+        let connection = try await take()
+        do {
+            let result = try await body(connection)
+            give(back: connection)
+            return result
+        } catch {
+            give(back: connection)
+            throw error
+        }
+    }
+
+    private enum Taken {
+        case idle(SQLiteConnection)
+        case open
+        case wait
+        case closed
+    }
+
+    private func take() async throws -> SQLiteConnection {
+        let taken: Taken = state.withLockedValue { state in
+            if state.closed { return .closed }
+            if let connection = state.idle.popLast() { return .idle(connection) }
+            guard state.opened < limit else { return .wait }
+            state.opened += 1
+            return .open
+        }
+        switch taken {
+        case .idle(let connection): return connection
+        case .closed: throw ConnectionPoolError.shutdown
+        case .open:
+            do {
+                return try await source.makeConnection(logger: logger, on: eventLoopGroup.any()).get()
+            } catch {
+                // The place is free again; whoever waits for it is told why it is not coming.
+                let waiter = state.withLockedValue { state in
+                    state.opened -= 1
+                    return state.waiters.isEmpty ? nil : state.waiters.removeFirst()
+                }
+                waiter?.resume(throwing: error)
+                throw error
+            }
+        case .wait:
+            return try await withCheckedThrowingContinuation { (waiter: Waiter) in
+                let now: Result<SQLiteConnection, any Error>? = state.withLockedValue { state in
+                    // Given back between the two locks: taken at once.
+                    if !state.closed, let connection = state.idle.popLast() { return .success(connection) }
+                    if state.closed { return .failure(ConnectionPoolError.shutdown) }
+                    state.waiters.append(waiter)
+                    return nil
+                }
+                if let now { waiter.resume(with: now) }
+            }
+        }
+    }
+
+    private func give(back connection: SQLiteConnection) {
+        enum Next {
+            case hand(Waiter)
+            case kept
+            case close
+        }
+        let next: Next = state.withLockedValue { state in
+            if state.closed || connection.isClosed {
+                state.opened -= 1
+                return .close
+            }
+            if !state.waiters.isEmpty { return .hand(state.waiters.removeFirst()) }
+            state.idle.append(connection)
+            return .kept
+        }
+        switch next {
+        case .hand(let waiter): waiter.resume(returning: connection)
+        case .kept: break
+        case .close: if !connection.isClosed { _ = connection.close() }
+        }
+    }
+
+    /// Closes the idle connections and those in use as they come back; later requests fail.
+    func close() async {
+        let (idle, waiters) = state.withLockedValue { state in
+            state.closed = true
+            state.opened -= state.idle.count
+            defer {
+                state.idle = []
+                state.waiters = []
+            }
+            return (state.idle, state.waiters)
+        }
+        for waiter in waiters { waiter.resume(throwing: ConnectionPoolError.shutdown) }
+        for connection in idle { try? await connection.close() }
+    }
+}
+
+/// An SQLKit database over the store's SQLite connections: each query borrows a connection, a session keeps one.
+struct SQLitePoolDatabase: SQLDatabase {
+    let connections: SQLiteConnections
+
+    var logger: Logger { connections.logger }
+    var eventLoop: any EventLoop { connections.eventLoopGroup.any() }
     var dialect: any SQLDialect { SQLiteDialect() }
 
     func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<
         Void
     > {
-        pool.withConnection(logger: logger) { $0.sql().execute(sql: query, onRow) }
+        let promise = eventLoop.makePromise(of: Void.self)
+        promise.completeWithTask { try await execute(sql: query, onRow) }
+        return promise.futureResult
+    }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
+        try await connections.withConnection { try await $0.sql().execute(sql: query, onRow) }
     }
 
     func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
-        let connection = try await pool.requestConnection(logger: logger).get()
-        defer { pool.releaseConnection(connection, logger: logger) }
-        return try await closure(connection.sql())
+        try await connections.withConnection { try await closure($0.sql()) }
     }
 }

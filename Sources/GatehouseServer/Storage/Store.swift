@@ -34,9 +34,9 @@ public final class Store: Service, Sendable {
     /// The channel instances hear each other on (PostgreSQL `LISTEN`/`NOTIFY`): sync pokes and cache invalidations.
     static let notifyChannel = "gatehouse_sync"
 
-    // The AsyncKit pool predates Sendable checking; it guards its own state with locks.
+    // The AsyncKit pool (PostgreSQL) predates Sendable checking; it guards its own state with locks.
     private enum Backend: @unchecked Sendable {
-        case sqlite(EventLoopGroupConnectionPool<TunedSQLiteSource>)
+        case sqlite(SQLiteConnections)
         case postgres(EventLoopGroupConnectionPool<PostgresConnectionSource>)
     }
 
@@ -75,9 +75,9 @@ public final class Store: Service, Sendable {
                 base: SQLiteConnectionSource(
                     configuration: .init(storage: .file(path: path), enableForeignKeys: true), threadPool: pool))
             backend = .sqlite(
-                EventLoopGroupConnectionPool(
-                    source: source, maxConnectionsPerEventLoop: connectionsPerLoop, logger: driverLogger,
-                    on: eventLoopGroup))
+                SQLiteConnections(
+                    source: source, limit: connectionsPerLoop * loops, eventLoopGroup: eventLoopGroup,
+                    logger: driverLogger))
         case .postgres(let url, let searchPath):
             threadPool = nil
             var configuration = try SQLPostgresConfiguration(url: url)
@@ -97,7 +97,7 @@ public final class Store: Service, Sendable {
     /// tells the request's `StoreOutage.Witness`, if any.
     public var database: any SQLDatabase {
         switch backend {
-        case .sqlite(let pool): WitnessedDatabase(base: SQLitePoolDatabase(pool: pool, logger: driverLogger))
+        case .sqlite(let connections): WitnessedDatabase(base: SQLitePoolDatabase(connections: connections))
         case .postgres(let pool): WitnessedDatabase(base: pool.database(logger: driverLogger).sql())
         }
     }
@@ -271,7 +271,7 @@ public final class Store: Service, Sendable {
         guard !alreadyClosed else { return }
         readyGauge.record(0)
         switch backend {
-        case .sqlite(let pool): try? await pool.shutdownAsync()
+        case .sqlite(let connections): await connections.close()
         case .postgres(let pool): try? await pool.shutdownAsync()
         }
         try? await threadPool?.shutdownGracefully()
