@@ -3,6 +3,10 @@ import GatehouseAPI
 import OpenAPIRuntime
 import OpenAPIURLSession
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 /// One Gatehouse server, as an app talks to it: the account and its session, its companies and the company signed
 /// in to, and each company's synced records. Make one per server and keep it.
 public final class GatehouseClient: Sendable {
@@ -48,7 +52,7 @@ public final class GatehouseClient: Sendable {
         self.url = url
         self.retryBase = retryBase
         self.retryMax = retryMax
-        let transport = transport ?? URLSessionTransport()
+        let transport = transport ?? URLSessionTransport(configuration: .init(session: .gatehouse))
         let middlewares = [GatehouseMiddleware(clock: clock)] + middlewares
         client = Client(
             serverURL: url, configuration: .init(dateTranscoder: WireDates()), transport: transport,
@@ -77,5 +81,29 @@ public final class GatehouseClient: Sendable {
     )
     public func companyStore(companyID: String, directory: URL) async throws(GatehouseError) -> CompanyStore {
         try await CompanyStore(companyID: companyID, directory: directory, client: self)
+    }
+}
+
+extension URLSession {
+    /// The session the SDK's requests go through. On Linux one without a URL cache: swift-corelibs-foundation hands a
+    /// cached session's lookup to a background queue before the task's protocol exists, and a task cancelled in that
+    /// window traps the process (`URLSession.behaviour(for:)`: the task already left the registry), as a live stream
+    /// cancelled after its first event did once in a test run. Nothing the API answers is for a cache anyway.
+    static let gatehouse: URLSession = {
+        #if canImport(FoundationNetworking)
+            URLSession(configuration: .uncached)
+        #else
+            URLSession.shared
+        #endif
+    }()
+}
+
+extension URLSessionConfiguration {
+    /// Ephemeral, with no URL cache at all (see `URLSession.gatehouse`).
+    static var uncached: URLSessionConfiguration {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        return configuration
     }
 }

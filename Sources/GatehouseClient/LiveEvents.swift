@@ -53,7 +53,8 @@ struct LiveEvents: Sendable {
         let delegate = StreamDelegate(feed: feed)
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
-        let session = URLSession(configuration: .ephemeral, delegate: delegate, delegateQueue: queue)
+        // Without a URL cache: cancelling a task of a cached session can trap on Linux (`URLSession.gatehouse`).
+        let session = URLSession(configuration: .uncached, delegate: delegate, delegateQueue: queue)
         let task = session.dataTask(with: request)
         task.resume()
         let body = HTTPBody(bytes, length: .unknown, iterationBehavior: .single)

@@ -114,6 +114,20 @@ struct TokenService: Sendable {
     }
 
     func refresh(_ body: Schemas.RefreshGrant, client: ClientInfo) async throws -> Schemas.Session {
+        let (issued, user, membership) = try await rotate(body, client: client)
+        return try await sessions.response(for: issued, user: user.user, membership: membership)
+    }
+
+    /// The same answer as JSON, the user's spliced in as the cache keeps it (`SplicedAnswers`).
+    func refreshJSON(_ body: Schemas.RefreshGrant, client: ClientInfo) async throws -> [UInt8] {
+        let (issued, user, membership) = try await rotate(body, client: client)
+        return try await sessions.responseJSON(for: issued, user: user, membership: membership)
+    }
+
+    /// A refresh up to its answer: the rotation, the user, and a company session's membership as it is now.
+    private func rotate(_ body: Schemas.RefreshGrant, client: ClientInfo) async throws -> (
+        IssuedSession, AuthCache.CachedUser, Membership?
+    ) {
         try await throttling.limit("refresh", settings.limits.refreshesPerIP, client: client)
         let issued: IssuedSession
         do {
@@ -138,7 +152,7 @@ struct TokenService: Sendable {
             throw APIError(
                 .badRequest, code: .refreshTokenAlreadyUsed, message: "Invalid Refresh Token: Already Used")
         }
-        guard let user = try await users.user(id: issued.accountID) else {
+        guard let user = try await users.cached(id: issued.accountID) else {
             throw APIError(
                 .badRequest, code: .refreshTokenNotFound, message: "Invalid Refresh Token: Refresh Token Not Found")
         }
@@ -151,7 +165,7 @@ struct TokenService: Sendable {
                 throw APIError(.badRequest, code: .sessionExpired, message: "Invalid Refresh Token: Session Expired")
             }
         }
-        return try await sessions.response(for: issued, user: user, membership: membership)
+        return (issued, user, membership)
     }
 
     func idToken(_ body: Schemas.IDTokenGrant, client: ClientInfo) async throws -> Schemas.Session {

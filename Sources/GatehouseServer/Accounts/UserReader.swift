@@ -48,14 +48,13 @@ struct UserReader: Sendable {
 
     /// The account as its owner sees it, from the cache while it holds it; nil when there is no such account.
     func user(id: String) async throws -> Schemas.User? {
-        if let user = sessions.cache.user(id) { return user }
-        return try await read(id: id)?.user
+        try await cached(id: id)?.user
     }
 
-    /// The same, as `GET /auth/v1/user` answers it: JSON encoded when the cache was filled.
-    func userJSON(id: String) async throws -> [UInt8]? {
-        if let json = sessions.cache.userJSON(id) { return json }
-        return try await read(id: id)?.json
+    /// The same, with its JSON as `GET /auth/v1/user` answers it: encoded when the cache was filled.
+    func cached(id: String) async throws -> AuthCache.CachedUser? {
+        if let user = sessions.cache.user(id) { return user }
+        return try await read(id: id)
     }
 
     /// Reads the account from the store and keeps it in the cache, encoded.

@@ -139,8 +139,9 @@ public func buildRouter(_ services: GatehouseServices) throws -> Router<AppReque
     router.add(middleware: MethodNotAllowedMiddleware(table: routes))
     router.add(middleware: BodyLimitMiddleware(limit: services.configuration.maxBodySize))
     router.add(middleware: RequestScopeMiddleware())
-    // The user and the sync pull's pages are written from what is already encoded, not by the generated serializer.
-    router.add(middleware: SplicedAnswers(access: api.access, users: api.users, sync: api.sync))
+    // The user, refreshed sessions and sync pages are written from what is already encoded, not by the generated
+    // serializer.
+    router.add(middleware: SplicedAnswers(access: api.access, users: api.users, tokens: api.tokens, sync: api.sync))
     try api.register(on: router)
     PageRoutes(pages: api.web).register(on: router)
     routes.record(router.routes.map { (method: $0.method.rawValue, path: "\($0.path)") })

@@ -48,10 +48,13 @@ final class AuthCache: Sendable {
     struct CachedUser: Sendable {
         let user: Schemas.User
         let json: [UInt8]
+        /// The metadata its access tokens carry (`SessionService.metadataClaims`), sized once.
+        let metadataClaims: (app: JSONFields?, user: JSONFields?)
 
         init(_ user: Schemas.User) throws {
             self.user = user
             json = try WireJSON.encode(user)
+            metadataClaims = SessionService.metadataClaims(app: user.appMetadata, user: user.userMetadata)
         }
     }
 
@@ -70,13 +73,9 @@ final class AuthCache: Sendable {
         }
     }
 
-    func user(_ accountID: String, now: ContinuousClock.Instant = .now) -> Schemas.User? {
-        state.withLockedValue { Self.fresh($0.users[accountID], now: now)?.user }
-    }
-
-    /// The user as `GET /auth/v1/user` answers it, already encoded.
-    func userJSON(_ accountID: String, now: ContinuousClock.Instant = .now) -> [UInt8]? {
-        state.withLockedValue { Self.fresh($0.users[accountID], now: now)?.json }
+    /// The user, with its JSON as `GET /auth/v1/user` answers it, already encoded.
+    func user(_ accountID: String, now: ContinuousClock.Instant = .now) -> CachedUser? {
+        state.withLockedValue { Self.fresh($0.users[accountID], now: now) }
     }
 
     func keep(user: CachedUser, accountID: String, ticket: UInt64, now: ContinuousClock.Instant = .now) {

@@ -3,10 +3,11 @@
 /// PostgreSQL). A refresh's cost at the store was its turn at the lock, whose handoffs between threads took longer than
 /// the statement itself, so under load the turns, not the work, set the rate.
 ///
-/// A batch is all or nothing in the store, one transaction. When the store refuses any of its rows (another request
-/// rotated that token first, or its session was revoked meanwhile), nothing of it was written, and its rotations are
-/// written again one at a time, so that each request gets its own verdict. Refusals are rare: revocations, and races
-/// with a request of an earlier batch.
+/// A batch is first written as that one statement alone, with no transaction around it: the trigger checks each row,
+/// and a refusal of any (another request rotated that token first, or its session was revoked meanwhile) undoes all
+/// of it. Then the batch goes through the checked transaction, which finds the refusal, and its rotations are written
+/// one at a time, so that each request gets its own verdict. Refusals are rare: revocations, and races with a request
+/// of an earlier batch.
 ///
 /// Client races inside one batch (an app that sends the same token twice at once, as after a wake-up) are not
 /// refusals: the batch writes the first of them, and the others get its verdict, `rotatedByTwin` where it rotated (the
@@ -52,10 +53,18 @@ final class RotationQueue: Sendable {
         return outcome
     }
 
-    /// The verdict for each rotation of one batch, in order.
+    /// The verdict for each rotation of one batch, in order. First as one statement on its own, which the trigger
+    /// checks row by row: one trip to the store. When the trigger refuses any row, nothing was written, and the
+    /// checked transaction finds which.
     private static func write(
         _ rotations: [PendingRotation], to store: Store
     ) async -> [Result<SessionRepository.Rotation, any Error>] {
+        do {
+            try await store.autocommit { db in try await SessionRepository(db: db).insert(rotations) }
+            return rotations.map { _ in .success(.rotated) }
+        } catch  where StoreOutage.isUnavailable(error) {
+            return rotations.map { _ in .failure(error) }
+        } catch {}
         let together = await apply(rotations, to: store)
         guard rotations.count > 1, case .success(let outcome) = together, outcome != .rotated else {
             return rotations.map { _ in together }

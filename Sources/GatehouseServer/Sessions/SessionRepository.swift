@@ -134,22 +134,31 @@ struct SessionRepository {
     func rotate(_ rotations: [PendingRotation]) async throws -> Rotation {
         guard !rotations.isEmpty else { return .rotated }
         if let refusal = try await refusal(of: rotations) { return refusal }
+        try await insert(rotations)
+        return .rotated
+    }
+
+    /// The rotations' one statement, unchecked: the trigger refuses a token rotated already or a session ended by
+    /// failing it whole. Rows go in digest order, the order the check locks tokens in on PostgreSQL.
+    func insert(_ rotations: [PendingRotation]) async throws {
+        let rotations = rotations.map { (digest: Secrets.digest($0.token), rotation: $0) }.sorted {
+            $0.digest < $1.digest
+        }
         var insert = db.insert(into: "refresh_rotations")
             .columns(
                 "old_hash", "new_hash", "session_id", "parent_id", "at", "action", "account_id", "company_id", "ip",
                 "user_agent", "detail"
             )
-        for rotation in rotations {
+        for (digest, rotation) in rotations {
             let audit = rotation.audit
             insert = insert.values(
-                SQLBind(Secrets.digest(rotation.token)), SQLBind(Secrets.digest(rotation.successor)),
+                SQLBind(digest), SQLBind(Secrets.digest(rotation.successor)),
                 SQLBind(rotation.sessionID), SQLBind(rotation.parentID), SQLBind(rotation.at.epochMilliseconds),
                 SQLBind(audit.action), SQLBind(audit.accountID), SQLBind(audit.companyID), SQLBind(audit.ip),
                 SQLBind(audit.userAgent.map { String($0.prefix(512)) }),
                 SQLBind(String(decoding: try JSONEncoder.sortedKeys.encode(audit.detail), as: UTF8.self)))
         }
         try await insert.run()
-        return .rotated
     }
 
     /// A presented token's row and its session's end, as the rotation check reads them.

@@ -145,12 +145,50 @@ final class SessionService: Sendable {
     func response(for issued: IssuedSession, user: Schemas.User, membership: Membership? = nil) async throws
         -> Schemas.Session
     {
+        let access = try await accessToken(
+            for: issued, user: user, metadata: Self.metadataClaims(app: user.appMetadata, user: user.userMetadata),
+            membership: membership)
+        return Schemas.Session(
+            accessToken: access.token, tokenType: .bearer, expiresIn: access.lifetime, expiresAt: access.expiresAt,
+            refreshToken: issued.refreshToken, user: user, sessionExpiresAt: issued.endsAt.map { $0 / 1000 })
+    }
+
+    /// The same session as the generated serializer writes it (keys sorted), with the user's JSON as the cache keeps
+    /// it rather than encoded again: a refresh's answer (`SplicedAnswers`).
+    func responseJSON(for issued: IssuedSession, user: AuthCache.CachedUser, membership: Membership? = nil)
+        async throws -> [UInt8]
+    {
+        let access = try await accessToken(
+            for: issued, user: user.user, metadata: user.metadataClaims, membership: membership)
+        var out = JSONText(capacity: user.json.count + access.token.utf8.count + 256)
+        out.raw("{\"access_token\":")
+        out.string(access.token)
+        out.raw(",\"expires_at\":")
+        out.integer(access.expiresAt)
+        out.raw(",\"expires_in\":")
+        out.integer(Int64(access.lifetime))
+        out.raw(",\"refresh_token\":")
+        out.string(issued.refreshToken)
+        if let endsAt = issued.endsAt {
+            out.raw(",\"session_expires_at\":")
+            out.integer(endsAt / 1000)
+        }
+        out.raw(",\"token_type\":\"bearer\",\"user\":")
+        out.bytes(user.json)
+        out.raw("}")
+        return out.bytes
+    }
+
+    /// A signed access token for `issued`, with its lifetime and expiry (epoch seconds).
+    private func accessToken(
+        for issued: IssuedSession, user: Schemas.User, metadata: (app: JSONFields?, user: JSONFields?),
+        membership: Membership?
+    ) async throws -> (token: String, lifetime: Int, expiresAt: Int64) {
         let now = clock.now
         let lifetime = Int(settings.accessTokenLifetime)
         let issuedAt = Int64(now.timeIntervalSince1970)
         // GoTrue's tokens carry both metadata objects, which apps read (get_claims, row-level security). The web
         // pages keep the token in a cookie, whose 4 KB they must fit: larger metadata is read from /user instead.
-        let metadata = Self.metadataClaims(app: user.appMetadata, user: user.userMetadata)
         let claims = AccessTokenClaims(
             iss: issuer, aud: "authenticated", sub: issued.accountID, exp: issuedAt + Int64(lifetime), iat: issuedAt,
             nbf: issuedAt, email: user.email, phone: "", role: "authenticated", aal: issued.aal.rawValue,
@@ -159,10 +197,7 @@ final class SessionService: Sendable {
             appMetadata: metadata.app, userMetadata: metadata.user, cid: membership?.companyID,
             companyRole: membership?.role.rawValue, deptMask: membership?.deptMask,
             managerMask: membership?.managerMask, username: issued.username)
-        let token = try await keys.sign(claims)
-        return Schemas.Session(
-            accessToken: token, tokenType: .bearer, expiresIn: lifetime, expiresAt: claims.exp,
-            refreshToken: issued.refreshToken, user: user, sessionExpiresAt: issued.endsAt.map { $0 / 1000 })
+        return (try await keys.sign(claims), lifetime, claims.exp)
     }
 
     /// The most bytes the two metadata objects may take, encoded, to ride in an access token.

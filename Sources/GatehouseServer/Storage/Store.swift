@@ -123,6 +123,23 @@ public final class Store: Service, Sendable {
         }
     }
 
+    /// Runs `body`, a single statement that is atomic on its own (its triggers included), with no transaction around
+    /// it: one trip to the store where `transaction` takes three (BEGIN and COMMIT around it). Writers take turns on
+    /// SQLite as in `transaction`. What it changes is not announced to the caches: only for statements that change
+    /// nothing they hold.
+    func autocommit<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        guard case .sqlite = location else { return try await withConnection(body) }
+        await writeLock.lock()
+        do {
+            let result = try await withConnection(body)
+            await writeLock.unlock()
+            return result
+        } catch {
+            await writeLock.unlock()
+            throw error
+        }
+    }
+
     private func transaction<T: Sendable>(
         begin: String, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
