@@ -1,5 +1,5 @@
 /// Audit events waiting for the store, written together: whatever arrives while one batch is being written goes in
-/// the next, in one transaction (one turn at SQLite's write lock). A caller still waits until its event is written.
+/// the next, as one statement (one turn at SQLite's write lock). A caller still waits until its event is written.
 ///
 /// Written one transaction each, the events of a burst queued for the write lock behind each other: two refreshes of
 /// one token at once (an app after a wake-up) answer the second from the grace window with an audit row of its own,
@@ -21,15 +21,16 @@ final class AuditQueue: Sendable {
     /// request into an error).
     func record(_ event: AuditEvent) async { await batches.submit(event) }
 
-    /// One batch in one transaction; when the store refuses it, each event is tried on its own, so that one event the
-    /// store refuses does not lose the others.
+    /// One batch in one statement (atomic on its own: one trip to the store, where a transaction takes three); when
+    /// the store refuses it, each event is tried on its own, so that one event the store refuses does not lose the
+    /// others.
     private static func write(_ events: [AuditEvent], to store: Store, clock: any GatehouseClock) async {
         do {
-            try await transaction(events, in: store, clock: clock)
+            try await insert(events, in: store, clock: clock)
         } catch {
             for event in events {
                 do {
-                    try await transaction([event], in: store, clock: clock)
+                    try await insert([event], in: store, clock: clock)
                 } catch {
                     store.logger.warning(
                         "audit event not recorded", metadata: ["action": "\(event.action)", "error": "\(error)"])
@@ -38,10 +39,7 @@ final class AuditQueue: Sendable {
         }
     }
 
-    private static func transaction(_ events: [AuditEvent], in store: Store, clock: any GatehouseClock) async throws {
-        try await store.transaction { db in
-            let audits = AuditRepository(db: db, clock: clock)
-            for event in events { try await audits.record(event) }
-        }
+    private static func insert(_ events: [AuditEvent], in store: Store, clock: any GatehouseClock) async throws {
+        try await store.autocommit { db in try await AuditRepository(db: db, clock: clock).record(events) }
     }
 }

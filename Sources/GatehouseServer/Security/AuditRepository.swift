@@ -8,15 +8,22 @@ struct AuditRepository {
     let clock: any GatehouseClock
 
     func record(_ event: AuditEvent) async throws {
-        let detail = String(decoding: try JSONEncoder.sortedKeys.encode(event.detail), as: UTF8.self)
-        try await db.insert(into: "audit_events")
+        try await record([event])
+    }
+
+    /// The events in one statement, all of them or none.
+    func record(_ events: [AuditEvent]) async throws {
+        guard !events.isEmpty else { return }
+        let now = clock.now.epochMilliseconds
+        var insert = db.insert(into: "audit_events")
             .columns("occurred_at", "action", "account_id", "company_id", "ip", "user_agent", "detail")
-            .values(
-                SQLBind(clock.now.epochMilliseconds), SQLBind(event.action), SQLBind(event.accountID),
-                SQLBind(event.companyID), SQLBind(event.ip), SQLBind(event.userAgent.map { String($0.prefix(512)) }),
-                SQLBind(detail)
-            )
-            .run()
+        for event in events {
+            let detail = String(decoding: try JSONEncoder.sortedKeys.encode(event.detail), as: UTF8.self)
+            insert = insert.values(
+                SQLBind(now), SQLBind(event.action), SQLBind(event.accountID), SQLBind(event.companyID),
+                SQLBind(event.ip), SQLBind(event.userAgent.map { String($0.prefix(512)) }), SQLBind(detail))
+        }
+        try await insert.run()
     }
 
     /// The trail forgets the person: the account's events lose their IP address and user agent, and every event that

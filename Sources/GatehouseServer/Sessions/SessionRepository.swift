@@ -123,19 +123,20 @@ struct SessionRepository {
         case sessionEnded
     }
 
-    /// Rotates each of `rotations`, all or nothing; call it inside a transaction. First the presented tokens and their
-    /// sessions are read, the tokens locked (on PostgreSQL; on SQLite the transaction holds the write lock), so
-    /// parallel presentations of one token are decided by the store: the first to commit rotates, the others then
-    /// read it rotated. When any token was rotated already (or is gone) or any session ended, nothing is written and
-    /// that verdict is returned, checking the rows in order (for a batch, it names no row). Otherwise one statement
-    /// rotates them all (migration 6's trigger, once per row): marks each token rotated, stores its successor,
-    /// touches the session and its parent, and records the audit event. The trigger checks the same again: it fails
-    /// only when a session was revoked between the check and the statement, and then the caller checks again.
-    func rotate(_ rotations: [PendingRotation]) async throws -> Rotation {
-        guard !rotations.isEmpty else { return .rotated }
-        if let refusal = try await refusal(of: rotations) { return refusal }
-        try await insert(rotations)
-        return .rotated
+    /// Rotates what can be rotated of `rotations`, and answers each one's verdict in order; call it inside a
+    /// transaction. First the presented tokens and their sessions are read, the tokens locked (on PostgreSQL; on
+    /// SQLite the transaction holds the write lock), so parallel presentations of one token are decided by the store:
+    /// the first to commit rotates, the others then read it rotated. A token rotated already (or gone, or presented
+    /// earlier in the same list) is `alreadyRotated`, one whose session ended `sessionEnded`; the others are rotated
+    /// by one statement (migration 6's trigger, once per row): each token marked rotated, its successor stored, the
+    /// session and its parent touched, the audit event recorded. The trigger checks the same again: it fails only
+    /// when a session was revoked between the check and the statement, and then the caller checks again.
+    func rotate(_ rotations: [PendingRotation]) async throws -> [Rotation] {
+        guard !rotations.isEmpty else { return [] }
+        let verdicts = try await verdicts(of: rotations)
+        let allowed = zip(rotations, verdicts).filter { $0.1 == .rotated }.map(\.0)
+        if !allowed.isEmpty { try await insert(allowed) }
+        return verdicts
     }
 
     /// The rotations' one statement, unchecked: the trigger refuses a token rotated already or a session ended by
@@ -176,11 +177,11 @@ struct SessionRepository {
         }
     }
 
-    /// Why `rotations` cannot all be rotated, or nil when they can: the first token in order that was rotated already
-    /// or is gone, or whose session ended. On PostgreSQL the tokens stay locked until the transaction ends (in digest
-    /// order, so two batches never wait on each other in a circle), so a parallel rotation of the same token waits
-    /// for this one and then reads its outcome. Sessions are read, not locked: a revocation never waits for a refresh.
-    private func refusal(of rotations: [PendingRotation]) async throws -> Rotation? {
+    /// Each rotation's verdict as the store stands: `rotated` where it may be. On PostgreSQL the tokens stay locked
+    /// until the transaction ends (in digest order, so two batches never wait on each other in a circle), so a
+    /// parallel rotation of the same token waits for this one and then reads its outcome. Sessions are read, not
+    /// locked: a revocation never waits for a refresh.
+    private func verdicts(of rotations: [PendingRotation]) async throws -> [Rotation] {
         let lock = db.dialect.name == "postgresql" ? "FOR NO KEY UPDATE OF rt" : ""
         let rows = try await db.raw(
             """
@@ -192,15 +193,15 @@ struct SessionRepository {
         ).all(decoding: PresentedToken.self)
         let presented = Dictionary(rows.map { ($0.tokenHash, $0) }, uniquingKeysWith: { first, _ in first })
         var earlier: Set<String> = []
-        for rotation in rotations {
-            // A token twice in one batch (a client race): its second rotation finds it rotated by the first.
+        return rotations.map { rotation in
+            // A token twice in one list (a client race): its second rotation finds it rotated by the first.
             let hash = Secrets.digest(rotation.token)
             guard let token = presented[hash], token.rotatedAt == nil, earlier.insert(hash).inserted else {
                 return .alreadyRotated
             }
             guard token.sessionID == rotation.sessionID, token.sessionRevokedAt == nil else { return .sessionEnded }
+            return .rotated
         }
-        return nil
     }
 
     // MARK: Checking and listing
