@@ -52,4 +52,19 @@ struct RotationBatchTests {
             #expect(rotations == 2 * live.count + 1)
         }
     }
+
+    @Test("tokens rotated lately are known for two seconds, and the memory stays bounded")
+    func recentRotations() {
+        let recent = RecentRotations()
+        let start = ContinuousClock.now
+        recent.add(["a", "b"], now: start)
+        #expect(recent.rotated(["a", "c", "b"], now: start + .milliseconds(1999)) == ["a", "b"])
+        #expect(recent.rotated(["a", "b"], now: start + .seconds(2)).isEmpty)
+        // Past its capacity, what is old goes first; the new tokens are always kept.
+        let later = start + .seconds(3)
+        recent.add((0..<RecentRotations.capacity).map { "t\($0)" }, now: later)
+        #expect(recent.rotated(["a", "t0", "t\(RecentRotations.capacity - 1)"], now: later).count == 2)
+        recent.add(["z"], now: later)
+        #expect(recent.rotated(["z"], now: later) == ["z"])
+    }
 }
