@@ -221,22 +221,33 @@ struct SessionRepository {
 
     /// A refresh token's row and its session's, in one statement: the first read of every refresh.
     func findByRefreshToken(_ token: String) async throws -> (token: RefreshTokenRow, session: SessionRow)? {
-        guard
-            let row = try await db.raw(
-                """
-                SELECT rt.session_id AS rt_session_id, rt.rotated_at AS rt_rotated_at, \(unsafeRaw: Self.sessionColumns)
-                FROM refresh_tokens rt
-                JOIN sessions s ON s.id = rt.session_id
-                JOIN accounts a ON a.id = s.account_id
-                LEFT JOIN sessions p ON p.id = s.parent_id
-                WHERE rt.token_hash = \(bind: Secrets.digest(token))
-                """
-            ).first()
-        else { return nil }
-        let token = RefreshTokenRow(
-            sessionID: try row.decode(column: "rt_session_id", as: String.self),
-            rotatedAt: try row.decode(column: "rt_rotated_at", as: Int64?.self).map(Date.init(epochMilliseconds:)))
-        return (token, try Self.decodeSession(row))
+        try await findByRefreshTokens([token])[token]
+    }
+
+    /// The same for many tokens in one statement (`RefreshReads`), keyed by token; a token not found is left out.
+    func findByRefreshTokens(_ tokens: [String]) async throws -> [String: (token: RefreshTokenRow, session: SessionRow)]
+    {
+        let byDigest = Dictionary(tokens.map { (Secrets.digest($0), $0) }, uniquingKeysWith: { first, _ in first })
+        let rows = try await db.raw(
+            """
+            SELECT rt.token_hash AS rt_token_hash, rt.session_id AS rt_session_id, rt.rotated_at AS rt_rotated_at,
+            \(unsafeRaw: Self.sessionColumns)
+            FROM refresh_tokens rt
+            JOIN sessions s ON s.id = rt.session_id
+            JOIN accounts a ON a.id = s.account_id
+            LEFT JOIN sessions p ON p.id = s.parent_id
+            WHERE rt.token_hash IN (\(binds: Array(byDigest.keys)))
+            """
+        ).all()
+        var found: [String: (token: RefreshTokenRow, session: SessionRow)] = [:]
+        for row in rows {
+            guard let token = byDigest[try row.decode(column: "rt_token_hash", as: String.self)] else { continue }
+            let state = RefreshTokenRow(
+                sessionID: try row.decode(column: "rt_session_id", as: String.self),
+                rotatedAt: try row.decode(column: "rt_rotated_at", as: Int64?.self).map(Date.init(epochMilliseconds:)))
+            found[token] = (state, try Self.decodeSession(row))
+        }
+        return found
     }
 
     /// The columns `decodeSession` reads, from `sessions s`, `accounts a` and the parent `sessions p`.

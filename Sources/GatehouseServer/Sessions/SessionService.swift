@@ -56,6 +56,8 @@ final class SessionService: Sendable {
     let cache: AuthCache
     /// Refresh rotations written in batches.
     let rotations: RotationQueue
+    /// Refresh tokens read in batches.
+    let refreshReads: RefreshReads
     /// Audit events written in batches.
     let audits: AuditQueue
     /// How many refusals each client address may add to the audit trail (`auditRefusal`).
@@ -73,6 +75,7 @@ final class SessionService: Sendable {
         self.issuer = issuer
         self.cache = cache
         rotations = RotationQueue(store: store)
+        refreshReads = RefreshReads(store: store)
         audits = AuditQueue(store: store, clock: clock)
         refusalAudits = RateLimiter(clock: clock)
         // Whatever commits here, or another instance announces, drops what it changed from the cache.
@@ -249,8 +252,7 @@ final class SessionService: Sendable {
         let key = try await refreshDerivationKey()
         let now = clock.now
         let grace = settings.refreshReuseGrace
-        let sessions = SessionRepository(db: store.database)
-        guard var (state, row) = try await sessions.findByRefreshToken(token) else { throw RefreshFailure.notFound }
+        guard var (state, row) = try await refreshReads.find(token) else { throw RefreshFailure.notFound }
         var current = token
         for _ in 0..<64 {
             guard let session = liveSession(row, now: now) else { throw Self.refusal(row) }
@@ -272,13 +274,13 @@ final class SessionService: Sendable {
                     await audit(event(issued))
                     return issued
                 case .alreadyRotated:
-                    guard let reread = try await sessions.findByRefreshToken(current) else {
+                    guard let reread = try await refreshReads.find(current) else {
                         throw RefreshFailure.notFound
                     }
                     (state, row) = reread
                 }
             case .replayWithinGrace:
-                guard let successor = try await sessions.findByRefreshToken(next) else {
+                guard let successor = try await refreshReads.find(next) else {
                     throw RefreshFailure.notFound
                 }
                 if successor.token.rotatedAt == nil {

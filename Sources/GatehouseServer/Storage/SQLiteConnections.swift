@@ -8,13 +8,20 @@ import SQLiteKit
 /// every commit. The database cannot be corrupted by a crash; a power cut may lose the last commits.
 /// A lock held by another process (a backup, an operator's `sqlite3`) is waited for a few seconds, then the request
 /// fails with `store_unavailable`: SQLiteNIO's own busy handler would retry forever, on one of the store's threads.
+///
+/// The file is read through a memory map (`mmap_size`): in WAL mode a connection drops its page cache whenever another
+/// wrote, so under a write load every query read its pages again, each a `pread` call (4% of a refresh's time).
 struct TunedSQLiteSource: Sendable {
     let base: SQLiteConnectionSource
+    /// How much of the file is mapped: more than a large deployment's store, far less than the address space.
+    static let mappedBytes = 1 << 30
 
     func makeConnection(logger: Logger, on eventLoop: any EventLoop) -> EventLoopFuture<SQLiteConnection> {
         base.makeConnection(logger: logger, on: eventLoop).flatMap { connection in
             connection.query("PRAGMA synchronous = NORMAL").flatMap { _ in
                 connection.query("PRAGMA busy_timeout = \(StoreOutage.sqliteBusyTimeoutMilliseconds)")
+            }.flatMap { _ in
+                connection.query("PRAGMA mmap_size = \(Self.mappedBytes)")
             }.map { _ in connection }
         }
     }
