@@ -24,7 +24,7 @@ final class AuditQueue: Sendable {
     /// One batch in one statement (atomic on its own: one trip to the store, where a transaction takes three); when
     /// the store refuses it, each event is tried on its own, so that one event the store refuses does not lose the
     /// others.
-    private static func write(_ events: [AuditEvent], to store: Store, clock: any GatehouseClock) async {
+    static func write(_ events: [AuditEvent], to store: Store, clock: any GatehouseClock) async {
         do {
             try await insert(events, in: store, clock: clock)
         } catch {

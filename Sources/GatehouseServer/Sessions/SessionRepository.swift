@@ -117,7 +117,8 @@ struct SessionRepository {
         /// Another request rotated it first: read it again and decide again.
         case alreadyRotated
         /// Another request of the same batch presented the same token and rotated it to the same successor
-        /// (`RotationQueue`): this one answers with that successor, the grace window's replay, without reading again.
+        /// (`RotationQueue`): this one answers with that successor, the grace window's replay, without reading again;
+        /// the batch wrote its audit row.
         case rotatedByTwin
         /// The session was revoked since it was read.
         case sessionEnded

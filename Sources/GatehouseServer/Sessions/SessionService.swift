@@ -74,7 +74,7 @@ final class SessionService: Sendable {
         self.settings = settings
         self.issuer = issuer
         self.cache = cache
-        rotations = RotationQueue(store: store)
+        rotations = RotationQueue(store: store, clock: clock)
         refreshReads = RefreshReads(store: store)
         audits = AuditQueue(store: store, clock: clock)
         refusalAudits = RateLimiter(clock: clock)
@@ -270,8 +270,8 @@ final class SessionService: Sendable {
                 case .rotated: return issued
                 case .sessionEnded: throw RefreshFailure.signedOut
                 case .rotatedByTwin:
-                    // The same successor another request of the batch was given: a replay within the grace window.
-                    await audit(event(issued))
+                    // The same successor another request of the batch was given: a replay within the grace window,
+                    // its audit row written by the batch.
                     return issued
                 case .alreadyRotated:
                     guard let reread = try await refreshReads.find(current) else {
