@@ -11,7 +11,8 @@
 #
 # Usage: Benchmarks/sweep.sh [GATEHOUSE_BINARY]   (default .build-release/release/gatehouse)
 # Environment: DEVICES (1000), ROTATIONS (1000), BENCH (34: 32 wrk connections and one more per thread),
-#   SECONDS_RUN (10), SWEEP_WAIT (3600: the first sweep starts within the sweep interval, 300 s, and a backlog of a million rows takes minutes).
+#   SECONDS_RUN (10), SWEEP_WAIT (3600: the first sweep starts within the sweep interval, 300 s, and a backlog of a million rows takes minutes),
+#   SWEEP_AFTER (1; 0 stops after the history run's first refresh, for the growth figure of Benchmarks/all.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -102,6 +103,10 @@ stop
 start history "$rotations"
 size "history:size-before-sweep"
 refresh "history:refresh-before-sweep"
+if [ "${SWEEP_AFTER:-1}" = 0 ]; then
+    stop
+    exit 0
+fi
 echo "== history: waiting for the first sweep (up to $sweep_wait s)" >&2
 for _ in $(seq 1 "$sweep_wait"); do
     grep -q '"store swept"\|store swept' "$log" && break

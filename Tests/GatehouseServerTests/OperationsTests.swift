@@ -185,6 +185,37 @@ struct LifecycleTests {
         try await TestStore.asAdmin("DROP DATABASE \(ident: name)")
     }
 
+    @Test(
+        "a running server folds the SQLite WAL into the file by itself, its connections never do",
+        .enabled(if: TestStore.postgresURL == nil))
+    func checkpoints() async throws {
+        let configuration = try await TestStore.configuration()
+        guard case .sqlite(let path) = configuration.storeLocation else { return }
+        let server = try await LiveServer.start(configuration)
+        do {
+            let store = server.services.store
+            func fileSize() throws -> Int {
+                (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+            }
+            // Writes enough pages that a checkpoint must grow the file: its connections leave them in the WAL.
+            try await store.transaction { db in
+                try await db.raw("CREATE TABLE checkpoint_probe (id INTEGER PRIMARY KEY, filler TEXT)").run()
+                for _ in 0..<200 {
+                    try await db.raw(
+                        "INSERT INTO checkpoint_probe (filler) VALUES (\(bind: String(repeating: "x", count: 4000)))"
+                    ).run()
+                }
+            }
+            let written = try fileSize()
+            let folded = try await LiveServer.eventually(timeout: .seconds(30)) { try fileSize() > written + 400_000 }
+            #expect(folded)
+        } catch {
+            try await server.stop()
+            throw error
+        }
+        try await server.stop()
+    }
+
     @Test("graceful shutdown lets an in-flight request finish, then closes the store")
     func gracefulShutdown() async throws {
         let (entered, enteredContinuation) = AsyncStream.makeStream(of: Void.self)

@@ -24,6 +24,8 @@ public final class Store: Service, Sendable {
     private let threadPool: NIOThreadPool?
     private let state = NIOLockedValueBox(State())
     private let writeLock = AsyncLock()
+    /// Whether anything was written since the last WAL checkpoint (SQLite).
+    private let written = NIOLockedValueBox(false)
     private let inUse = NIOLockedValueBox(0)
     private let inUseGauge: Gauge
     private let maxGauge: Gauge
@@ -113,6 +115,7 @@ public final class Store: Service, Sendable {
     {
         guard case .sqlite = location else { return try await transaction(begin: "BEGIN", body) }
         await writeLock.lock()
+        written.withLockedValue { $0 = true }
         do {
             let result = try await transaction(begin: "BEGIN IMMEDIATE", body)
             await writeLock.unlock()
@@ -130,6 +133,7 @@ public final class Store: Service, Sendable {
     func autocommit<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         guard case .sqlite = location else { return try await withConnection(body) }
         await writeLock.lock()
+        written.withLockedValue { $0 = true }
         do {
             let result = try await withConnection(body)
             await writeLock.unlock()
@@ -271,8 +275,37 @@ public final class Store: Service, Sendable {
                 nextDelay = min(delay * 2, .seconds(10))
             }
         }
-        try? await gracefulShutdown()
+        if case .sqlite = location {
+            await checkpointUntilShutdown()
+        } else {
+            try? await gracefulShutdown()
+        }
         await close()
+    }
+
+    /// How often the SQLite WAL is folded into the file while the server runs and writes. Often, so each checkpoint
+    /// is small: at 500 ms, or 5 s, a refresh load's p99 rose with the pages each checkpoint wrote and synced.
+    static let checkpointInterval = Duration.milliseconds(100)
+
+    /// Folds the SQLite WAL into the file every `checkpointInterval` in which something was written (through
+    /// `transaction` or `autocommit`; writes of other processes wait for the next), until shutdown, on a connection of
+    /// the pool and outside the write lock: a passive checkpoint copies what no reader still needs and lets writers go
+    /// on meanwhile. The last connection to close checkpoints what is left.
+    private func checkpointUntilShutdown() async {
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.checkpointInterval) }
+            guard !Task.isShuttingDownGracefully, !Task.isCancelled else { break }
+            guard
+                written.withLockedValue({ written in
+                    defer { written = false }; return written
+                })
+            else { continue }
+            do {
+                _ = try await database.raw("PRAGMA wal_checkpoint(PASSIVE)").all()
+            } catch {
+                logger.warning("WAL checkpoint failed", metadata: ["error": "\(String(reflecting: error))"])
+            }
+        }
     }
 
     /// Closes every connection; later queries fail.
