@@ -49,6 +49,28 @@ struct RulesTests {
         #expect(bucket.tokens <= 29)
     }
 
+    @Test("a limiter forgets full buckets once past its threshold and keeps the others; below it, it sweeps nothing")
+    func limiterMemory() {
+        let clock = TestClock()
+        let limiter = RateLimiter(clock: clock)
+        let quick = RateLimit(limit: 1, per: 1)
+        let slow = RateLimit(limit: 1, per: 3600)
+        // One key whose bucket refills over an hour, and the threshold's worth of keys refilled within a second.
+        #expect(limiter.check("slow", slow) == nil)
+        for index in 0..<RateLimiter.pruneThreshold { #expect(limiter.check("ip-\(index)", quick) == nil) }
+        #expect(limiter.count == RateLimiter.pruneThreshold + 1)
+        // Past the threshold, the next check sweeps: the full buckets go, the slow one stays and still counts.
+        clock.advance(by: 2)
+        _ = limiter.check("one more", quick)
+        #expect(limiter.count == 2)
+        #expect(limiter.check("slow", slow) != nil)
+        // Below the threshold again, nothing is swept.
+        for index in 0..<1000 { _ = limiter.check("next-\(index)", quick) }
+        clock.advance(by: 2)
+        _ = limiter.check("later", quick)
+        #expect(limiter.count == 1003)
+    }
+
     // MARK: Company rules
 
     static func member(_ role: MemberRole, dept: Int64 = 0, manager: Int64 = 0, id: String = "m") -> Membership {

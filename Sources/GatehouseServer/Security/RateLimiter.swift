@@ -20,12 +20,15 @@ public struct RateLimit: Sendable, Equatable {
 struct TokenBucket: Equatable {
     var tokens: Double
     var updatedAt: Date
+    /// When it will be full again if nothing is taken: from then on it holds no information.
+    var fullAt: Date = .distantFuture
 
     /// Takes a token if one is left, else says how many whole seconds until one is.
     mutating func take(_ rule: RateLimit, now: Date) -> Int? {
         let elapsed = max(0, now.timeIntervalSince(updatedAt))
         tokens = min(Double(rule.burst), tokens + elapsed * rule.refillPerSecond)
         updatedAt = now
+        defer { fullAt = now.addingTimeInterval((Double(rule.burst) - tokens) / rule.refillPerSecond) }
         if tokens >= 1 {
             tokens -= 1
             return nil
@@ -35,8 +38,21 @@ struct TokenBucket: Equatable {
 }
 
 /// Per-key token buckets held in memory by this instance (per IP, per address).
+///
+/// Buckets that have refilled completely hold no information and are forgotten when the map grows past `pruneAt`,
+/// which then doubles over what is left: the sweep is paid once per doubling, never per request. It kept every bucket
+/// used within an hour before, so past 50,000 keys an hour (addresses, refresh clients behind many IPs) every check
+/// filtered the whole map again: under a refresh load from many addresses, a third of the rate.
 public final class RateLimiter: Sendable {
-    private let buckets = NIOLockedValueBox<[String: TokenBucket]>([:])
+    /// Keys held before the first sweep.
+    static let pruneThreshold = 50_000
+
+    private struct State {
+        var buckets: [String: TokenBucket] = [:]
+        var pruneAt = RateLimiter.pruneThreshold
+    }
+
+    private let state = NIOLockedValueBox(State())
     private let clock: any GatehouseClock
 
     public init(clock: any GatehouseClock) {
@@ -46,17 +62,20 @@ public final class RateLimiter: Sendable {
     /// Nil when the request may go ahead; otherwise the seconds to put in `Retry-After`.
     public func check(_ key: String, _ rule: RateLimit) -> Int? {
         let now = clock.now
-        return buckets.withLockedValue { buckets in
-            if buckets.count > 50_000 {
-                // Forget buckets that have refilled completely: they hold no information.
-                buckets = buckets.filter { now.timeIntervalSince($0.value.updatedAt) < 3600 }
+        return state.withLockedValue { state in
+            if state.buckets.count > state.pruneAt {
+                state.buckets = state.buckets.filter { $0.value.fullAt > now }
+                state.pruneAt = max(Self.pruneThreshold, 2 * state.buckets.count)
             }
-            var bucket = buckets[key] ?? TokenBucket(tokens: Double(rule.burst), updatedAt: now)
+            var bucket = state.buckets[key] ?? TokenBucket(tokens: Double(rule.burst), updatedAt: now)
             let wait = bucket.take(rule, now: now)
-            buckets[key] = bucket
+            state.buckets[key] = bucket
             return wait
         }
     }
+
+    /// How many keys are held, for tests.
+    var count: Int { state.withLockedValue { $0.buckets.count } }
 }
 
 /// Failed attempts at one secret (a password for one email, a company login, the codes mailed to one address):
