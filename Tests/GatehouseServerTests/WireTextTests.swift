@@ -49,4 +49,13 @@ struct WireTextTests {
         #expect(Secrets.digest("").hasPrefix("e3b0c44298fc1c149afbf4c8996fb924"))
         #expect(Secrets.hex([0x00, 0x0F, 0xF0, 0xFF]) == "000ff0ff")
     }
+
+    @Test(
+        "an audit event's detail is written as the encoder wrote it: keys sorted, escapes as JSON needs, slashes kept")
+    func auditDetail() throws {
+        let event = AuditEvent(
+            .tokenRefreshed, detail: ["session": "a/b", "outcome": "quote \" and\nline", "method": "\u{e9}\u{1}"])
+        #expect(event.detailJSON == String(decoding: try JSONEncoder.sortedKeys.encode(event.detail), as: UTF8.self))
+        #expect(AuditEvent(.tokenRefreshed).detailJSON == "{}")
+    }
 }

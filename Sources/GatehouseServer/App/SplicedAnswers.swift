@@ -25,7 +25,23 @@ struct SplicedAnswers: RouterMiddleware {
     let tokens: TokenService
     let sync: SyncService
 
-    private typealias Token = Operations.Token.Input.Body.JsonPayload
+    /// A token request's body, read for what tells its grant: the refresh token, and whether the password grant's
+    /// required fields are both there.
+    private struct RefreshProbe: Decodable {
+        let refreshToken: String
+        let passwordFields: Bool
+
+        enum CodingKeys: String, CodingKey {
+            case refreshToken = "refresh_token"
+            case email, password
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            refreshToken = try container.decode(String.self, forKey: .refreshToken)
+            passwordFields = container.contains(.email) && container.contains(.password)
+        }
+    }
 
     func handle(
         _ request: Request, context: AppRequestContext,
@@ -49,10 +65,13 @@ struct SplicedAnswers: RouterMiddleware {
             }
             var request = request
             let buffer = try await request.collectBody(upTo: context.maxUploadSize)
-            // The body read as the generated handler reads it (the first grant of the `oneOf` that decodes).
-            guard case .RefreshGrant(let body)? = try? JSONDecoder().decode(Token.self, from: buffer) else {
+            // The body as the generated handler reads it: the first grant of the `oneOf` that decodes. A body with
+            // both of the password grant's fields goes to it; any other that holds a refresh token string is the
+            // refresh grant (read without trying the password grant first, whose failure threw per request).
+            guard let probe = try? JSONDecoder().decode(RefreshProbe.self, from: buffer), !probe.passwordFields else {
                 return try await next(request, context)
             }
+            let body = Schemas.RefreshGrant(refreshToken: probe.refreshToken)
             return Self.answer(try await tokens.refreshJSON(body, client: try access.client()))
         case .post:
             guard let companyID = Self.companyID(pulling: request.uri.path), Self.isJSON(request.headers[.contentType]),

@@ -10,6 +10,21 @@ public struct AuditEvent: Sendable {
     public var userAgent: String?
     public var detail: [String: String]
 
+    /// `detail` as the trail stores it: a JSON object, keys sorted, written without an encoder (every refresh
+    /// writes one).
+    var detailJSON: String {
+        var out = JSONText(capacity: 64)
+        out.raw("{")
+        for (index, key) in detail.keys.sorted().enumerated() {
+            if index > 0 { out.raw(",") }
+            out.string(key)
+            out.raw(":")
+            out.string(detail[key] ?? "")
+        }
+        out.raw("}")
+        return String(decoding: out.bytes, as: UTF8.self)
+    }
+
     public init(
         _ action: AuditAction, accountID: String? = nil, companyID: String? = nil, ip: String? = nil,
         userAgent: String? = nil, detail: [String: String] = [:]

@@ -18,7 +18,7 @@ struct AuditRepository {
         var insert = db.insert(into: "audit_events")
             .columns("occurred_at", "action", "account_id", "company_id", "ip", "user_agent", "detail")
         for event in events {
-            let detail = String(decoding: try JSONEncoder.sortedKeys.encode(event.detail), as: UTF8.self)
+            let detail = event.detailJSON
             insert = insert.values(
                 SQLBind(now), SQLBind(event.action), SQLBind(event.accountID), SQLBind(event.companyID),
                 SQLBind(event.ip), SQLBind(event.userAgent.map { String($0.prefix(512)) }), SQLBind(detail))

@@ -158,7 +158,7 @@ struct SessionRepository {
                 SQLBind(rotation.sessionID), SQLBind(rotation.parentID), SQLBind(rotation.at.epochMilliseconds),
                 SQLBind(audit.action), SQLBind(audit.accountID), SQLBind(audit.companyID), SQLBind(audit.ip),
                 SQLBind(audit.userAgent.map { String($0.prefix(512)) }),
-                SQLBind(String(decoding: try JSONEncoder.sortedKeys.encode(audit.detail), as: UTF8.self)))
+                SQLBind(audit.detailJSON))
         }
         try await insert.run()
     }
