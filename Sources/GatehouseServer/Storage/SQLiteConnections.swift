@@ -35,11 +35,9 @@ struct TunedSQLiteSource: Sendable {
 
 /// The store's SQLite connections, lent to one query or one session at a time.
 ///
-/// A connection is taken and given back under a lock, on the caller's thread; a query then runs on SQLite's threads
-/// and resumes its caller from there. Through AsyncKit's event-loop pool, a query went from the caller to an event loop
-/// (to take a connection), to an SQLite thread, back to the event loop for each row and the result, and then to the
-/// caller: three thread switches more per query, which under a refresh load took more time in the kernel than SQLite
-/// took running the statements.
+/// A connection is taken and given back under a lock, on the caller's thread, where AsyncKit's event-loop pool sent
+/// every query to an event loop first, to take a connection, and waited for it there; under a refresh load those
+/// switches took more time in the kernel than SQLite took running the statements.
 final class SQLiteConnections: Sendable {
     private typealias Waiter = CheckedContinuation<SQLiteConnection, any Error>
 
@@ -154,7 +152,12 @@ final class SQLiteConnections: Sendable {
             return (state.idle, state.waiters)
         }
         for waiter in waiters { waiter.resume(throwing: ConnectionPoolError.shutdown) }
-        for connection in idle { try? await connection.close() }
+        // Through the future path: SQLiteNIO's async close is skipped in a cancelled task (a service group's at
+        // shutdown), and a connection dropped unclosed leaks its handle.
+        for connection in idle {
+            let closing: EventLoopFuture<Void> = connection.close()
+            try? await closing.get()
+        }
     }
 }
 
@@ -175,10 +178,35 @@ struct SQLitePoolDatabase: SQLDatabase {
     }
 
     func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
-        try await connections.withConnection { try await $0.sql().execute(sql: query, onRow) }
+        try await connections.withConnection {
+            try await SQLiteSessionDatabase(base: $0.sql()).execute(sql: query, onRow)
+        }
     }
 
     func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
-        try await connections.withConnection { try await closure($0.sql()) }
+        try await connections.withConnection { try await closure(SQLiteSessionDatabase(base: $0.sql())) }
+    }
+}
+
+/// One connection's SQLKit database whose statements run whether or not the calling task was cancelled.
+/// SQLiteNIO's async path skips the work of a cancelled task: a transaction's ROLLBACK after a cancelled statement
+/// would not run, and the connection would go back to the pool inside the transaction. Its future path, which this
+/// takes, runs what was asked.
+struct SQLiteSessionDatabase: SQLDatabase {
+    let base: any SQLDatabase
+
+    var logger: Logger { base.logger }
+    var eventLoop: any EventLoop { base.eventLoop }
+    var dialect: any SQLDialect { base.dialect }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<
+        Void
+    > {
+        base.execute(sql: query, onRow)
+    }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
+        let done: EventLoopFuture<Void> = base.execute(sql: query, onRow)
+        try await done.get()
     }
 }
