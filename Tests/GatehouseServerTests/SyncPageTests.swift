@@ -49,21 +49,11 @@ struct SyncPageTests {
         #expect(read.changes[0].fields == Self.awkward)
         #expect(read.changes[1].createdBy == nil)
         // Byte for byte as the generated serializer writes it, but for the stored text spliced in.
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(try MillisecondDateTranscoder().encode(date))
-        }
         var unspliced = page
-        unspliced.changes = try page.changes.map { record in
-            var record = record
-            try record.readFields()
-            return record
-        }
+        unspliced.changes = try page.changes.map { try $0.withFieldsRead() }
         #expect(
             String(decoding: try unspliced.json(), as: UTF8.self)
-                == String(decoding: try encoder.encode(try page.wire()), as: UTF8.self))
+                == String(decoding: try WireJSON.encode(try page.wire()), as: UTF8.self))
     }
 
     @Test("A record list's page: stored and read fields, a missing creator, with and without a next page")
@@ -72,25 +62,15 @@ struct SyncPageTests {
             try Self.record("a", type: "Client", fields: Self.awkward, stored: true, createdBy: "u-1"),
             try Self.record("b", type: "Odd \"type\"", fields: ["qty": .int(7)], stored: false, createdBy: nil),
         ]
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(try MillisecondDateTranscoder().encode(date))
-        }
         for nextAfter in ["b", nil] {
             let page = RecordListPage(records: records, nextAfter: nextAfter)
             let read = try JSONDecoder.withMilliseconds.decode(Schemas.RecordPage.self, from: Data(try page.json()))
             #expect(read == (try page.wire()))
             var unspliced = page
-            unspliced.records = try records.map { record in
-                var record = record
-                try record.readFields()
-                return record
-            }
+            unspliced.records = try records.map { try $0.withFieldsRead() }
             #expect(
                 String(decoding: try unspliced.json(), as: UTF8.self)
-                    == String(decoding: try encoder.encode(try page.wire()), as: UTF8.self))
+                    == String(decoding: try WireJSON.encode(try page.wire()), as: UTF8.self))
         }
         #expect(
             String(decoding: try RecordListPage(records: [], nextAfter: nil).json(), as: UTF8.self)

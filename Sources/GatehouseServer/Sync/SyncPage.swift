@@ -17,11 +17,8 @@ struct SyncPage: Sendable {
     /// The page as the generated type.
     func wire() throws -> Schemas.SyncPullResponse {
         .init(
-            changes: try changes.map { record in
-                var record = record
-                try record.readFields()
-                return Self.change(record)
-            }, revoked: revoked, token: token, hasMore: hasMore)
+            changes: try changes.map { Self.change(try $0.withFieldsRead()) }, revoked: revoked, token: token,
+            hasMore: hasMore)
     }
 
     static func change(_ record: StoredRecord) -> Schemas.RecordChange {
@@ -62,11 +59,7 @@ struct RecordListPage: Sendable {
     /// The page as the generated type.
     func wire() throws -> Schemas.RecordPage {
         .init(
-            records: try records.map { record in
-                var record = record
-                try record.readFields()
-                return SyncService.info(record)
-            }, nextAfter: nextAfter)
+            records: try records.map { SyncService.info(try $0.withFieldsRead()) }, nextAfter: nextAfter)
     }
 
     /// The answer's JSON as the generated serializer writes it, the stored fields spliced in.

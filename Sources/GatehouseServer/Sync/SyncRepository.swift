@@ -377,6 +377,13 @@ extension StoredRecord {
         fields = try StoredJSON.fields(text)
         storedFields = nil
     }
+
+    /// A copy with its fields read (`readFields`).
+    func withFieldsRead() throws -> StoredRecord {
+        var record = self
+        try record.readFields()
+        return record
+    }
 }
 
 /// Reads the JSON the store keeps for records with Foundation's JSONSerialization: about three times faster than
