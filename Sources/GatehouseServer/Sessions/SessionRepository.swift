@@ -184,19 +184,19 @@ struct SessionRepository {
     /// locked: a revocation never waits for a refresh.
     private func verdicts(of rotations: [PendingRotation]) async throws -> [Rotation] {
         let lock = db.dialect.name == "postgresql" ? "FOR NO KEY UPDATE OF rt" : ""
+        let digests = rotations.map { Secrets.digest($0.token) }
         let rows = try await db.raw(
             """
             SELECT rt.token_hash, rt.rotated_at, s.id AS session_id, s.revoked_at AS session_revoked_at
             FROM refresh_tokens rt JOIN sessions s ON s.id = rt.session_id
-            WHERE rt.token_hash IN (\(binds: rotations.map { Secrets.digest($0.token) }))
+            WHERE rt.token_hash IN (\(binds: digests))
             ORDER BY rt.token_hash \(unsafeRaw: lock)
             """
         ).all(decoding: PresentedToken.self)
         let presented = Dictionary(rows.map { ($0.tokenHash, $0) }, uniquingKeysWith: { first, _ in first })
         var earlier: Set<String> = []
-        return rotations.map { rotation in
+        return zip(rotations, digests).map { rotation, hash in
             // A token twice in one list (a client race): its second rotation finds it rotated by the first.
-            let hash = Secrets.digest(rotation.token)
             guard let token = presented[hash], token.rotatedAt == nil, earlier.insert(hash).inserted else {
                 return .alreadyRotated
             }

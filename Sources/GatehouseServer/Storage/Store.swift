@@ -114,16 +114,7 @@ public final class Store: Service, Sendable {
         -> T
     {
         guard case .sqlite = location else { return try await transaction(begin: "BEGIN", body) }
-        await writeLock.lock()
-        written.withLockedValue { $0 = true }
-        do {
-            let result = try await transaction(begin: "BEGIN IMMEDIATE", body)
-            await writeLock.unlock()
-            return result
-        } catch {
-            await writeLock.unlock()
-            throw error
-        }
+        return try await takingTurns { try await transaction(begin: "BEGIN IMMEDIATE", body) }
     }
 
     /// Runs `body`, a single statement that is atomic on its own (its triggers included), with no transaction around
@@ -132,10 +123,15 @@ public final class Store: Service, Sendable {
     /// nothing they hold.
     func autocommit<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         guard case .sqlite = location else { return try await withConnection(body) }
+        return try await takingTurns { try await withConnection(body) }
+    }
+
+    /// Runs `write` holding this process's SQLite write lock, and marks the WAL as having something to checkpoint.
+    private func takingTurns<T: Sendable>(_ write: () async throws -> T) async throws -> T {
         await writeLock.lock()
         written.withLockedValue { $0 = true }
         do {
-            let result = try await withConnection(body)
+            let result = try await write()
             await writeLock.unlock()
             return result
         } catch {
