@@ -77,13 +77,11 @@ let package = Package(
             path: "Examples/GatehouseExample"
         ),
         .systemLibrary(name: "CCrypt"),
-        .systemLibrary(name: "CArgon2"),
         .target(
             name: "GatehouseServer",
             dependencies: [
                 "GatehouseAPI",
                 "CCrypt",
-                "CArgon2",
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth", condition: server),
                 .product(name: "CryptoExtras", package: "swift-crypto", condition: server),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: server),
