@@ -54,7 +54,10 @@ struct Keys: AsyncParsableCommand {
             abstract: "Mint a service key for the admin API (/auth/v1/admin/...); it is printed once.",
             discussion: """
                 Backends send it as the bearer token (or apikey) of admin calls; browsers never may. Keep it like a \
-                password. --revoke-others makes this a rotation: every earlier key stops working at once.
+                password. --revoke-others makes this a rotation: every earlier key stops working at once. The key \
+                names the server's public URL as its issuer, and a server with another one refuses it: give this \
+                command the --public-url (or GATEHOUSE_PUBLIC_URL, or without one the --host and --port) the server \
+                is started with.
                 """)
         @OptionGroup var options: ServerOptions
         @Flag(help: "Revoke every earlier service key in the same step.") var revokeOthers = false
@@ -63,8 +66,7 @@ struct Keys: AsyncParsableCommand {
             let configuration = try options.resolve()
             let minted = try await withStore(configuration) { store, _ in
                 let keys = ServiceKeys(
-                    store: store, box: try SecretBox.load(configuration),
-                    issuer: configuration.effectivePublicURL + "/auth/v1")
+                    store: store, box: try SecretBox.load(configuration), configuration: configuration)
                 let minted = try await keys.mint(revokingOthers: revokeOthers)
                 try await store.recordAudit(
                     AuditEvent(
@@ -74,6 +76,11 @@ struct Keys: AsyncParsableCommand {
             print(minted.token)
             var note = "service key \(minted.id): shown once, keep it secret"
             if revokeOthers { note += "; revoked \(minted.revoked) earlier key\(minted.revoked == 1 ? "" : "s")" }
+            if configuration.publicURL == nil {
+                note +=
+                    "\nno --public-url: the key is for \(ServiceKeys.issuer(configuration)), made up from --host and "
+                    + "--port; a server started with another public URL, host or port refuses it"
+            }
             FileHandle.standardError.write(Data((note + "\n").utf8))
         }
     }
@@ -94,8 +101,7 @@ struct Keys: AsyncParsableCommand {
             let configuration = try options.resolve()
             let revoked = try await withStore(configuration) { store, _ in
                 let keys = ServiceKeys(
-                    store: store, box: try SecretBox.load(configuration),
-                    issuer: configuration.effectivePublicURL + "/auth/v1")
+                    store: store, box: try SecretBox.load(configuration), configuration: configuration)
                 let revoked = try await keys.revoke(all ? nil : id)
                 try await store.recordAudit(
                     AuditEvent(.serviceKeyRevoked, detail: ["service_key": id ?? "all", "count": String(revoked)]))

@@ -63,12 +63,13 @@ struct Companies: AsyncParsableCommand {
     }
 }
 
-/// `gatehouse users list | show | sign-out | disable | import | factors`.
+/// `gatehouse users list | show | sign-out | disable | enable | import | factors`.
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract:
-            "Inspect accounts, sign them out everywhere, disable them, import them, or reset their second factors.",
-        subcommands: [List.self, Show.self, SignOut.self, Disable.self, Import.self, Factors.self])
+            "Inspect accounts, sign them out everywhere, disable and enable them, import them, or reset their second "
+            + "factors.",
+        subcommands: [List.self, Show.self, SignOut.self, Disable.self, Enable.self, Import.self, Factors.self])
 
     /// `gatehouse users factors list | reset`: the support case "lost phone and recovery codes".
     struct Factors: AsyncParsableCommand {
@@ -145,6 +146,19 @@ struct Users: AsyncParsableCommand {
                 try await op.disableUser(account) ? () : nil
             }
             print("account \(account) disabled; its sessions ended")
+        }
+    }
+
+    struct Enable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Enable a disabled or banned account; it signs in again (a disable lasts until this).")
+        @Argument(help: "Account id or email.") var account: String
+        @OptionGroup var options: ServerOptions
+        func run() async throws {
+            try await withOperator(options, missing: "no account \(account)") { op -> Void? in
+                try await op.enableUser(account) ? () : nil
+            }
+            print("account \(account) enabled")
         }
     }
 

@@ -38,7 +38,8 @@ struct AdminClient {
     }
 
     static func mint(_ h: AccountHarness, revokingOthers: Bool = false) async throws -> (id: String, token: String) {
-        let keys = ServiceKeys(store: h.server.services.store, box: h.server.services.box, issuer: "test")
+        let keys = ServiceKeys(
+            store: h.server.services.store, box: h.server.services.box, configuration: h.server.services.configuration)
         let minted = try await keys.mint(revokingOthers: revokingOthers)
         return (minted.id, minted.token)
     }
@@ -71,7 +72,8 @@ struct AdminAPITests {
 
             // Revoked: refused at once. A rotation revokes every earlier key.
             let (secondID, second) = try await AdminClient.mint(h)
-            let keys = ServiceKeys(store: h.server.services.store, box: h.server.services.box, issuer: "test")
+            let services = h.server.services
+            let keys = ServiceKeys(store: services.store, box: services.box, configuration: services.configuration)
             #expect(try await keys.revoke(secondID) == 1)
             let revoked = try await AdminClient(client: h.client, key: second).get("/auth/v1/admin/users")
             #expect(revoked.status == 403 && revoked.json["error_code"] as? String == "bad_jwt")

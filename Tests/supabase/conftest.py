@@ -147,8 +147,15 @@ class Server:
 
     def keys(self, *arguments):
         """Runs `gatehouse keys ARGUMENTS --data-dir <this server's data>` beside the running server (the store is
-        SQLite in WAL mode) and returns what it printed on stdout."""
-        command = [self.binary, "keys", *arguments, "--data-dir", self.data_dir]
+        SQLite in WAL mode) and returns what it printed on stdout. It is given the server's port and public URL, as an
+        operator would: a service key names the server it is for, and a server with another issuer refuses it."""
+        issuer = ["--port", str(self.port)]
+        for at, flag in enumerate(self.flags):
+            if flag == "--public-url":
+                issuer += self.flags[at : at + 2]
+            elif flag.startswith("--public-url="):
+                issuer.append(flag)
+        command = [self.binary, "keys", *arguments, "--data-dir", self.data_dir, *issuer]
         done = subprocess.run(command, capture_output=True, text=True, timeout=WAIT)
         assert done.returncode == 0, (
             f"`gatehouse keys {' '.join(arguments)}` exited with {done.returncode}: {done.stderr.strip()}"

@@ -12,11 +12,12 @@ struct AccountThrottling: Sendable {
     /// What mailed codes are digested under.
     let codeKeys: CodeKeys
 
-    /// The per-IP limit for `rule`, answered with 429 and `Retry-After` when spent (and audited).
+    /// The per-IP limit for `rule` (an IPv6 client's whole /64 shares one), answered with 429 and `Retry-After` when
+    /// spent (and audited).
     func limit(
         _ name: String, _ rule: RateLimit, client: ClientInfo, code: ErrorCode = .overRequestRateLimit
     ) async throws {
-        if let wait = limiter.check("\(name):\(client.ip ?? "unknown")", rule) {
+        if let wait = limiter.check("\(name):\(client.limitKey)", rule) {
             await sessions.auditRefusal(
                 client.event(.rateLimited, accountID: nil, detail: ["limit": name, "retry_after": "\(wait)"]))
             throw APIError.rateLimited(code, retryAfter: wait)

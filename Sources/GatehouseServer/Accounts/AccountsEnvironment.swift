@@ -45,6 +45,8 @@ struct AccountsEnvironment: Sendable {
 struct ClientInfo: Sendable {
     let ip: String?
     let userAgent: String?
+    /// What per-address limits count this client under: the address's /64 for IPv6 (`ClientAddress.limitKey`).
+    var limitKey: String { ClientAddress.limitKey(ip) }
 
     init(headers: HTTPFields, peerAddress: String?, settings: AuthSettings) {
         ip = ClientAddress.resolve(

@@ -120,9 +120,13 @@ public enum ImportFormats {
             }
             var hash = row["encrypted_password"]?.text
             if hash?.isEmpty == true { hash = nil }
-            if let given = hash, !PasswordHasher.isImportable(given) {
+            if let given = hash, let refusal = PasswordHasher.importRefusal(of: given) {
                 read.problems.append(
-                    .init(line: line, reason: "encrypted_password is not a bcrypt, argon2 or Firebase scrypt hash"))
+                    .init(
+                        line: line,
+                        reason: refusal == .unrecognised
+                            ? "encrypted_password is not a bcrypt, argon2 or Firebase scrypt hash"
+                            : "encrypted_password is \(refusal)"))
                 continue
             }
             let created = row["created_at"]?.text.flatMap(timestamp)
@@ -209,6 +213,10 @@ public enum ImportFormats {
                             line: line,
                             reason: "the hash does not fit the project's parameters (its length, rounds or memory cost)"
                         ))
+                    continue
+                }
+                if let refusal = PasswordHasher.importRefusal(of: stored.encoded) {
+                    read.problems.append(.init(line: line, reason: "passwordHash is \(refusal)"))
                     continue
                 }
                 hash = stored.encoded

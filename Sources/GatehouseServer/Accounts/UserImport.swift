@@ -35,6 +35,10 @@ public struct UserImporter: Sendable {
         let accounts = AccountRepository(db: store.database)
         let existing = try await accounts.existing(ids: read.users.map(\.id), emails: read.users.map(\.email))
         for user in read.users {
+            if let refusal = Self.refusal(of: user) {
+                report.problems.append(.init(line: user.line, reason: refusal))
+                continue
+            }
             if let first = ids[user.id] {
                 report.problems.append(.init(line: user.line, reason: "id \(user.id) is also on line \(first)"))
                 continue
@@ -110,5 +114,23 @@ public struct UserImporter: Sendable {
         }
         report.written = true
         return report
+    }
+
+    /// Why `user` cannot be stored whatever the store holds, or nil: the limits the admin API holds a user to, for
+    /// users read by `ImportFormats` or made any other way. A hash must be one an import may store
+    /// (`PasswordHasher.importRefusal(of:)`: every sign-in pays for it), and each metadata object at most
+    /// `UserMetadata.maximumBytes` encoded as stored (it rides in every token answer).
+    static func refusal(of user: ImportedUser) -> String? {
+        if let hash = user.passwordHash, let refusal = PasswordHasher.importRefusal(of: hash) {
+            return "the password hash is \(refusal)"
+        }
+        for (name, metadata) in [("user_metadata", user.userMetadata), ("app_metadata", user.appMetadata)] {
+            let size = AccountRepository.encode(metadata).utf8.count
+            if size > UserMetadata.maximumBytes {
+                return
+                    "\(name) takes \(size) bytes encoded, more than the \(UserMetadata.maximumBytes) a user may carry"
+            }
+        }
+        return nil
     }
 }

@@ -166,17 +166,10 @@ struct AdminService: Sendable {
                 try UserMetadata.check(account.appMetadata)
                 changed.append("app_metadata")
             }
-            switch ban {
-            case .none: break
-            case .lifted?:
-                account.disabledAt = nil
-                account.bannedUntil = nil
-                changed.append("unbanned")
-            case .until(let seconds)?:
-                account.disabledAt = now
-                account.bannedUntil = now.addingTimeInterval(seconds)
-                endSessions = true
-                changed.append("banned")
+            if let ban {
+                let applied = ban.apply(to: &account, now: now)
+                if case .until = ban { endSessions = true }
+                changed.append(!applied ? "still_disabled" : ban == .lifted ? "unbanned" : "banned")
             }
             account.updatedAt = now
             try await accounts.update(account)
@@ -206,12 +199,15 @@ struct AdminService: Sendable {
             try passwords.checkPassword(password, email: email)
             return try await hasher.hash(password)
         case (nil, let hash?):
-            guard PasswordHasher.isImportable(hash) else {
+            // Bounded as an import is: every later sign-in would pay for an over-costly hash, on a shared pool.
+            switch PasswordHasher.importRefusal(of: hash) {
+            case nil: return hash
+            case .unrecognised?:
                 throw APIError.validation(
                     "password_hash must be a bcrypt, argon2i/argon2id (PHC), Firebase scrypt ($fbscrypt$) or yescrypt hash"
                 )
+            case let refusal?: throw APIError.validation("password_hash is \(refusal)")
             }
-            return hash
         case (nil, nil): return nil
         case (.some, .some): throw APIError.validation("Only a password or a password hash should be provided")
         }
@@ -474,6 +470,22 @@ struct AdminPage: Equatable {
 enum BanDuration: Equatable {
     case lifted
     case until(TimeInterval)
+
+    /// Bans or lifts at `now`; false when the account is disabled without an end (`gatehouse users disable`, or
+    /// imported so) and stays so: that is not a ban, and no ban lifts or shortens it; only `gatehouse users enable`
+    /// does (issue 35, finding 4).
+    func apply(to account: inout AccountRecord, now: Date) -> Bool {
+        guard account.disabledAt == nil || account.bannedUntil != nil else { return false }
+        switch self {
+        case .lifted:
+            account.disabledAt = nil
+            account.bannedUntil = nil
+        case .until(let seconds):
+            account.disabledAt = now
+            account.bannedUntil = now.addingTimeInterval(seconds)
+        }
+        return true
+    }
 
     init?(_ raw: String) throws {
         if raw.isEmpty { return nil }

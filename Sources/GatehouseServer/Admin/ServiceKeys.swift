@@ -11,7 +11,7 @@ struct ServiceKeyClaims: JWTPayload, Equatable {
     var exp: Int64
     var jti: String
 
-    /// Time and revocation are checked against the store by `ServiceKeys.verify`, not here.
+    /// Issuer, time and revocation are checked by `ServiceKeys.verify`, on its clock and store, not here.
     func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
 
@@ -41,6 +41,17 @@ public struct ServiceKeys: Sendable {
     /// The same, for the command line: `gatehouse keys service-key`.
     public init(store: Store, box: SecretBox, issuer: String) {
         self.init(store: store, secrets: ServerSecrets(store: store, box: box), clock: SystemClock(), issuer: issuer)
+    }
+
+    /// The same, with the issuer a server of `configuration` has (its public URL, or one made up from its host and
+    /// port): what the command line mints with, from the settings the server is started with.
+    public init(store: Store, box: SecretBox, configuration: GatehouseConfiguration) {
+        self.init(store: store, box: box, issuer: Self.issuer(configuration))
+    }
+
+    /// The issuer of service keys, as of access tokens: `<public URL>/auth/v1`.
+    public static func issuer(_ configuration: GatehouseConfiguration) -> String {
+        configuration.effectivePublicURL + "/auth/v1"
     }
 
     /// The signing key, derived from the store's `service_key_signing` secret.
@@ -77,9 +88,14 @@ public struct ServiceKeys: Sendable {
     }
 
     /// The id of the live service key `token` is, or nil: a forged, foreign or revoked key, or any other token.
+    ///
+    /// A key is this server's only when its `iss` is this server's issuer (one minted for another public URL, by a
+    /// server or command started with other settings, is refused) and it has not expired. Every key is minted with
+    /// an `exp` (`lifetime` after it), so one without is refused too: its claims do not decode (issue 35, finding 12).
     func verify(_ token: String) async -> String? {
         guard SigningKeys.headerAlgorithm(of: token) == "ES256",
             let claims = try? await keys().verify(token, as: ServiceKeyClaims.self), claims.role == Self.role,
+            claims.iss == issuer, Double(claims.exp) > clock.now.timeIntervalSince1970,
             (try? await ServiceKeyRepository(db: store.database).isLive(claims.jti)) == true
         else { return nil }
         return claims.jti

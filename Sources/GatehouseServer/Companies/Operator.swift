@@ -102,7 +102,9 @@ public struct Operator: Sendable {
         }
     }
 
-    /// Disables an account and ends all its sessions; false when there is no such account.
+    /// Disables an account and ends all its sessions; false when there is no such account. A disable has no end: it
+    /// replaces a timed ban the account had, so neither the sweeper lifting that ban when it ends nor the admin API's
+    /// `ban_duration` undoes it; only `enableUser` does (issue 35, finding 4).
     public func disableUser(_ idOrEmail: String) async throws -> Bool {
         try await store.transaction { db in
             let accounts = AccountRepository(db: db)
@@ -110,11 +112,31 @@ public struct Operator: Sendable {
             guard var account = found else { return false }
             let now = Date()
             account.disabledAt = now
+            account.bannedUntil = nil
             account.updatedAt = now
             try await accounts.update(account)
             try await SessionRepository(db: db).revoke(.account(account.id), now: now)
             try await AuditRepository(db: db, clock: SystemClock()).record(
                 AuditEvent(.accountDisabled, accountID: account.id, detail: ["by": "operator"]))
+            return true
+        }
+    }
+
+    /// Enables a disabled or banned account (its sessions stay ended: it signs in again); false when there is no
+    /// such account.
+    public func enableUser(_ idOrEmail: String) async throws -> Bool {
+        try await store.transaction { db in
+            let accounts = AccountRepository(db: db)
+            guard var account = try await accounts.find(idOrEmail: idOrEmail) else { return false }
+            let wasDisabled = account.disabledAt != nil
+            account.disabledAt = nil
+            account.bannedUntil = nil
+            account.updatedAt = Date()
+            try await accounts.update(account)
+            try await AuditRepository(db: db, clock: SystemClock()).record(
+                AuditEvent(
+                    .accountEnabled, accountID: account.id,
+                    detail: ["by": "operator", "was_disabled": String(wasDisabled)]))
             return true
         }
     }

@@ -3,6 +3,8 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case accountDeleted = "account_deleted"
     case accountDeletionRefused = "account_deletion_refused"
     case accountDisabled = "account_disabled"
+    /// `gatehouse users enable`: the only way out of `users disable`.
+    case accountEnabled = "account_enabled"
     /// The admin API (a service key's id in the detail) changed an account: `admin_user_…`, and its generated links.
     case adminLinkGenerated = "admin_link_generated"
     case adminUserCreated = "admin_user_created"
@@ -73,6 +75,9 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case recoveryCodesDeleted = "recovery_codes_deleted"
     case recoveryCodeUsed = "recovery_code_used"
     case factorsReset = "factors_reset"
+    /// A first factor refused for want of recent proof (a sign-in in the last ten minutes, the current password or a
+    /// reauthentication code), with its reason.
+    case factorEnrollRefused = "factor_enroll_refused"
     /// Passkeys, account or company (`company_id` in the event): registered, renamed, removed (by the user or the
     /// admin API), a refused registration, sign-in or company login (with its reason), and a sign counter that went
     /// back (a cloned authenticator; the passkey is refused).

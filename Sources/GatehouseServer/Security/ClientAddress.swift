@@ -79,3 +79,22 @@ enum ClientAddress {
         return networks.contains { $0.contains(bytes) }
     }
 }
+
+extension ClientAddress {
+    /// The key every per-address limit counts a client under (issue 35, finding 6): an IPv4 address as dotted
+    /// decimal, IPv4-mapped IPv6 as its IPv4 address, and IPv6 as its /64 written as RFC 5952 does
+    /// (`2001:db8:1:2::/64`). One subscriber is usually handed a whole /64, so keyed by the address text, each of its
+    /// 2⁶⁴ addresses (and each spelling of one) would have had limits of its own. Text that is no address (a peer
+    /// that is not an IP socket) is its own key; no address at all is `unknown`. The audit trail keeps the full
+    /// address (`ClientInfo.ip`).
+    static func limitKey(_ address: String?) -> String {
+        guard let address else { return "unknown" }
+        guard let bytes = IPNetwork.parseAddress(address) else { return "unparsed:" + address.prefix(64) }
+        if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") }
+        // The four groups of the prefix; the four after them are zero, and that run is the longest, so it is the one
+        // RFC 5952 writes as `::`, together with any zero groups that end the prefix.
+        var groups = (0..<4).map { UInt16(bytes[2 * $0]) << 8 | UInt16(bytes[2 * $0 + 1]) }
+        while groups.last == 0 { groups.removeLast() }
+        return groups.map { String($0, radix: 16) }.joined(separator: ":") + "::/64"
+    }
+}

@@ -2,17 +2,24 @@ import Crypto
 import CryptoExtras
 import Foundation
 
-#if canImport(CArgon2) && os(Linux)
-    import CArgon2
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
 #endif
 
 /// An imported argon2i or argon2id hash as a PHC string, `$argon2id$v=19$m=65536,t=3,p=4$<salt>$<hash>` (unpadded
 /// base64), held to GoTrue's limits but for memory: version 19, at most 256 MiB (GoTrue allows 1 GiB; each check
 /// holds its memory on a pool thread, so a hostile hash must not take gigabytes), 20 passes and 16 lanes, no key
-/// id or associated data. Verified by the reference implementation (Debian's libargon2).
+/// id or associated data. Verified by the reference implementation (libargon2), loaded when first needed
+/// (`Argon2Library`): a machine without it still builds and serves, and refuses argon2 hashes with a clear error.
 struct Argon2Hash: Sendable, Equatable {
     let encoded: String
     let isArgon2id: Bool
+    /// Memory in KiB (`m`), passes (`t`) and lanes (`p`).
+    let memory: Int
+    let passes: Int
+    let lanes: Int
 
     init?(_ stored: String) {
         let fields = stored.split(separator: "$", omittingEmptySubsequences: false)
@@ -33,6 +40,7 @@ struct Argon2Hash: Sendable, Equatable {
         else { return nil }
         encoded = stored
         isArgon2id = fields[1] == "argon2id"
+        (self.memory, self.passes, self.lanes) = (memory, passes, lanes)
     }
 
     private static func isUnpaddedBase64(_ text: Substring) -> Bool {
@@ -45,16 +53,38 @@ struct Argon2Hash: Sendable, Equatable {
 
     /// Whether `password` is the one hashed (constant time in libargon2).
     func matches(_ password: String) -> Bool {
-        #if canImport(CArgon2) && os(Linux)
-            let bytes = Array(password.utf8)
-            return bytes.withUnsafeBytes { buffer in
-                argon2_verify(encoded, buffer.baseAddress, buffer.count, isArgon2id ? Argon2_id : Argon2_i)
-                    == ARGON2_OK.rawValue
-            }
-        #else
-            return false
-        #endif
+        guard let verify = Argon2Library.verify else { return false }
+        let bytes = Array(password.utf8)
+        return bytes.withUnsafeBytes { buffer in
+            // argon2_type: Argon2_i = 1, Argon2_id = 2; ARGON2_OK = 0 (argon2.h, stable since 2016).
+            verify(encoded, buffer.baseAddress, buffer.count, isArgon2id ? 2 : 1) == 0
+        }
     }
+}
+
+/// libargon2's `argon2_verify`, looked up in the shared library at run time instead of linked: Debian's image ships
+/// the library (libargon2-1) but not its header or link name (libargon2-dev), and the server must build and start
+/// from a fresh checkout with nothing installed by hand. Where the library is missing, argon2 hashes are refused at
+/// import and by the admin API (`HashImportRefusal.argon2Unavailable`) and an account holding one cannot sign in
+/// with its password.
+enum Argon2Library {
+    /// `int argon2_verify(const char *encoded, const void *pwd, size_t pwdlen, argon2_type type)`.
+    typealias Verify = @convention(c) (UnsafePointer<CChar>, UnsafeRawPointer?, Int, Int32) -> Int32
+
+    /// The function, or nil where no libargon2 can be loaded.
+    static let verify: Verify? = {
+        for name in ["libargon2.so.1", "libargon2.so", "libargon2.1.dylib", "libargon2.dylib"] {
+            guard let handle = dlopen(name, RTLD_NOW | RTLD_LOCAL) else { continue }
+            if let symbol = dlsym(handle, "argon2_verify") {
+                return unsafeBitCast(symbol, to: Verify.self)
+            }
+            dlclose(handle)
+        }
+        return nil
+    }()
+
+    /// Whether argon2 hashes can be verified here.
+    static var isAvailable: Bool { verify != nil }
 }
 
 /// A hash exported from Firebase Authentication: its modified scrypt, stored as GoTrue stores it,
@@ -137,5 +167,69 @@ struct FirebaseScryptHash: Sendable, Equatable {
             let counter = try? AES._CTR.Nonce(nonceBytes: [UInt8](repeating: 0, count: 16))
         else { return nil }
         return try? AES._CTR.encrypt(signerKey, using: key, nonce: counter)
+    }
+}
+
+// MARK: - Bounds on imported work
+
+/// The most work an import or the admin API may store in a hash, per family. Each bound costs one check about as much
+/// as bcrypt at cost 12 (a quarter to a third of a second on one core), and each is above what the services we import
+/// from write by default. The parsers' own limits are wider, for rows stored before these bounds: those still verify,
+/// on `PasswordHasher.importedHashPool`, but no new one is stored.
+enum ImportedHashBounds {
+    /// yescrypt's libxcrypt cost: 8 is N = 2^15, r = 32 (128 MiB). Debian and libxcrypt write 5.
+    static let yescryptCost = 8
+    /// bcrypt's cost (2^cost rounds). Supabase writes 10.
+    static let bcryptCost = 12
+    /// argon2's memory in KiB times its passes: 64 MiB × 3, argon2-cffi's default. Lanes share the memory and the
+    /// passes, so they do not add work.
+    static let argon2Work = 65_536 * 3
+    /// scrypt's N · r · p: 2^15 · 8 · 1, twice Firebase's own 2^14 · 8 · 1.
+    static let scryptWork = (1 << 15) * 8
+
+    /// One hash at each bound, in its family's usual shape, whose password nobody knows: `FailureTiming` times them.
+    static let referenceHashes: [String] = [
+        "$y$" + YescryptParameters(cost: yescryptCost).field
+            + "$ZIgtwzSwGYvh9pWTbkBk30$7LjqIUw8VjEnm66U2wg67lp71/RQ9aZP9jviaEsmJh3",
+        "$2b$\(bcryptCost)$CCCCCCCCCCCCCCCCCCCCC.E5YPO9kmyuRGyh0XouQYb4YMJKvyOeW",
+        "$argon2id$v=19$m=\(argon2Work / 3),t=3,p=1$c29tZXNhbHRzb21lc2FsdA"
+            + "$RdescudvJCsgt3ub+b+dWRWJTmaaJObGRdescudvJCs",
+        FirebaseScryptHash(
+            logN: (scryptWork / 8).trailingZeroBitCount, rounds: 8, parallelism: 1, saltSeparator: Data([7]),
+            signerKey: Data(repeating: 1, count: 32), salt: Data(repeating: 2, count: 16),
+            hash: Data(repeating: 3, count: 32)
+        ).encoded,
+    ]
+}
+
+/// Why an import or the admin API may not store a hash. The description ends "the hash is …" in the import's report
+/// and the API's error, and names the hash's parameters, never the rest of it.
+enum HashImportRefusal: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Not a hash Gatehouse verifies, or outside what it would ever compute.
+    case unrecognised
+    case yescryptCost(Int)
+    case bcryptCost(Int)
+    case argon2Work(memory: Int, passes: Int)
+    case scryptWork(logN: Int, rounds: Int, parallelism: Int)
+    /// An argon2 hash on a machine where libargon2 cannot be loaded.
+    case argon2Unavailable
+
+    var description: String {
+        switch self {
+        case .unrecognised:
+            "not a bcrypt, argon2i/argon2id (PHC), Firebase scrypt ($fbscrypt$) or yescrypt hash"
+        case .yescryptCost(let cost):
+            "a yescrypt hash of cost \(cost): imported hashes may cost at most \(ImportedHashBounds.yescryptCost)"
+        case .bcryptCost(let cost):
+            "a bcrypt hash of cost \(cost): imported hashes may cost at most \(ImportedHashBounds.bcryptCost)"
+        case .argon2Work(let memory, let passes):
+            "an argon2 hash of m=\(memory) KiB and t=\(passes) passes: imported hashes may ask at most m × t = "
+                + "\(ImportedHashBounds.argon2Work) (64 MiB × 3)"
+        case .scryptWork(let logN, let rounds, let parallelism):
+            "a scrypt hash of N = 2^\(logN), r = \(rounds), p = \(parallelism): imported hashes may ask at most "
+                + "N · r · p = 2^15 · 8"
+        case .argon2Unavailable:
+            "an argon2 hash, which this machine cannot check: install libargon2 (Debian's libargon2-1)"
+        }
     }
 }

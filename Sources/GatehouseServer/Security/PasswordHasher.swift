@@ -1,4 +1,6 @@
 import HummingbirdBcrypt
+import NIOConcurrencyHelpers
+import NIOCore
 import NIOPosix
 
 #if canImport(CCrypt) && os(Linux)
@@ -48,10 +50,15 @@ public enum PasswordHashingError: Error, Sendable, Equatable, CustomStringConver
     }
 }
 
-/// Hashes passwords with yescrypt (libxcrypt) and verifies them against stored yescrypt or bcrypt hashes.
+/// Hashes passwords with yescrypt (libxcrypt) and verifies them against stored yescrypt or imported hashes (bcrypt,
+/// argon2, Firebase's scrypt).
 ///
-/// All hashing runs on `NIOThreadPool.singleton`, never on an event loop or the cooperative pool, because one
-/// hash takes tens of milliseconds and megabytes of memory; the pool's fixed size also bounds that memory.
+/// All hashing runs off the event loop and the cooperative pool, because one hash takes tens of milliseconds and
+/// megabytes of memory: yescrypt on `NIOThreadPool.singleton`, whose fixed size also bounds that memory, and imported
+/// hashes on `importedHashPool`, a quarter of the cores, so that a sign-in with a yescrypt hash never waits behind
+/// them (each may take 0.4 s, and rows stored before `ImportedHashBounds` longer).
+///
+/// A failed check takes as long whatever the account, or when there is none (`FailureTiming`).
 public struct PasswordHasher: Sendable {
     /// libxcrypt's `count` for "$y$"; each step up roughly doubles time and memory.
     public let yescryptCost: Int
@@ -69,6 +76,9 @@ public struct PasswordHasher: Sendable {
     /// A well-formed hash with this hasher's parameters whose password nobody knows; see `dummyVerify`.
     let dummyHash: String
 
+    /// How long failed checks take; shared by every copy of this hasher.
+    let failures: FailureTiming
+
     /// Creates a hasher whose new hashes use `yescryptCost` (1...11). Cost 5 is libxcrypt's own default.
     public init(yescryptCost: Int = 5) {
         precondition(
@@ -80,6 +90,9 @@ public struct PasswordHasher: Sendable {
         self.dummyHash =
             "$y$" + YescryptParameters(cost: yescryptCost).field
             + "$ZIgtwzSwGYvh9pWTbkBk30$7LjqIUw8VjEnm66U2wg67lp71/RQ9aZP9jviaEsmJh3"
+        self.failures = FailureTiming(
+            measuring: ImportedHashBounds.referenceHashes
+                + (yescryptCost > ImportedHashBounds.yescryptCost ? [dummyHash] : []))
     }
 
     /// Hashes `password` with yescrypt at this hasher's cost and a fresh random salt, giving a "$y$…" string.
@@ -96,46 +109,93 @@ public struct PasswordHasher: Sendable {
         #endif
     }
 
-    /// Checks `password` against a stored yescrypt or bcrypt hash; anything unrecognised is `.invalid`.
+    /// Checks `password` against a stored yescrypt or imported hash; anything unrecognised is `.invalid`.
     /// The password is NFKC-normalised first; a hash made before normalisation existed still verifies with the
-    /// password as typed, and is then due for a rehash.
+    /// password as typed, and is then due for a rehash. A failed check returns no sooner than `FailureTiming` asks.
     public func verify(_ typed: String, against stored: String) async -> PasswordVerification {
+        let started = ContinuousClock.now
         let password = PasswordPolicy.normalized(typed)
         let result = await verifyExactly(password, against: stored)
         if case .invalid = result, password != typed, case .valid = await verifyExactly(typed, against: stored) {
             return .valid(needsRehash: true)
         }
+        if case .invalid = result {
+            await failures.wait(since: started)
+        }
         return result
     }
 
     private func verifyExactly(_ password: String, against stored: String) async -> PasswordVerification {
-        guard !password.utf8.contains(0) else { return .invalid }
-        switch StoredHash(stored) {
-        case .yescrypt(let cost):
-            guard password.utf8.count <= Self.maximumPasswordBytes else { return .invalid }
-            let matches = await Self.offLoop { Self.yescryptMatches(password, stored: stored) }
-            return matches ? .valid(needsRehash: cost != yescryptCost) : .invalid
-        case .bcrypt(let normalized):
-            let matches = await Self.offLoop { Bcrypt.verify(password, hash: normalized) }
-            // Any bcrypt hash is an imported legacy one: move it to yescrypt at the next sign-in.
-            return matches ? .valid(needsRehash: true) : .invalid
-        case .argon2(let hash):
-            let matches = await Self.offLoop { hash.matches(password) }
-            return matches ? .valid(needsRehash: true) : .invalid
-        case .firebaseScrypt(let hash):
-            let matches = await Self.offLoop { hash.matches(password) }
-            return matches ? .valid(needsRehash: true) : .invalid
-        case nil:
+        guard !password.utf8.contains(0), let hash = StoredHash(stored) else { return .invalid }
+        if case .yescrypt = hash, password.utf8.count > Self.maximumPasswordBytes { return .invalid }
+        if hash.isImported { failures.noteImportedHash() }
+        guard await Self.offLoop(on: Self.pool(for: hash), { Self.matches(password, hash, stored: stored) }) else {
             return .invalid
+        }
+        // Any other family is an imported legacy hash: move it to yescrypt at the next sign-in.
+        guard case .yescrypt(let cost) = hash else { return .valid(needsRehash: true) }
+        return .valid(needsRehash: cost != yescryptCost)
+    }
+
+    /// Checks `password` against `hash` (parsed from `stored`) on the calling thread.
+    private static func matches(_ password: String, _ hash: StoredHash, stored: String) -> Bool {
+        switch hash {
+        case .yescrypt: yescryptMatches(password, stored: stored)
+        case .bcrypt(let normalized, _): Bcrypt.verify(password, hash: normalized)
+        case .argon2(let argon2): argon2.matches(password)
+        case .firebaseScrypt(let scrypt): scrypt.matches(password)
         }
     }
 
-    /// Whether `hash` is one this hasher verifies (yescrypt, bcrypt, argon2i/argon2id, Firebase's scrypt), so an
-    /// import or the admin API may store it as given.
-    static func isImportable(_ hash: String) -> Bool { StoredHash(hash) != nil }
+    /// yescrypt (ours) on the shared pool; imported families on their own.
+    private static func pool(for hash: StoredHash) -> NIOThreadPool {
+        hash.isImported ? importedHashPool : .singleton
+    }
 
-    /// Spends as long as a failed `verify` against a hash of this hasher's cost, for accounts that do not exist,
-    /// so that "no such user" cannot be told from "wrong password" by timing.
+    /// The longest one check of any of `stored` takes here, each timed on the thread that runs it (so not counting
+    /// a queue), and a quarter more for the spread between one check and the next; at most
+    /// `FailureTiming.maximumWait`.
+    static func slowestCheck(among stored: [String]) async -> Duration {
+        var slowest = Duration.zero
+        for (text, hash) in stored.compactMap({ text in StoredHash(text).map { (text, $0) } }) {
+            let took = try? await pool(for: hash).runIfActive {
+                let start = ContinuousClock.now
+                _ = matches("", hash, stored: text)
+                return ContinuousClock.now - start
+            }
+            slowest = max(slowest, took ?? .zero)
+        }
+        return min(slowest * 5 / 4, FailureTiming.maximumWait)
+    }
+
+    /// Whether an import or the admin API may store `hash` as given: `importRefusal(of:)` has nothing against it.
+    static func isImportable(_ hash: String) -> Bool { importRefusal(of: hash) == nil }
+
+    /// Why an import or the admin API may not store `hash`, or nil when it may: a hash this hasher verifies (yescrypt,
+    /// bcrypt, argon2i/argon2id, Firebase's scrypt) that asks no more work of a check than `ImportedHashBounds`, and
+    /// for argon2 only where libargon2 can be loaded (`argon2Available`, a parameter for tests).
+    static func importRefusal(of hash: String, argon2Available: Bool = Argon2Library.isAvailable) -> HashImportRefusal?
+    {
+        switch StoredHash(hash) {
+        case nil:
+            return .unrecognised
+        case .yescrypt(let cost):
+            return cost <= ImportedHashBounds.yescryptCost ? nil : .yescryptCost(cost)
+        case .bcrypt(_, let cost):
+            return cost <= ImportedHashBounds.bcryptCost ? nil : .bcryptCost(cost)
+        case .argon2(let argon2):
+            guard argon2Available else { return .argon2Unavailable }
+            return argon2.memory * argon2.passes <= ImportedHashBounds.argon2Work
+                ? nil : .argon2Work(memory: argon2.memory, passes: argon2.passes)
+        case .firebaseScrypt(let scrypt):
+            return (1 << scrypt.logN) * scrypt.rounds * scrypt.parallelism <= ImportedHashBounds.scryptWork
+                ? nil : .scryptWork(logN: scrypt.logN, rounds: scrypt.rounds, parallelism: scrypt.parallelism)
+        }
+    }
+
+    /// Spends as long as a failed `verify`, for accounts that do not exist (or have no password), so that "no such
+    /// user" cannot be told from "wrong password" by timing: one yescrypt check at this hasher's cost, then the wait
+    /// `FailureTiming` asks of every failure.
     public func dummyVerify(_ password: String) async {
         _ = await verify(password, against: dummyHash)
     }
@@ -152,6 +212,69 @@ public struct PasswordHasher: Sendable {
     public static func yescryptCost(of hash: String) -> Int? {
         guard case .yescrypt(let cost) = StoredHash(hash) else { return nil }
         return cost
+    }
+}
+
+// MARK: - Timing of failures
+
+/// How long a failed check takes, so that its timing tells neither one account from another nor an account from an
+/// address with none.
+///
+/// Alone, a failed check costs what its hash's family costs: one yescrypt check (20–40 ms at cost 5) for an account
+/// made here and for an address with no account (`dummyVerify`), but up to 0.4 s for an imported hash within
+/// `ImportedHashBounds`. So once a hasher has checked an imported hash (the store holds some), every failed check
+/// returns no sooner than the slowest check an import may store takes on this machine, and a quarter more (one check
+/// of each family at its bound, and one at the hasher's own cost when that is higher, timed once per process while
+/// the first such failure waits; at most `maximumWait`): what its own work did not spend it waits out asleep, holding
+/// no thread and no CPU. A store with no imported hashes never waits.
+///
+/// Not hidden: the first imported hash checked after a start (it turns the wait on), rows stored beyond the bounds
+/// before the bounds existed, and the queue of `PasswordHasher.importedHashPool` under load.
+final class FailureTiming: Sendable {
+    /// A cap on the wait, so that a measure taken on a busy machine cannot slow every failed sign-in for long.
+    static let maximumWait: Duration = .seconds(1)
+
+    /// The hashes whose slowest check sets the wait.
+    private let references: [String]
+    /// Whether this hasher has checked an imported hash.
+    private let isOn = NIOLockedValueBox(false)
+
+    /// One measure per set of reference hashes: it is the machine's, not the hasher's.
+    private static let measures = NIOLockedValueBox<[[String]: Task<Duration, Never>]>([:])
+
+    init(measuring references: [String]) {
+        self.references = references
+    }
+
+    /// Turns the wait on: the store holds imported hashes. The first time in the process, the measure starts.
+    func noteImportedHash() {
+        guard !isOn.withLockedValue({ $0 }) else { return }
+        _ = measure
+        isOn.withLockedValue { $0 = true }
+    }
+
+    /// Returns no sooner than the wait after `started`, once it is on.
+    func wait(since started: ContinuousClock.Instant) async {
+        guard let floor = await measuredWait else { return }
+        try? await Task.sleep(until: started + floor, clock: .continuous)
+    }
+
+    /// The wait, or nil while it is off.
+    var measuredWait: Duration? {
+        get async {
+            guard isOn.withLockedValue({ $0 }) else { return nil }
+            return await measure.value
+        }
+    }
+
+    private var measure: Task<Duration, Never> {
+        let references = references
+        return Self.measures.withLockedValue { measures in
+            if let measure = measures[references] { return measure }
+            let measure = Task { await PasswordHasher.slowestCheck(among: references) }
+            measures[references] = measure
+            return measure
+        }
     }
 }
 
@@ -203,15 +326,20 @@ struct YescryptParameters: Equatable {
 }
 
 /// A stored hash this hasher can check, recognised by shape alone (no hashing).
-private enum StoredHash {
+private enum StoredHash: Sendable {
     case yescrypt(cost: Int)
     /// The hash with "$2y$" rewritten to "$2b$", because HummingbirdBcrypt knows only "$2a$" and "$2b$";
     /// crypt_blowfish's "$2y$" and OpenBSD's "$2b$" are the same algorithm.
-    case bcrypt(normalized: String)
+    case bcrypt(normalized: String, cost: Int)
     /// Imported: an argon2i or argon2id PHC string (`ImportedHashes.swift`).
     case argon2(Argon2Hash)
     /// Imported from Firebase: its modified scrypt, with the project's parameters in the string.
     case firebaseScrypt(FirebaseScryptHash)
+
+    /// Every family but yescrypt came from another service.
+    var isImported: Bool {
+        if case .yescrypt = self { false } else { true }
+    }
 
     init?(_ stored: String) {
         if let argon2 = Argon2Hash(stored) {
@@ -247,7 +375,7 @@ private enum StoredHash {
                 fields[3].utf8.count == 53,
                 fields[3].utf8.allSatisfy({ cryptBase64Value($0) != nil })
             else { return nil }
-            self = .bcrypt(normalized: fields[1] == "2y" ? "$2b" + stored.dropFirst(3) : stored)
+            self = .bcrypt(normalized: fields[1] == "2y" ? "$2b" + stored.dropFirst(3) : stored, cost: cost)
         default:
             return nil
         }
@@ -266,10 +394,25 @@ extension PasswordHasher {
         }
     }
 
-    /// Runs a check on the blocking pool; a pool that is shut down or a cancelled task counts as no match.
-    fileprivate static func offLoop(_ check: @escaping @Sendable () -> Bool) async -> Bool {
-        (try? await NIOThreadPool.singleton.runIfActive(check)) ?? false
+    /// Runs a check on a blocking pool; a pool that is shut down or a cancelled task counts as no match.
+    fileprivate static func offLoop(
+        on pool: NIOThreadPool = .singleton, _ check: @escaping @Sendable () -> Bool
+    ) async -> Bool {
+        (try? await pool.runIfActive(check)) ?? false
     }
+
+    /// The threads of `importedHashPool`: a quarter of the cores, at least one.
+    static let importedHashThreads = max(1, System.coreCount / 4)
+
+    /// The pool imported hashes (bcrypt, argon2, Firebase's scrypt) are checked on, started on first use and kept for
+    /// the life of the process as `NIOThreadPool.singleton` is. Those checks queue behind one another here, never in
+    /// front of a yescrypt sign-in, and hold at most `importedHashThreads` checks' memory at once (argon2's lanes run
+    /// on libargon2's own threads within one check).
+    static let importedHashPool: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: importedHashThreads)
+        pool.start()
+        return pool
+    }()
 
     /// Compares two byte strings in time that depends only on their lengths, which are public for a hash.
     static func constantTimeEquals(_ lhs: UnsafeRawBufferPointer, _ rhs: UnsafeRawBufferPointer) -> Bool {
