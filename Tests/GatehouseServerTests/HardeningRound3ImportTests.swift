@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import GatehouseAPI
+import NIOConcurrencyHelpers
 import NIOPosix
 import Testing
 
@@ -87,14 +88,24 @@ struct HardeningRound3ImportTests {
         // Every thread of the imported-hash pool held until released, or for ten seconds at most.
         let release = DispatchSemaphore(value: 0)
         let threads = PasswordHasher.importedHashThreads
+        let holding = NIOLockedValueBox(0)
         let holders = (0..<threads).map { _ in
-            Task { try await PasswordHasher.importedHashPool.runIfActive { release.wait() } }
+            Task {
+                try await PasswordHasher.importedHashPool.runIfActive {
+                    holding.withLockedValue { $0 += 1 }
+                    release.wait()
+                }
+            }
         }
         let watchdog = Task {
             guard (try? await Task.sleep(for: .seconds(10))) != nil else { return }
             for _ in 0..<threads { release.signal() }
         }
-        try await Task.sleep(for: .milliseconds(50))
+        // Every thread of the pool is held before the checks start (polled, within the watchdog's ten seconds).
+        let deadline = ContinuousClock.now + .seconds(10)
+        while holding.withLockedValue({ $0 }) < threads, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(1))
+        }
         let imported = Task { await hasher.verify("U*U", against: ImportTests.bcrypt) }
         // The imported check is queued behind the held threads; the yescrypt one answers meanwhile.
         let started = ContinuousClock.now

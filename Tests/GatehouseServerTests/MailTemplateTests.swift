@@ -13,7 +13,7 @@ struct MailTemplateTests {
 
     @Test("every mail has a subject, a text and an HTML part in English and German, with its code in both bodies")
     func everyMailRenders() throws {
-        #expect(Mailer.names.count == 12)
+        #expect(Mailer.names.count == 14)
         #expect(Mailer.names.contains("account_deleted"))
         for name in Mailer.names {
             for locale in ["en", "de"] {
@@ -31,6 +31,25 @@ struct MailTemplateTests {
                 }
             }
         }
+    }
+
+    @Test("Finding 5: a way in added or removed is named in the owner's language: passkey, company passkey, app")
+    func signInMethodMails() throws {
+        let templates = try Self.templates.get()
+        func render(_ template: Mailer.Template, _ locale: String) -> MailMessage {
+            Mailer.render(
+                template, from: "no-reply@gatehouse.local", to: "ada@example.com", locale: locale,
+                templates: templates, expiresMinutes: 10)
+        }
+        let company = render(.signInMethodAdded(.companyPasskey(company: "Acme & Co"), name: "YubiKey"), "de")
+        #expect(company.subject == "Ein Passkey wurde zu Ihrem Konto hinzugefügt")
+        #expect(company.text.contains("ein Passkey für die Firma Acme & Co mit dem Namen „YubiKey“"))
+        #expect(company.html.contains("Acme &amp; Co"))
+        let app = render(.signInMethodRemoved(.authenticator, name: "phone"), "en")
+        #expect(app.subject == "An authenticator app was removed from your account")
+        #expect(app.text.contains("removed from your account: an authenticator app, named \"phone\"."))
+        let passkey = render(.signInMethodAdded(.passkey, name: "iCloud Keychain"), "en")
+        #expect(passkey.text.contains("added to your account: a passkey, named \"iCloud Keychain\"."))
     }
 
     @Test("English keeps the wording the mails always had; links are buttons with the address under them")

@@ -26,6 +26,9 @@ struct AccountDeletion: Sendable {
     func delete(_ caller: Caller, proof: Proof) async throws {
         let client = caller.client
         let account = try await profiles.account(caller)
+        try await FactorService.requireAAL2IfEnrolled(
+            caller.identity, db: store.database,
+            message: "AAL2 session is required to delete the account when MFA is enabled.")
         // An anonymous user has nothing but its session to prove itself with.
         guard !account.isAnonymous else {
             try await erase(account, client: client, refusal: .accountDeletionRefused)

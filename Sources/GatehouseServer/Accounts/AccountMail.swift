@@ -24,6 +24,13 @@ struct AccountMail: Sendable {
         return result
     }
 
+    /// Tells the owner of `accountID` that a way in was added or removed, queued in `db`'s transaction (run it in
+    /// `transactionQueuingMail`), at the address the account has now.
+    func mailSignInMethodChange(_ template: Mailer.Template, accountID: String, db: any SQLDatabase) async throws {
+        guard let account = try await AccountRepository(db: db).find(id: accountID) else { return }
+        try await mailer.enqueue(template, to: account.email, db: db)
+    }
+
     /// Mails a code of `purpose` to the account at `email` when it exists, is not disabled and is `eligible`;
     /// otherwise does nothing, so the caller answers the same either way. The mail is queued with the code.
     func mailCode(

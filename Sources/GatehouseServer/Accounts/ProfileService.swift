@@ -54,6 +54,11 @@ struct ProfileService: Sendable {
             if email != account.email { newEmail = email }
         }
         if let password = body.password { try passwords.checkPassword(password, email: account.email) }
+        if body.password != nil || newEmail != nil {
+            try await FactorService.requireAAL2IfEnrolled(
+                identity, db: store.database,
+                message: "AAL2 session is required to update email or password when MFA is enabled.")
+        }
         // Not even with an email in the same request: the address's owner, confirming it, would take over an account
         // whose password someone else chose. A password comes once the account is permanent.
         if account.isAnonymous, body.password != nil {
@@ -197,6 +202,26 @@ struct ProfileService: Sendable {
             neededStatus, code: .reauthenticationNeeded,
             message: "\(what) requires reauthentication: the current password or a code from /auth/v1/reauthenticate")
     }
+
+    /// Recent proof before a new way into the account is added (a passkey, account or company, or a first factor): a
+    /// sign-in in the last ten minutes (the session's `amr`; a company session's own login counts), the current
+    /// password, or a code from `/auth/v1/reauthenticate`. A session stolen later than that cannot add one. 400
+    /// `reauthentication_needed`, as `PUT /user` answers.
+    func requireRecentProof(
+        _ identity: Identity, client: ClientInfo, currentPassword: String?, nonce: String?, refusal: AuditAction,
+        what: String
+    ) async throws {
+        guard let account = try await AccountRepository(db: store.database).find(id: identity.accountID) else {
+            throw Self.userNotFound
+        }
+        try await authorizeSensitiveChange(
+            account: account, currentPassword: currentPassword, nonce: nonce, identity: identity, client: client,
+            needed: .signedInWithin(Self.recentProofWindow, orRecoveryWithin: nil), neededStatus: .badRequest,
+            refusal: refusal, what: what)
+    }
+
+    /// How recent a sign-in must be to stand as proof on its own: ten minutes.
+    static let recentProofWindow: TimeInterval = 600
 
     private func fresh(_ identity: Identity, _ needed: Freshness) -> Bool {
         switch needed {

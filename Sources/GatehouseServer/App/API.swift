@@ -73,10 +73,10 @@ final class API: APIProtocol {
             throttling: throttling, passwords: passwords, users: users)
         factors = FactorService(
             store: env.store, clock: env.clock, sessions: env.sessions, box: env.secrets.box,
-            mail: mail, throttling: throttling, users: users, publicURL: env.publicURL)
+            mail: mail, throttling: throttling, users: users, profiles: profiles, publicURL: env.publicURL)
         passkeys = PasskeyService(
             store: env.store, clock: env.clock, configuration: services.configuration, sessions: env.sessions,
-            throttling: throttling, users: users, credentials: credentials)
+            throttling: throttling, users: users, credentials: credentials, profiles: profiles)
         appSiteAssociation = Schemas.AppSiteAssociation(appIDs: services.configuration.appleAppIDs)
         sync = services.sync
         keys = env.keys

@@ -19,6 +19,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case companyAccessRevoked = "company_access_revoked"
     /// A company endpoint called without a session logged in to that company.
     case companyContextRequired = "company_context_required"
+    /// A company passkey used by a member without a credential, where the company requires one.
+    case companyCredentialRequired = "company_credential_required"
     /// The caller already has a credential for this company.
     case credentialExists = "credential_exists"
     /// The link page's form posted from another site.

@@ -13,13 +13,15 @@ final class FactorService: Sendable {
     let mail: AccountMail
     let throttling: AccountThrottling
     let users: UserReader
+    let profiles: ProfileService
     /// The issuer authenticator apps show when the app names none: the public URL's host, as GoTrue's site URL's.
     let defaultIssuer: String
 
     init(
         store: Store, clock: any GatehouseClock, sessions: SessionService, box: SecretBox,
-        mail: AccountMail, throttling: AccountThrottling, users: UserReader, publicURL: String
+        mail: AccountMail, throttling: AccountThrottling, users: UserReader, profiles: ProfileService, publicURL: String
     ) {
+        self.profiles = profiles
         self.store = store
         self.clock = clock
         self.sessions = sessions
@@ -39,8 +41,12 @@ final class FactorService: Sendable {
     static let unfinishedLifetime: TimeInterval = 300
     /// Challenges and verifications per client address (GoTrue: 15 a minute, bursts of 30).
     static let attemptsPerIP = RateLimit(limit: 15, per: 60, burst: 30)
-    /// Wrong recovery codes: five in fifteen minutes, then a wait (GoTrue's defaults).
+    /// Wrong recovery codes: five in fifteen minutes from one client, then a wait (GoTrue's defaults); twenty in
+    /// fifteen minutes for the set from everywhere. Counted per client first, so someone who has the password but
+    /// not the codes locks out only their own address, never the owner's recovery from another.
     static let recoveryRule = FailureBackoff.Rule(freeFailures: .max, maximumDelay: 0, window: 15 * 60, ceiling: 5)
+    static let recoverySetRule = FailureBackoff.Rule(
+        freeFailures: .max, maximumDelay: 0, window: 15 * 60, ceiling: 20)
     static let recoveryName = "Recovery codes"
 
     // MARK: Errors
@@ -67,8 +73,16 @@ final class FactorService: Sendable {
         guard issuer.utf8.count <= 64,
             !issuer.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else { throw APIError.validation("issuer must be at most 64 bytes of UTF-8, without control characters") }
+        // A first factor needs recent proof: a session stolen later than its sign-in must not set the factor that would
+        // then lock the owner out (a further factor needs aal2 instead, checked below).
+        let existing = try await FactorRepository(db: store.database).factors(accountID: caller.accountID)
+        if !existing.contains(where: { $0.status == .verified }) {
+            try await profiles.requireRecentProof(
+                caller.identity, client: caller.client, currentPassword: body.currentPassword, nonce: body.nonce,
+                refusal: .factorEnrollRefused, what: "Adding a second factor")
+        }
         let secret = TOTP.newSecret()
-        let uri = TOTP.uri(secret: secret, issuer: issuer, account: caller.identity.email)
+        let uri = TOTP.uri(secret: secret, issuer: issuer, account: try await currentEmail(caller, db: store.database))
         let qrCode = try Self.qrCode(uri)
         let now = clock.now
         let factorID = Secrets.identifier()
@@ -78,7 +92,7 @@ final class FactorService: Sendable {
             createdAt: now.epochMilliseconds, updatedAt: now.epochMilliseconds, lastChallengedAt: nil)
         try await store.transaction { [clock] db in
             let factors = try await self.admissible(name: name, caller: caller, db: db)
-            if factors.contains(where: { $0.status == .verified }) && caller.identity.aal != .aal2 {
+            guard Self.mayEnroll(caller, factors: factors) else {
                 throw Self.insufficient("AAL2 required to enroll a new factor")
             }
             try await FactorRepository(db: db).insert(factor)
@@ -89,6 +103,16 @@ final class FactorService: Sendable {
             id: factorID, _type: .totp, friendlyName: name,
             totp: .init(qrCode: qrCode, secret: Base32.encode(secret), uri: uri))
     }
+
+    /// Whether `caller` may add or finish a factor beside `factors`: a first factor at any level, another only at
+    /// aal2. An unfinished factor is the owner's to finish: a session below aal2 neither sees its secret nor
+    /// verifies it while a verified factor exists, or it would raise itself to aal2 with a secret it never had.
+    static func mayEnroll(_ caller: Caller, factors: [FactorRecord]) -> Bool {
+        caller.identity.aal == .aal2 || !factors.contains { $0.status == .verified }
+    }
+
+    static let enrollmentNeedsAAL2 = insufficient(
+        "AAL2 required to verify a new factor while a verified factor exists", status: .unprocessableContent)
 
     /// The URI as a QR code: error correction M (15% of the symbol may be damaged), or L (7%) when the URI only fits
     /// so (a long address); a URI no symbol holds is refused with a reason, never a failure.
@@ -168,8 +192,34 @@ final class FactorService: Sendable {
             throw APIError.internalError
         }
         let now = clock.now
-        let verdict: Verdict = try await store.transaction { [self] db in
+        let verdict: Verdict
+        do {
+            verdict = try await verifying(factor, code: code, secret: secret, body: body, caller: caller, now: now)
+        } catch let lost as LostRace {
+            verdict = .refused(Self.wrongCode, reason: lost.reason)
+        }
+        return try await answer(verdict, caller: caller, factorID: factor.id)
+    }
+
+    /// A verification that lost to another at its last step: thrown so that its transaction rolls back whatever it
+    /// wrote before it lost (on PostgreSQL the factor's step, which would burn the owner's next code).
+    private struct LostRace: Error {
+        let reason: String
+    }
+
+    /// `verify`'s transaction: its verdict, or `LostRace`.
+    private func verifying(
+        _ factor: FactorRecord, code: String, secret: [UInt8], body: Schemas.VerifyFactorRequest, caller: Caller,
+        now: Date
+    ) async throws -> Verdict {
+        let throttleKey = "factor:" + factor.id
+        return try await mail.transactionQueuingMail { [self] db in
             let repository = FactorRepository(db: db)
+            if factor.status == .unverified,
+                !Self.mayEnroll(caller, factors: try await repository.factors(accountID: caller.accountID))
+            {
+                return .refused(Self.enrollmentNeedsAAL2, reason: "insufficient_aal")
+            }
             guard let challengeID = Secrets.identifier(body.challengeId),
                 let challenge = try await repository.challenge(challengeID, factorID: factor.id)
             else {
@@ -194,10 +244,15 @@ final class FactorService: Sendable {
                     reason: "challenge_expired")
             }
             guard
-                let step = TOTP.acceptedStep(code: code, secret: secret, now: now, lastUsedStep: factor.lastUsedStep),
-                try await repository.acceptStep(step, factorID: factor.id, accountID: caller.accountID, now: now),
-                try await repository.answer(challenge.id, now: now)
+                let step = TOTP.acceptedStep(code: code, secret: secret, now: now, lastUsedStep: factor.lastUsedStep)
             else { return .refused(Self.wrongCode, reason: "wrong_code") }
+            // Either statement finds nothing to change only when a concurrent verification of this factor or
+            // challenge committed first: roll back, so the loser leaves no step behind.
+            guard try await repository.acceptStep(step, factorID: factor.id, accountID: caller.accountID, now: now)
+            else { throw LostRace(reason: "wrong_code") }
+            guard try await repository.answer(challenge.id, now: now) else {
+                throw LostRace(reason: "challenge_used_or_moved")
+            }
             let others = try await repository.unfinished(accountID: caller.accountID, before: nil)
                 .filter { $0 != factor.id }
             try await repository.delete(others, accountID: caller.accountID)
@@ -206,11 +261,14 @@ final class FactorService: Sendable {
                 caller.client.event(
                     first ? .factorVerified : .mfaVerified, accountID: caller.accountID,
                     detail: ["factor_id": factor.id, "method": "totp"]))
+            if first {
+                try await mail.mailSignInMethodChange(
+                    .signInMethodAdded(.authenticator, name: factor.mailName), accountID: caller.accountID, db: db)
+            }
             let (issued, user) = try await raise(caller, factorID: factor.id, method: "totp", db: db)
             try await ThrottleRepository(db: db).clear(throttleKey)
             return .verified(issued, user)
         }
-        return try await answer(verdict, caller: caller, factorID: factor.id)
     }
 
     /// The session a verification raised, or its refusal, audited as `mfa_verify_failed` with its reason.
@@ -259,7 +317,7 @@ final class FactorService: Sendable {
         if factor.status == .verified && caller.identity.aal != .aal2 {
             throw Self.insufficient("AAL2 required to unenroll verified factor", status: .unprocessableContent)
         }
-        try await store.transaction { [clock] db in
+        try await mail.transactionQueuingMail { [clock, mail] db in
             let factors = try await FactorRepository(db: db).factors(accountID: caller.accountID)
             let otherVerified = factors.contains { $0.type == .totp && $0.status == .verified && $0.id != factor.id }
             if factor.status == .verified, !otherVerified, factors.contains(where: { $0.type == .recoveryCode }) {
@@ -268,6 +326,11 @@ final class FactorService: Sendable {
             try await self.remove([factor.id], accountID: caller.accountID, db: db)
             try await AuditRepository(db: db, clock: clock).record(
                 caller.client.event(.factorDeleted, accountID: caller.accountID, detail: ["factor_id": factor.id]))
+            if factor.status == .verified {
+                try await mail.mailSignInMethodChange(
+                    .signInMethodRemoved(.authenticator, name: factor.mailName), accountID: caller.accountID,
+                    db: db)
+            }
         }
         return Schemas.FactorID(id: factor.id)
     }
@@ -291,13 +354,17 @@ final class FactorService: Sendable {
 
     /// The secret and QR code of one of the caller's factors still waiting for its first code (the setup page shown
     /// again after a wrong code); nil for a verified factor, whose secret is never shown again.
+    /// Only a caller who may enroll sees it (`mayEnroll`).
     func pendingEnrollment(_ rawFactorID: String, caller: Caller) async throws -> (secret: String, qrCode: String)? {
         guard let factor = try? await ownFactor(rawFactorID, caller: caller), factor.status == .unverified,
-            let sealed = factor.secret
+            let sealed = factor.secret,
+            Self.mayEnroll(
+                caller, factors: try await FactorRepository(db: store.database).factors(accountID: caller.accountID))
         else { return nil }
         let secret = try box.open(sealed, context: Self.secretContext(factor.id))
         guard let bytes = Base32.decode(secret) else { return nil }
-        let uri = TOTP.uri(secret: bytes, issuer: defaultIssuer, account: caller.identity.email)
+        let uri = TOTP.uri(
+            secret: bytes, issuer: defaultIssuer, account: try await currentEmail(caller, db: store.database))
         return (secret, try Self.qrCode(uri))
     }
 
@@ -309,14 +376,24 @@ final class FactorService: Sendable {
         return factor
     }
 
+    /// The account's address as stored now: the token's `email` claim is the one it had when the token was issued,
+    /// and a mail or an authenticator's label must follow an email change at once.
+    private func currentEmail(_ caller: Caller, db: any SQLDatabase) async throws -> String {
+        try await AccountRepository(db: db).find(id: caller.accountID)?.email ?? caller.identity.email
+    }
+
     /// A TOTP secret is sealed bound to its factor: a sealed secret copied to another row does not open.
     static func secretContext(_ factorID: String) -> String { "mfa_factor:" + factorID }
 
-    /// A friendly name as given: at most 128 characters, no control characters; `default` when missing or blank.
+    /// A friendly name as given: at most 128 characters and 512 bytes (`FriendlyName`), no control characters;
+    /// `default` when missing or blank.
     static func friendlyName(_ raw: String?, default fallback: String) throws -> String {
         guard let raw, !raw.trimmingCharacters(in: .whitespaces).isEmpty else { return fallback }
-        guard raw.count <= 128, !raw.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-        else { throw APIError.validation("friendly_name must be at most 128 characters, without control characters") }
+        guard FriendlyName.isAcceptable(raw, maximumCharacters: 128) else {
+            throw APIError.validation(
+                "friendly_name must be at most 128 characters and \(FriendlyName.maximumBytes) bytes of UTF-8, without control characters"
+            )
+        }
         return raw
     }
 
@@ -371,7 +448,7 @@ final class FactorService: Sendable {
             guard let set = try await self.recoverySet(caller.accountID, db: db) else { throw Self.notFound }
             try await FactorRepository(db: db).replaceCodes(
                 factorID: set.id, digests: self.storedDigests(codes, setID: set.id))
-            try await ThrottleRepository(db: db).clear(Self.recoveryThrottleKey(set.id))
+            try await ThrottleRepository(db: db).clear(keyAndBelow: Self.recoveryThrottleKey(set.id))
             try await AuditRepository(db: db, clock: clock).record(
                 caller.client.event(
                     .recoveryCodesGenerated, accountID: caller.accountID,
@@ -405,9 +482,13 @@ final class FactorService: Sendable {
         guard let set = try await recoverySet(caller.accountID, db: store.database) else {
             throw Self.wrongRecoveryCode
         }
-        let throttleKey = Self.recoveryThrottleKey(set.id)
+        let setKey = Self.recoveryThrottleKey(set.id)
+        let clientKey = Self.recoveryThrottleKey(set.id, client: caller.client)
         try await throttling.admit(
-            throttleKey, rule: Self.recoveryRule, client: caller.client, accountID: caller.accountID,
+            clientKey, rule: Self.recoveryRule, client: caller.client, accountID: caller.accountID,
+            code: .mfaRecoveryCodesLocked)
+        try await throttling.admit(
+            setKey, rule: Self.recoverySetRule, client: caller.client, accountID: caller.accountID,
             code: .mfaRecoveryCodesLocked)
         let digests = RecoveryCodes.normalized(body.code).map { code in
             box.digestKeys(purpose: Self.recoveryPurpose).map { RecoveryCodes.digest(code, factorID: set.id, key: $0) }
@@ -423,9 +504,10 @@ final class FactorService: Sendable {
                 caller.client.event(
                     .recoveryCodeUsed, accountID: caller.accountID,
                     detail: ["factor_id": set.id, "remaining": String(remaining)]))
-            try await ThrottleRepository(db: db).clear(throttleKey)
+            try await ThrottleRepository(db: db).clear(keyAndBelow: setKey)
             let (issued, user) = try await raise(caller, factorID: set.id, method: "mfa/recovery_code", db: db)
-            try await mail.mailer.enqueue(.recoveryCodeUsed(remaining: remaining), to: caller.identity.email, db: db)
+            try await mail.mailer.enqueue(
+                .recoveryCodeUsed(remaining: remaining), to: try await currentEmail(caller, db: db), db: db)
             return .verified(issued, user)
         }
         return try await answer(verdict, caller: caller, factorID: set.id)
@@ -439,9 +521,27 @@ final class FactorService: Sendable {
         return codes.map { RecoveryCodes.digest($0, factorID: setID, key: key) }
     }
     static func recoveryThrottleKey(_ factorID: String) -> String { "recovery:" + factorID }
+    /// The set's key for one client (its address as the per-IP limits key it).
+    static func recoveryThrottleKey(_ factorID: String, client: ClientInfo) -> String {
+        recoveryThrottleKey(factorID) + ":" + client.limitKey
+    }
 
     private func recoverySet(_ accountID: String, db: any SQLDatabase) async throws -> FactorRecord? {
         try await FactorRepository(db: db).factors(accountID: accountID).first { $0.type == .recoveryCode }
+    }
+
+    /// Refuses `insufficient_aal` (GoTrue's 401 for `PUT /user`) when the account has a verified factor and the
+    /// request acts below aal2: what keeps or hands over the account (its password, email, deletion, other devices,
+    /// a new way in) is not for a session that has only the password.
+    static func requireAAL2IfEnrolled(
+        _ identity: Identity, db: any SQLDatabase, message: String, status: HTTPResponse.Status = .unauthorized
+    ) async throws {
+        guard identity.aal != .aal2 else { return }
+        // Any verified factor counts, recovery codes too: a set left alone (by an older release) still guards.
+        let factors = try await FactorRepository(db: db).factors(accountID: identity.accountID)
+        if factors.contains(where: { $0.status == .verified }) {
+            throw insufficient(message, status: status)
+        }
     }
 
     private func requireAAL2(_ caller: Caller, _ message: String) throws {
@@ -456,17 +556,31 @@ final class FactorService: Sendable {
     }
 
     /// Removes one factor of a user (admin API), audited with the key that asked; sessions it raised fall to aal1.
+    /// Removing the last verified TOTP factor removes the recovery codes with it: they never stand alone.
     func adminDelete(accountID: String, rawFactorID: String, event: AuditEvent) async throws -> Schemas.Factor {
         guard let id = Secrets.identifier(rawFactorID) else { throw Self.notFound }
-        return try await store.transaction { [clock] db in
-            guard let factor = try await FactorRepository(db: db).factor(id, accountID: accountID) else {
-                throw Self.notFound
+        return try await mail.transactionQueuingMail { [clock, mail] db in
+            let factors = try await FactorRepository(db: db).factors(accountID: accountID)
+            guard let factor = factors.first(where: { $0.id == id }) else { throw Self.notFound }
+            var removing = [factor.id]
+            let otherApps = factors.contains { $0.type == .totp && $0.status == .verified && $0.id != factor.id }
+            if factor.type == .totp, !otherApps {
+                removing += factors.filter { $0.type == .recoveryCode }.map(\.id)
             }
-            try await self.remove([factor.id], accountID: accountID, db: db)
+            try await self.remove(removing, accountID: accountID, db: db)
             var event = event
             event.detail["factor_id"] = factor.id
             try await AuditRepository(db: db, clock: clock).record(event)
+            if factor.type == .totp, factor.status == .verified {
+                try await mail.mailSignInMethodChange(
+                    .signInMethodRemoved(.authenticator, name: factor.mailName), accountID: accountID, db: db)
+            }
             return factor.wire
         }
     }
+}
+
+extension FactorRecord {
+    /// The factor's name as the owner's mail gives it (one enrolled without a name is "Authenticator app").
+    var mailName: String { friendlyName.isEmpty ? "Authenticator app" : friendlyName }
 }

@@ -32,6 +32,10 @@ public struct Mailer: Sendable {
         case accountDeleted
         /// A recovery code stood in for the second factor; `remaining` are left.
         case recoveryCodeUsed(remaining: Int)
+        /// A way in was added to the account or removed from it: told to the owner every time, so a passkey or
+        /// factor added with a stolen session does not go unseen.
+        case signInMethodAdded(SignInMethod, name: String)
+        case signInMethodRemoved(SignInMethod, name: String)
 
         /// Its templates' file name: `magic_link` for `LOCALE/magic_link.{subject,text,html}.mustache`.
         var name: String {
@@ -48,6 +52,8 @@ public struct Mailer: Sendable {
             case .emailChangeRequested: "email_change_requested"
             case .accountDeleted: "account_deleted"
             case .recoveryCodeUsed: "recovery_code_used"
+            case .signInMethodAdded: "sign_in_method_added"
+            case .signInMethodRemoved: "sign_in_method_removed"
             }
         }
 
@@ -65,6 +71,8 @@ public struct Mailer: Sendable {
             case .emailChangeRequested(let newEmail): ["new_email": newEmail]
             case .accountDeleted: [:]
             case .recoveryCodeUsed(let remaining): ["remaining": String(remaining)]
+            case .signInMethodAdded(let method, let name), .signInMethodRemoved(let method, let name):
+                method.variables.merging(["name": name]) { $1 }
             }
         }
 
@@ -82,11 +90,28 @@ public struct Mailer: Sendable {
             .emailChangeRequested(newEmail: "new@example.com"),
             .accountDeleted,
             .recoveryCodeUsed(remaining: 9),
+            .signInMethodAdded(.passkey, name: "iCloud Keychain"),
+            .signInMethodRemoved(.authenticator, name: "Authenticator app"),
         ]
 
         private static func sampleLink(_ type: String) -> String {
             "https://auth.example.com/auth/v1/verify?token=sample-link-token&type=\(type)"
                 + "&redirect_to=https%3A%2F%2Fapp.example.com"
+        }
+    }
+
+    /// Which way in a `signInMethodAdded` or `signInMethodRemoved` mail names; its templates choose the words.
+    enum SignInMethod: Sendable, Equatable {
+        case passkey
+        case companyPasskey(company: String)
+        case authenticator
+
+        var variables: [String: String] {
+            switch self {
+            case .passkey: ["passkey": "yes"]
+            case .companyPasskey(let company): ["company_passkey": "yes", "company": company]
+            case .authenticator: ["authenticator": "yes"]
+            }
         }
     }
 

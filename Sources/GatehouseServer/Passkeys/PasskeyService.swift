@@ -19,11 +19,13 @@ struct PasskeyService: Sendable {
     let throttling: AccountThrottling
     let users: UserReader
     let credentials: CredentialService
+    let profiles: ProfileService
 
     init(
         store: Store, clock: any GatehouseClock, configuration: GatehouseConfiguration, sessions: SessionService,
-        throttling: AccountThrottling, users: UserReader, credentials: CredentialService
+        throttling: AccountThrottling, users: UserReader, credentials: CredentialService, profiles: ProfileService
     ) {
+        self.profiles = profiles
         self.store = store
         self.clock = clock
         settings = configuration.passkeys
@@ -87,14 +89,21 @@ struct PasskeyService: Sendable {
 
     /// Creation options for a new account passkey: a discoverable credential whose user handle is the account id
     /// (as GoTrue's), user verification required, the account's passkeys excluded.
-    func registrationOptions(by caller: Caller) async throws -> Schemas.PasskeyCreationChallenge {
+    /// A new passkey needs recent proof (`ProfileService.requireRecentProof`), asked here: its challenge lives five
+    /// minutes, so the verification that follows is as recent.
+    func registrationOptions(by caller: Caller, proof: Schemas.RecentProof? = nil) async throws
+        -> Schemas.PasskeyCreationChallenge
+    {
         try requireEnabled()
         try await throttling.limit("passkey", perIP, client: caller.client)
         try await requireManagementAssurance(caller)
         let existing = try await PasskeyRepository(db: store.database).passkeys(
             accountID: caller.accountID, companyID: nil)
         guard existing.count < Self.maximumPasskeys else { throw Self.tooMany }
-        let email = caller.identity.email
+        try await requireRecentProof(caller.identity, client: caller.client, proof: proof)
+        let email =
+            try await AccountRepository(db: store.database).find(id: caller.accountID)?.email
+            ?? caller.identity.email
         return try await creationOptions(
             ceremony: .registration, accountID: caller.accountID, companyID: nil,
             user: .init(id: Secrets.base64URL(Data(caller.accountID.utf8)), name: email, displayName: email),
@@ -210,12 +219,17 @@ struct PasskeyService: Sendable {
 
     /// Registering, renaming and removing passkeys need aal2 once the account has a verified second factor, as
     /// enrolling a further factor does: a stolen aal1 session must not add a way in.
+    private func requireRecentProof(_ identity: Identity, client: ClientInfo, proof: Schemas.RecentProof?)
+        async throws
+    {
+        try await profiles.requireRecentProof(
+            identity, client: client, currentPassword: proof?.currentPassword, nonce: proof?.nonce,
+            refusal: .passkeyRegistrationFailed, what: "Adding a passkey")
+    }
+
     private func requireManagementAssurance(_ caller: Caller) async throws {
-        guard caller.identity.aal != .aal2 else { return }
-        let factors = try await FactorRepository(db: store.database).factors(accountID: caller.accountID)
-        if factors.contains(where: { $0.type == .totp && $0.status == .verified }) {
-            throw FactorService.insufficient("AAL2 required to manage passkeys")
-        }
+        try await FactorService.requireAAL2IfEnrolled(
+            caller.identity, db: store.database, message: "AAL2 required to manage passkeys", status: .forbidden)
     }
 
     // MARK: Company passkeys
@@ -223,13 +237,16 @@ struct PasskeyService: Sendable {
     /// Creation options for a company passkey. The caller's company session proves the company's own login, so an
     /// account session alone cannot add a way past it. Its user handle is derived from the company and account, so
     /// an authenticator keeps one passkey per member and company, apart from the account's.
-    func companyRegistrationOptions(by caller: CompanyCaller) async throws -> Schemas.PasskeyCreationChallenge {
+    func companyRegistrationOptions(by caller: CompanyCaller, proof: Schemas.RecentProof? = nil) async throws
+        -> Schemas.PasskeyCreationChallenge
+    {
         try requireEnabled()
         try await throttling.limit("passkey", perIP, client: caller.client)
         let cid = caller.membership.companyID
         let existing = try await PasskeyRepository(db: store.database).passkeys(
             accountID: caller.identity.accountID, companyID: cid)
         guard existing.count < Self.maximumPasskeys else { throw Self.tooMany }
+        try await requireRecentProof(caller.identity, client: caller.client, proof: proof)
         let company = try await CompanyRepository(db: store.database).company(cid)
         let companyName = company?.name ?? "Company"
         return try await creationOptions(
@@ -284,6 +301,24 @@ struct PasskeyService: Sendable {
     {
         try requireEnabled()
         let (company, membership) = try await credentials.admitLogin(cid, by: caller)
+        // A company passkey stands beside the member's credential, never in place of one: a passkey added while the
+        // company required none does not log in once it requires one, until the member sets a credential.
+        let username: String?
+        if company.policy.requiresCredential {
+            guard
+                let credential = try await CredentialRepository(db: store.database).find(
+                    cid, accountID: caller.accountID)
+            else {
+                await sessions.audit(
+                    AuditEvent(
+                        .companyLoginFailed, accountID: caller.accountID, companyID: cid, ip: caller.client.ip,
+                        userAgent: caller.client.userAgent, detail: ["reason": "no_credential", "method": "passkey"]))
+                throw Self.credentialRequired
+            }
+            username = credential.username
+        } else {
+            username = nil
+        }
         let (challenge, assertion) = try await challengeAndAssertion(
             body, ceremony: .companyLogin, accountID: caller.accountID, companyID: cid, client: caller.client)
         let refuse = { (reason: String, error: APIError) async -> APIError in
@@ -308,13 +343,14 @@ struct PasskeyService: Sendable {
                     backedUp: verified.backedUp, now: now)
             })
         else { throw await refuse("sign_count_race", Self.verificationFailed(.signCountRegressed)) }
-        let username =
-            company.policy.requiresCredential
-            ? try await CredentialRepository(db: store.database).find(cid, accountID: caller.accountID)?.username : nil
         return try await credentials.openSession(
             company, membership, username: username, method: "company_passkey", by: caller,
             throttleKey: CredentialService.throttleKey(cid, caller.accountID), detail: ["passkey_id": passkey.id])
     }
+
+    static let credentialRequired = APIError(
+        .forbidden, code: .companyCredentialRequired,
+        message: "This company requires a username and password: set yours, then log in with it or a passkey")
 
     /// The user handle of a member's company passkeys: 32 bytes that name the pair, and nothing else.
     static func companyUserHandle(_ companyID: String, accountID: String) -> Data {
@@ -448,7 +484,7 @@ struct PasskeyService: Sendable {
             transports: verified.transports.joined(separator: ","),
             friendlyName: PasskeyNames.name(aaguid: verified.aaguid), createdAt: now, updatedAt: now, lastUsedAt: nil)
         do {
-            try await store.transaction { [clock] db in
+            try await profiles.mail.transactionQueuingMail { [clock, profiles] db in
                 let repository = PasskeyRepository(db: db)
                 // The account row is locked first, so two registrations of one account are counted one after the other.
                 _ = try await AccountRepository(db: db).findLocked(id: accountID)
@@ -459,6 +495,9 @@ struct PasskeyService: Sendable {
                 guard try await repository.insert(passkey) else { throw Self.credentialExists }
                 try await AuditRepository(db: db, clock: clock).record(
                     audit(.passkeyCreated, ["passkey_id": passkey.id, "backup_eligible": "\(passkey.backupEligible)"]))
+                try await profiles.mail.mailSignInMethodChange(
+                    .signInMethodAdded(try await Self.method(companyID, db: db), name: passkey.friendlyName),
+                    accountID: accountID, db: db)
             }
         } catch let error as APIError {
             await sessions.audit(audit(.passkeyRegistrationFailed, ["reason": error.code]))
@@ -499,25 +538,53 @@ struct PasskeyService: Sendable {
     }
 
     private func remove(_ rawID: String, accountID: String, companyID: String?, event: AuditEvent) async throws {
-        try await store.transaction { [clock] db in
+        try await profiles.mail.transactionQueuingMail { [clock, profiles] db in
             let repository = PasskeyRepository(db: db)
             guard let id = Secrets.identifier(rawID),
-                try await repository.passkey(id, accountID: accountID, companyID: companyID) != nil,
+                let passkey = try await repository.passkey(id, accountID: accountID, companyID: companyID),
                 try await repository.delete(id, accountID: accountID)
             else { throw Self.notFound }
             var event = event
             event.detail["passkey_id"] = id
             if let companyID { event.detail["company_id"] = companyID }
             try await AuditRepository(db: db, clock: clock).record(event)
+            try await profiles.mail.mailSignInMethodChange(
+                .signInMethodRemoved(try await Self.method(companyID, db: db), name: passkey.friendlyName),
+                accountID: accountID, db: db)
         }
     }
 
-    /// A name as given: 1 to 120 characters, no control characters.
+    /// The caller's account passkeys added since the last password sign-in before this session began (all of them
+    /// when the trail holds none in its last 500 events): what a password change offers to remove. The trail is the
+    /// record of sign-ins, so this reads it rather than keeping a second one.
+    func addedSincePasswordSignIn(by caller: Caller) async throws -> Set<String> {
+        let sessionStart = caller.identity.claims.amr.map(\.timestamp).min() ?? .max
+        let trail = try await AuditRepository(db: store.database, clock: clock)
+            .page(accountID: caller.accountID, before: nil, limit: 500)
+        let lastPasswordSignIn = trail.first {
+            $0.action == AuditAction.signedIn.rawValue && $0.detail["method"] == "password"
+                && Int64($0.occurredAt.timeIntervalSince1970) < sessionStart
+        }
+        let since = lastPasswordSignIn?.occurredAt.epochMilliseconds ?? 0
+        return Set(
+            try await PasskeyRepository(db: store.database).passkeys(accountID: caller.accountID, companyID: nil)
+                .filter { $0.createdAt > since }.map(\.id))
+    }
+
+    /// How the owner's mail names a passkey: an account one, or one for the company it logs in to.
+    private static func method(_ companyID: String?, db: any SQLDatabase) async throws -> Mailer.SignInMethod {
+        guard let companyID else { return .passkey }
+        return .companyPasskey(company: try await CompanyRepository(db: db).company(companyID)?.name ?? "")
+    }
+
+    /// A name as given: 1 to 120 characters and at most 512 bytes (`FriendlyName`), no control characters.
     static func friendlyName(_ raw: String) throws -> String {
         let name = raw.trimmingCharacters(in: .whitespaces)
-        guard !name.isEmpty, name.count <= 120,
-            !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-        else { throw APIError.validation("friendly_name must be 1 to 120 characters, without control characters") }
+        guard !name.isEmpty, FriendlyName.isAcceptable(name, maximumCharacters: 120) else {
+            throw APIError.validation(
+                "friendly_name must be 1 to 120 characters and at most \(FriendlyName.maximumBytes) bytes of UTF-8, without control characters"
+            )
+        }
         return name
     }
 

@@ -5,12 +5,32 @@ import OpenAPIRuntime
 // `/auth/v1/passkeys…` in Supabase's wire format, company passkeys under `/v1/companies/{cid}/passkeys…`, the admin
 // API's passkey endpoints, and Apple's app-site association.
 
+extension Optional where Wrapped == Operations.PasskeyRegistrationOptions.Input.Body {
+    /// The proof a registration's options body carries, if any.
+    var proof: Schemas.RecentProof? {
+        switch self {
+        case .json(let proof): proof
+        case nil: nil
+        }
+    }
+}
+
+extension Optional where Wrapped == Operations.CompanyPasskeyRegistrationOptions.Input.Body {
+    /// The proof a company registration's options body carries, if any.
+    var proof: Schemas.RecentProof? {
+        switch self {
+        case .json(let proof): proof
+        case nil: nil
+        }
+    }
+}
+
 extension API {
     func passkeyRegistrationOptions(_ input: Operations.PasskeyRegistrationOptions.Input) async throws
         -> Operations.PasskeyRegistrationOptions.Output
     {
         let caller = try await access.permanentAccount()
-        return .ok(.init(body: .json(try await passkeys.registrationOptions(by: caller))))
+        return .ok(.init(body: .json(try await passkeys.registrationOptions(by: caller, proof: input.body.proof))))
     }
 
     func passkeyRegistrationVerify(_ input: Operations.PasskeyRegistrationVerify.Input) async throws
@@ -87,7 +107,8 @@ extension API {
         -> Operations.CompanyPasskeyRegistrationOptions.Output
     {
         let caller = try await access.company(input.path.cid)
-        return .ok(.init(body: .json(try await passkeys.companyRegistrationOptions(by: caller))))
+        return .ok(
+            .init(body: .json(try await passkeys.companyRegistrationOptions(by: caller, proof: input.body.proof))))
     }
 
     func companyPasskeyRegistrationVerify(_ input: Operations.CompanyPasskeyRegistrationVerify.Input) async throws

@@ -49,6 +49,19 @@ struct ThrottleRepository {
     func clear(_ key: String) async throws {
         try await db.delete(from: "auth_throttle").where("key", .equal, key).run()
     }
+
+    /// Clears `key` and every key under it (`key:…`).
+    func clear(keyAndBelow key: String) async throws {
+        let prefix = key + ":"
+        try await db.delete(from: "auth_throttle")
+            .where {
+                $0.where("key", .equal, key).orWhere(
+                    SQLFunction(
+                        "substr", args: SQLIdentifier("key"), SQLLiteral.numeric("1"),
+                        SQLLiteral.numeric(String(prefix.count))),
+                    .equal, SQLBind(prefix))
+            }.run()
+    }
 }
 
 /// A send-or-wait record per address and purpose, used for the resend cooldown whether or not the address

@@ -25,8 +25,17 @@ struct AccountSessions: Sendable {
         guard ended else { throw APIError.notFound("No such session") }
     }
 
-    /// Ends this session (`local`), every session (`global`) or every other one (`others`).
+    /// Ends this session (`local`), every session (`global`) or every other one (`others`). A company session ends
+    /// only itself: a company token (a company's own login, handed to the company's screens) must not sign the person
+    /// out of every device.
     func logout(_ scope: SessionService.Scope, by caller: Caller) async throws {
+        guard caller.identity.isAccountSession || scope == .local else {
+            await sessions.auditRefusal(
+                caller.client.event(
+                    .authorizationRefused, accountID: caller.accountID,
+                    detail: ["reason": "company_session_scope", "scope": scope.rawValue]))
+            throw Self.companySessionScope
+        }
         try await store.transaction { [clock, sessions] db in
             let ended = try await sessions.revoke(
                 accountID: caller.accountID, current: caller.identity.sessionID, scope: scope, db: db)
@@ -36,6 +45,10 @@ struct AccountSessions: Sendable {
                     detail: ["scope": scope.rawValue, "sessions": String(ended)]))
         }
     }
+
+    static let companySessionScope = APIError(
+        .forbidden, code: .accountSessionRequired,
+        message: "A company session can only end itself (scope=local): sign out other devices with the account session")
 
     /// The caller's own audit events, newest first, `limit` (1…100) at a time before the event id `before`.
     func audit(_ caller: Caller, before: Int64?, limit: Int?) async throws -> Schemas.AuditPage {

@@ -14,7 +14,8 @@ public struct Identity: Sendable, Equatable {
     /// For a company session, the account session it was opened from (it ends with it).
     public let parentSessionID: String?
     let claims: AccessTokenClaims
-    /// The session's level as stored now (a removed factor lowers it before its tokens expire).
+    /// The effective level: the lower of the token's `aal` claim and the session's as stored now (a removed factor
+    /// lowers it before its tokens expire; a step-up does not raise tokens issued before it).
     var aal: AssuranceLevel = .aal1
     /// The factor that raised it to aal2.
     var factorID: String? = nil
@@ -91,7 +92,7 @@ final class SessionService: Sendable {
     /// cannot grow the trail a row per request. The first refusal held back in a window is recorded as
     /// `audit_suppressed`, so the trail says it stopped counting.
     func auditRefusal(_ event: AuditEvent) async {
-        let address = event.ip ?? "unknown"
+        let address = ClientAddress.limitKey(event.ip)
         guard refusalAudits.check("\(event.action):\(address)", Self.refusalsPerAddress) != nil else {
             await audit(event)
             return
@@ -393,9 +394,12 @@ final class SessionService: Sendable {
             }
             throw .sessionEnded
         }
+        // The lower of the token's level and the session's: a token issued at aal1 stays aal1 after its session
+        // steps up (the step-up retires refresh tokens, not access tokens already handed out).
+        let aal = AssuranceLevel.effective(token: claims.aal, session: live.aal)
         return Identity(
             accountID: claims.sub, sessionID: claims.sessionID, email: claims.email, companyID: live.companyID,
-            parentSessionID: live.parentID, claims: claims, aal: live.aal, factorID: live.factorID)
+            parentSessionID: live.parentID, claims: claims, aal: aal, factorID: aal == .aal2 ? live.factorID : nil)
     }
 
     // MARK: Ending and listing

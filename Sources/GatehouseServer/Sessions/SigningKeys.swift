@@ -181,6 +181,12 @@ enum AssuranceLevel: String, Sendable, Codable {
 
     /// The `amr` methods of a second factor (GoTrue's names).
     static let secondFactorMethods: Set<String> = ["totp", "mfa/recovery_code"]
+
+    /// The level a request acts at: aal2 only when both the token was issued at aal2 and its session still is (an
+    /// unknown claim counts as aal1).
+    static func effective(token claim: String, session: AssuranceLevel) -> AssuranceLevel {
+        claim == AssuranceLevel.aal2.rawValue && session == .aal2 ? .aal2 : .aal1
+    }
 }
 
 /// The claims of a Gatehouse access token (Supabase's shape, plus the company context later).

@@ -135,7 +135,10 @@ struct AccountPageRoutes {
         router.get("/account") { request, _ in
             let notice = request.uri.queryParameters["notice"].map(String.init)
             guard notice.map({ Self.notices[$0] != nil }) ?? true else { throw PageInput.invalidParameter }
-            return try await PageInput.answer { try await pages.account(notice: notice.flatMap { Self.notices[$0] }) }
+            return try await PageInput.answer {
+                try await pages.account(
+                    notice: notice.flatMap { Self.notices[$0] }, reviewPasskeys: notice == "password_changed")
+            }
         }
         router.get("/account/sign-in") { _, _ in
             try await PageInput.answer { try await pages.signInPage() }

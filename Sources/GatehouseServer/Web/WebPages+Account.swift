@@ -75,7 +75,7 @@ extension WebPages {
 
     func account(
         notice: String? = nil, deleteError: APIError? = nil, passkeyError: String? = nil,
-        status: HTTPResponse.Status = .ok
+        status: HTTPResponse.Status = .ok, reviewPasskeys: Bool = false
     ) async throws -> WebAnswer {
         let (caller, cookies) = try await signedIn()
         // An account with a verified factor gives a code before its page opens.
@@ -93,7 +93,7 @@ extension WebPages {
             "email": record.email, "sessions": rows, "has_password": record.passwordHash != nil,
         ]
         fields.merge(factorFields) { $1 }
-        fields.merge(try await passkeyFields(caller)) { $1 }
+        fields.merge(try await passkeyFields(caller, review: reviewPasskeys)) { $1 }
         if let notice { fields["notice"] = notice }
         if let passkeyError { fields["passkey_error"] = passkeyError }
         if let deleteError {
@@ -122,6 +122,13 @@ extension WebPages {
     func signOutOthers() async throws -> WebAnswer {
         _ = try await formClient()
         let (caller, cookies) = try await signedIn()
+        do {
+            try await FactorService.requireAAL2IfEnrolled(
+                caller.identity, db: store.database,
+                message: "Enter a code from your authenticator app first, then sign out your other devices.")
+        } catch let error as APIError {
+            return try await account(notice: error.message, status: error.status)
+        }
         try await accountSessions.logout(.others, by: caller)
         return .redirect("/account?notice=signed_out_others", cookies: cookies)
     }

@@ -19,18 +19,24 @@ extension WebPages {
 
     // MARK: The account page's section
 
-    /// The passkey section's fields: the account's passkeys and the page's token; none when passkeys are off.
-    func passkeyFields(_ caller: Caller) async throws -> [String: Any] {
+    /// The passkey section's fields: the account's passkeys and the page's token; none when passkeys are off. Right
+    /// after a password change (`review`), the passkeys added since the last password sign-in are marked, with a
+    /// word to remove any that is not the owner's: a passkey added with a stolen session outlives the new password.
+    func passkeyFields(_ caller: Caller, review: Bool = false) async throws -> [String: Any] {
         guard passkeys.settings.enabled else { return [:] }
+        let recent = review ? try await passkeys.addedSincePasswordSignIn(by: caller) : []
         let rows: [[String: Any]] = try await passkeys.list(by: caller).map { passkey in
             var row: [String: Any] = [
                 "id": passkey.id, "name": passkey.friendlyName, "added": Self.dateText(passkey.createdAt),
-                "synced": passkey.backedUp,
+                "synced": passkey.backedUp, "review": recent.contains(passkey.id),
             ]
             if let used = passkey.lastUsedAt { row["last_used"] = Self.dateText(used) }
             return row
         }
-        return ["passkeys": rows, "has_passkeys": !rows.isEmpty, "csrf_token": pageToken(caller)]
+        return [
+            "passkeys": rows, "has_passkeys": !rows.isEmpty, "csrf_token": pageToken(caller),
+            "review_passkeys": !recent.isEmpty,
+        ]
     }
 
     /// The script, only while passkeys are on.
