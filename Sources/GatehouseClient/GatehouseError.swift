@@ -203,6 +203,11 @@ extension GatehouseError {
         /// The session is at aal1 where a verified second factor is needed: enrolling another factor, removing a
         /// verified one, recovery codes, or signing in to a company that requires one.
         public static let insufficientAal = Code(rawValue: "insufficient_aal")
+        /// Adding a way in (a passkey, a first factor) or a sensitive change needs recent proof: a sign-in in the
+        /// last ten minutes, the current password, or a code from `reauthenticate()`.
+        public static let reauthenticationNeeded = Code(rawValue: "reauthentication_needed")
+        /// A company passkey used without a credential where the company requires one: set the credential first.
+        public static let companyCredentialRequired = Code(rawValue: "company_credential_required")
         /// A wrong, used or out-of-window TOTP code, or a wrong or spent recovery code.
         public static let mfaVerificationFailed = Code(rawValue: "mfa_verification_failed")
         /// The challenge is older than five minutes: ask for another.
@@ -304,7 +309,8 @@ extension GatehouseError: LocalizedError {
         case .mfaRecoveryCodesLocked: "Too many wrong recovery codes."
         case "email_exists", "user_already_exists": "An account with this email already exists."
         case "same_password": "That’s your current password."
-        case "reauthentication_needed": "Confirm it’s you first."
+        case .reauthenticationNeeded: "Confirm it’s you first."
+        case .companyCredentialRequired: "This company needs your username and password."
         case "not_a_member", "forbidden", "record_forbidden": "You don’t have permission to do that."
         case "passkey_disabled": "Passkeys aren’t available."
         case "store_unavailable", "server_busy": "The server is busy."
@@ -320,7 +326,8 @@ extension GatehouseError: LocalizedError {
         case .mfaChallengeExpired, "otp_expired", "webauthn_challenge_expired": "Ask for a new one."
         case .mfaRecoveryCodesLocked: "Wait a few minutes, then try again."
         case "email_exists", "user_already_exists": "Sign in instead."
-        case "reauthentication_needed": "Enter your current password or the code we email you."
+        case .reauthenticationNeeded: "Enter your current password or the code we email you."
+        case .companyCredentialRequired: "Set your username and password for this company, then try again."
         case "store_unavailable", "server_busy": "Try again in a moment."
         default: status >= 500 ? "Try again later." : nil
         }

@@ -12,12 +12,15 @@ public struct MFA: Sendable {
 
     /// Enrolls an unverified TOTP factor: show its QR code (or secret) to the user's authenticator app, then verify a
     /// code with `challengeAndVerify(factorID:code:)` to finish. Once a factor is verified, enrolling another needs
-    /// an aal2 session (`insufficient_aal`). `issuer` is what the app shows (the server's host when nil).
-    public func enroll(friendlyName: String? = nil, issuer: String? = nil) async throws(GatehouseError)
-        -> TOTPEnrollment
-    {
+    /// an aal2 session (`insufficient_aal`). `issuer` is what the app shows (the server's host when nil). A first
+    /// factor needs recent proof: a sign-in in the last ten minutes, or `currentPassword`, or a `nonce` from
+    /// `auth.reauthenticate()` (else `reauthentication_needed`).
+    public func enroll(
+        friendlyName: String? = nil, issuer: String? = nil, currentPassword: String? = nil, nonce: String? = nil
+    ) async throws(GatehouseError) -> TOTPEnrollment {
         let body = Components.Schemas.EnrollFactorRequest(
-            factorType: "totp", friendlyName: friendlyName, issuer: issuer)
+            factorType: "totp", friendlyName: friendlyName, issuer: issuer, currentPassword: currentPassword,
+            nonce: nonce)
         return TOTPEnrollment(
             try await sessions.authorized { try await $0.enrollFactor(body: .json(body)).ok.body.json })
     }

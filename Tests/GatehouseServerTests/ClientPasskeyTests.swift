@@ -55,6 +55,26 @@ struct ClientPasskeyTests {
         }
     }
 
+    @Test("Finding 5: long after sign-in a passkey needs the current password (a typed error without it), and is told")
+    func passkeyNeedsRecentProof() async throws {
+        try await Self.withServer { h in
+            let client = try Self.client(h)
+            let email = try await Self.signedUp(h, client)
+            h.clock.advance(by: 11 * 60)
+            let phone = SoftwareAuthenticator(origin: Self.origin)
+            do throws(GatehouseError) {
+                try await client.auth.registerPasskey(using: phone)
+                Issue.record("a passkey was added eleven minutes after sign-in without proof")
+            } catch {
+                #expect(error.code == .reauthenticationNeeded)
+            }
+            #expect(phone.credentialIDs.isEmpty)
+            let passkey = try await client.auth.registerPasskey(using: phone, currentPassword: "correct horse battery")
+            #expect(try await client.auth.listPasskeys() == [passkey])
+            _ = try await h.mail(to: email, subject: "A passkey was added to your account")
+        }
+    }
+
     @Test("A device that holds the account's passkey refuses a second one (a typed error); another device may add one")
     func registeredTwice() async throws {
         try await Self.withServer { h in

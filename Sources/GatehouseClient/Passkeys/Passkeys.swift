@@ -9,12 +9,17 @@ import OpenAPIRuntime
 extension Auth {
     /// Registers a passkey for the signed-in account with `authenticator`. The account's passkeys are excluded, so a
     /// device that holds one already refuses (`authenticator(.credentialExcluded)`). An account with a verified
-    /// second factor needs an aal2 session (`insufficient_aal`); ten passkeys at most (`too_many_passkeys`).
+    /// second factor needs an aal2 session (`insufficient_aal`); ten passkeys at most (`too_many_passkeys`). A new
+    /// passkey needs recent proof: a sign-in in the last ten minutes, or `currentPassword`, or a `nonce` from
+    /// `reauthenticate()` (else `reauthentication_needed`); the account is mailed when one is added or removed.
     @discardableResult
-    public func registerPasskey(using authenticator: some PasskeyAuthenticator) async throws(GatehouseError)
-        -> Passkey
-    {
-        let challenge = try await sessions.authorized { try await $0.passkeyRegistrationOptions().ok.body.json }
+    public func registerPasskey(
+        using authenticator: some PasskeyAuthenticator, currentPassword: String? = nil, nonce: String? = nil
+    ) async throws(GatehouseError) -> Passkey {
+        let proof = Components.Schemas.RecentProof(currentPassword: currentPassword, nonce: nonce)
+        let challenge = try await sessions.authorized {
+            try await $0.passkeyRegistrationOptions(body: .json(proof)).ok.body.json
+        }
         let request = try PasskeyRegistrationRequest(challenge.options)
         let body = Components.Schemas.PasskeyVerifyRequest(
             challengeId: challenge.challengeId,
@@ -61,14 +66,20 @@ extension Auth {
 }
 
 extension Companies {
-    /// Registers a passkey that logs the account in to `companyID` in place of the credential's password. It needs
-    /// the company session of that company (`login(to:username:password:)` first), else `notSignedIn`.
+    /// Registers a passkey that logs the account in to `companyID` beside the credential's password. It needs
+    /// the company session of that company (`login(to:username:password:)` first), else `notSignedIn`, logged in
+    /// within the last ten minutes unless `currentPassword` (the account's) or a `nonce` from `reauthenticate()` is
+    /// given (else `reauthentication_needed`). Where the company requires a credential, the passkey logs in only
+    /// while the member has one (`company_credential_required`).
     @discardableResult
-    public func registerPasskey(for companyID: String, using authenticator: some PasskeyAuthenticator)
-        async throws(GatehouseError) -> Passkey
-    {
+    public func registerPasskey(
+        for companyID: String, using authenticator: some PasskeyAuthenticator, currentPassword: String? = nil,
+        nonce: String? = nil
+    ) async throws(GatehouseError) -> Passkey {
+        let proof = Components.Schemas.RecentProof(currentPassword: currentPassword, nonce: nonce)
         let challenge = try await inSession(of: companyID) {
-            try await $0.companyPasskeyRegistrationOptions(path: .init(cid: companyID)).ok.body.json
+            try await $0.companyPasskeyRegistrationOptions(path: .init(cid: companyID), body: .json(proof)).ok.body
+                .json
         }
         let request = try PasskeyRegistrationRequest(challenge.options)
         let body = Components.Schemas.PasskeyVerifyRequest(
