@@ -184,6 +184,21 @@ struct HardeningRound3Tests {
         }
     }
 
+    @Test("Finding 5: on the pages, a session signed in long ago is asked to sign in again before adding a way in")
+    func pagesAskForAFreshSignIn() async throws {
+        try await AccountHarness.withPasskeys { h in
+            let session = try await h.confirmedAccount(AccountHarness.newEmail("stale"), password: Self.password)
+            h.clock.advance(by: 11 * 60)
+            let page = try await h.form("/account/factors", [:], session: session.access)
+            #expect(page.body.contains("sign out, sign in again, then try once more"))
+            #expect(!page.body.contains("<svg"))
+            let account = try await h.page("/account", session: session.access)
+            let options = try await h.script(
+                "/account/passkeys/options", session: session.access, token: try PasskeyPagesTests.token(account))
+            #expect(options.status == 400 && (options.json["message"] as? String)?.contains("sign in again") == true)
+        }
+    }
+
     @Test("Finding 5: after a password change the page marks passkeys added since the last password sign-in")
     func passwordChangeReviewsPasskeys() async throws {
         try await AccountHarness.withPasskeys { h in

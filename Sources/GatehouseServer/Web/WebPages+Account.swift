@@ -174,6 +174,13 @@ extension WebPages {
         return .redirect("/account?notice=password_changed", cookies: cookies)
     }
 
+    /// What a page says for a refusal: the API's words, but for a change that needs a recent sign-in, which the
+    /// pages ask for by signing in again (they have no field for a reauthentication code).
+    static func pageMessage(_ error: APIError) -> String {
+        guard error.code == ErrorCode.reauthenticationNeeded.rawValue else { return error.message }
+        return "You signed in more than ten minutes ago: sign out, sign in again, then try once more."
+    }
+
     // MARK: Deletion
 
     func delete(currentPassword: String?) async throws -> WebAnswer {

@@ -34,7 +34,7 @@ extension WebPages {
             return factorSetup(
                 id: enrolled.id, secret: enrolled.totp.secret, qrCode: enrolled.totp.qrCode, cookies: cookies)
         } catch let error as APIError {
-            return try await account(notice: error.message, status: error.status)
+            return try await account(notice: Self.pageMessage(error), status: error.status)
         }
     }
 

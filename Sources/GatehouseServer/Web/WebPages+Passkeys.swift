@@ -50,7 +50,11 @@ extension WebPages {
     /// Creation options for a new passkey of the signed-in account.
     func passkeyCreationOptions() async throws -> WebAnswer {
         let (caller, cookies) = try await scriptCaller()
-        return try .json(try await passkeys.registrationOptions(by: caller), cookies: cookies)
+        do {
+            return try .json(try await passkeys.registrationOptions(by: caller), cookies: cookies)
+        } catch let error as APIError where error.code == ErrorCode.reauthenticationNeeded.rawValue {
+            throw APIError(error.status, code: .reauthenticationNeeded, message: Self.pageMessage(error))
+        }
     }
 
     /// Verifies and stores the new passkey; the script then opens the account page with the notice.
