@@ -71,7 +71,7 @@ struct HardeningRound3LimitsTests {
             let limited = try await db.select().column("ip").from("audit_events")
                 .where("action", .equal, "rate_limited").where("ip", .like, "\(prefix)::%")
                 .all(decodingColumn: "ip", as: String.self)
-            #expect(limited.count == SessionService.refusalsPerAddress.limit)
+            #expect(limited.count == AuditTrail.refusalsPerAddress.limit)
             #expect(Set(limited).count == limited.count)
             let notices = try await db.select().column("ip").from("audit_events")
                 .where("action", .equal, "audit_suppressed").where("ip", .like, "\(prefix)::%")

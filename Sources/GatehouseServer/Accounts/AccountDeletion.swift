@@ -6,7 +6,7 @@ import SQLKit
 struct AccountDeletion: Sendable {
     let store: Store
     let clock: any GatehouseClock
-    let sessions: SessionService
+    let trail: AuditTrail
     let mailer: Mailer
     let mail: AccountMail
     let profiles: ProfileService
@@ -48,7 +48,7 @@ struct AccountDeletion: Sendable {
     ) async throws {
         let owned = try await CompanyRepository(db: store.database).owned(by: account.id)
         guard owned.isEmpty else {
-            await sessions.audit(
+            await trail.record(
                 client.event(
                     refusal, accountID: account.id, detail: extra.merging(["reason": "owns_companies"]) { $1 }))
             throw Self.ownsCompanies(owned)

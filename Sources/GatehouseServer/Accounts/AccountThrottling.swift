@@ -7,7 +7,7 @@ struct AccountThrottling: Sendable {
     let clock: any GatehouseClock
     let settings: AuthSettings
     /// Where refusals are audited.
-    let sessions: SessionService
+    let trail: AuditTrail
     let limiter: RateLimiter
     /// What mailed codes are digested under.
     let codeKeys: CodeKeys
@@ -18,7 +18,7 @@ struct AccountThrottling: Sendable {
         _ name: String, _ rule: RateLimit, client: ClientInfo, code: ErrorCode = .overRequestRateLimit
     ) async throws {
         if let wait = limiter.check("\(name):\(client.limitKey)", rule) {
-            await sessions.auditRefusal(
+            await trail.recordRefusal(
                 client.event(.rateLimited, accountID: nil, detail: ["limit": name, "retry_after": "\(wait)"]))
             throw APIError.rateLimited(code, retryAfter: wait)
         }
@@ -34,7 +34,7 @@ struct AccountThrottling: Sendable {
             try await ThrottleRepository(db: db).admit(key, now: now, rule: rule)
         }
         if let wait {
-            await sessions.auditRefusal(
+            await trail.recordRefusal(
                 client.event(
                     .rateLimited, accountID: accountID,
                     detail: ["limit": Self.throttleName(key), "retry_after": "\(wait)"]))

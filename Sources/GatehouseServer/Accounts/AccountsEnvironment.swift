@@ -9,6 +9,8 @@ struct AccountsEnvironment: Sendable {
     let clock: any GatehouseClock
     let settings: AuthSettings
     let sessions: SessionService
+    /// The audit trail every service records through.
+    let trail: AuditTrail
     let keys: SigningKeys
     let mailer: Mailer
     let secrets: ServerSecrets
@@ -30,7 +32,7 @@ struct AccountsEnvironment: Sendable {
     /// Rate limits, failure backoff and resend cooldowns.
     var throttling: AccountThrottling {
         AccountThrottling(
-            store: store, clock: clock, settings: settings, sessions: sessions, limiter: limiter,
+            store: store, clock: clock, settings: settings, trail: trail, limiter: limiter,
             codeKeys: CodeKeys(secrets.box))
     }
 

@@ -11,6 +11,7 @@ struct ProfileService: Sendable {
     let clock: any GatehouseClock
     let settings: AuthSettings
     let sessions: SessionService
+    let trail: AuditTrail
     let hasher: PasswordHasher
     let mailer: Mailer
     let mail: AccountMail
@@ -183,7 +184,7 @@ struct ProfileService: Sendable {
                 try await throttling.clearThrottle(key)
                 return
             }
-            await sessions.audit(
+            await trail.record(
                 client.event(refusal, accountID: account.id, detail: ["reason": "wrong_current_password"]))
             throw APIError(.badRequest, code: .currentPasswordInvalid, message: "The current password is not correct")
         }
@@ -191,12 +192,12 @@ struct ProfileService: Sendable {
             let consumed = try await throttling.consumeCode(
                 email: account.email, code: nonce, purposes: [.reauthentication], client: client)
             if consumed != nil { return }
-            await sessions.audit(
+            await trail.record(
                 client.event(refusal, accountID: account.id, detail: ["reason": "wrong_reauthentication_code"]))
             throw APIError(
                 .unprocessableContent, code: .reauthenticationNotValid, message: "Nonce has expired or is invalid")
         }
-        await sessions.audit(
+        await trail.record(
             client.event(refusal, accountID: account.id, detail: ["reason": "reauthentication_needed"]))
         throw APIError(
             neededStatus, code: .reauthenticationNeeded,

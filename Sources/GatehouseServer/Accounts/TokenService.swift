@@ -10,6 +10,7 @@ struct TokenService: Sendable {
     let clock: any GatehouseClock
     let settings: AuthSettings
     let sessions: SessionService
+    let trail: AuditTrail
     let hasher: PasswordHasher
     let appleVerifier: AppleIdentityVerifier
     let throttling: AccountThrottling
@@ -48,7 +49,7 @@ struct TokenService: Sendable {
         guard case .valid(let needsRehash) = verification, let account else {
             let reason =
                 account == nil ? "no_account" : account?.passwordHash == nil ? "no_password" : "wrong_password"
-            await sessions.audit(
+            await trail.record(
                 client.event(
                     .signInFailed, accountID: account?.id,
                     detail: ["method": "password", "reason": reason, "email": Secrets.emailDigest(email)]))
@@ -56,7 +57,7 @@ struct TokenService: Sendable {
         }
         // A banned account hears so, as from GoTrue, but only with its right password: a guess learns nothing.
         guard account.disabledAt == nil else {
-            await sessions.audit(
+            await trail.record(
                 client.event(.signInFailed, accountID: account.id, detail: ["method": "password", "reason": "banned"]))
             throw APIError(.badRequest, code: .userBanned, message: "User is banned")
         }
@@ -107,7 +108,7 @@ struct TokenService: Sendable {
                     try await SessionRepository(db: db).revoke(.session(sessionID), now: clock.now)
                 }
             }
-            await sessions.audit(
+            await trail.record(
                 client.event(.verifyFailed, accountID: nil, detail: ["type": "pkce", "reason": refusal.reason]))
             throw refusal.apiError
         }
@@ -145,7 +146,7 @@ struct TokenService: Sendable {
         } catch SessionService.RefreshFailure.banned {
             throw APIError(.badRequest, code: .userBanned, message: "Invalid Refresh Token: User Banned")
         } catch SessionService.RefreshFailure.alreadyUsed(let sessionID, let accountID) {
-            await sessions.audit(
+            await trail.record(
                 client.event(
                     .refreshTokenReused, accountID: accountID,
                     detail: ["session": sessionID, "outcome": "session revoked"]))
@@ -177,7 +178,7 @@ struct TokenService: Sendable {
         do {
             apple = try await appleVerifier.verify(body.idToken, nonce: body.nonce)
         } catch {
-            await sessions.audit(
+            await trail.record(
                 client.event(.signInFailed, accountID: nil, detail: ["method": "apple", "reason": "\(error)"]))
             throw APIError(.badRequest, code: .badJwt, message: "The Apple identity token is invalid: \(error)")
         }

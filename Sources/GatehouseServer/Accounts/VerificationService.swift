@@ -9,6 +9,7 @@ struct VerificationService: Sendable {
     let clock: any GatehouseClock
     let settings: AuthSettings
     let sessions: SessionService
+    let trail: AuditTrail
     let throttling: AccountThrottling
     let users: UserReader
     let mail: AccountMail
@@ -53,7 +54,7 @@ struct VerificationService: Sendable {
         guard let consumed else {
             var detail = ["type": type]
             detail["email"] = emailDigest
-            await sessions.auditRefusal(client.event(.verifyFailed, accountID: nil, detail: detail))
+            await trail.recordRefusal(client.event(.verifyFailed, accountID: nil, detail: detail))
             throw Self.otpExpired
         }
         return try await signIn(after: consumed, method: body.tokenHash == nil ? "otp" : "magiclink", client: client)
@@ -79,7 +80,7 @@ struct VerificationService: Sendable {
         token: String, type: String, target: String, landsHere: Bool, sameOrigin: Bool, client: ClientInfo
     ) async throws -> LinkOutcome {
         guard sameOrigin else {
-            await sessions.auditRefusal(
+            await trail.recordRefusal(
                 client.event(.authorizationRefused, accountID: nil, detail: ["reason": "cross_site_link_post"]))
             throw APIError(.forbidden, code: .crossSiteRequest, message: "This form can only be sent from its own page")
         }
@@ -92,7 +93,7 @@ struct VerificationService: Sendable {
             }
         }
         guard let consumed else {
-            await sessions.audit(
+            await trail.record(
                 client.event(.verifyFailed, accountID: nil, detail: ["type": String(type.prefix(32))]))
             if landsHere {
                 return .spent(
@@ -106,7 +107,7 @@ struct VerificationService: Sendable {
             let code = try await store.transaction { [self] db in
                 try await FlowStates(db: db, clock: clock).create(for: consumed, challenge: challenge)
             }
-            await sessions.audit(
+            await trail.record(
                 client.event(
                     .verified, accountID: consumed.accountID,
                     detail: ["purpose": consumed.purpose.rawValue, "flow": "pkce"]))

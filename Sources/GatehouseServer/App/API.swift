@@ -37,7 +37,7 @@ final class API: APIProtocol {
     init(_ services: GatehouseServices) throws {
         let env = services.accounts
         access = Access(
-            sessions: env.sessions, store: env.store,
+            sessions: env.sessions, trail: env.trail, store: env.store,
             serviceKeys: ServiceKeys(
                 store: env.store, secrets: env.secrets, clock: env.clock, issuer: env.publicURL + "/auth/v1"))
         operations = OperationsService(
@@ -49,40 +49,44 @@ final class API: APIProtocol {
             store: env.store, clock: env.clock, settings: env.settings, hasher: env.hasher, mailer: env.mailer,
             mail: mail, throttling: throttling, passwords: passwords, users: users, sessions: env.sessions)
         verification = VerificationService(
-            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, throttling: throttling,
-            users: users, mail: mail)
+            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, trail: env.trail,
+            throttling: throttling, users: users, mail: mail)
         tokens = TokenService(
-            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, hasher: env.hasher,
+            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, trail: env.trail,
+            hasher: env.hasher,
             appleVerifier: env.apple, throttling: throttling, users: users, verification: verification)
         profiles = ProfileService(
-            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, hasher: env.hasher,
+            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, trail: env.trail,
+            hasher: env.hasher,
             mailer: env.mailer, mail: mail, throttling: throttling, passwords: passwords, users: users)
         accountDeletion = AccountDeletion(
-            store: env.store, clock: env.clock, sessions: env.sessions, mailer: env.mailer, mail: mail,
+            store: env.store, clock: env.clock, trail: env.trail, mailer: env.mailer, mail: mail,
             profiles: profiles)
         admin = AdminService(
             store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, hasher: env.hasher,
             mailer: env.mailer, mail: mail, passwords: passwords, users: users, deletion: accountDeletion)
-        accountSessions = AccountSessions(store: env.store, clock: env.clock, sessions: env.sessions)
+        accountSessions = AccountSessions(
+            store: env.store, clock: env.clock, sessions: env.sessions, trail: env.trail)
         companies = CompanyService(store: env.store, clock: env.clock, publicURL: env.publicURL, bus: services.bus)
         shares = ShareService(
-            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions,
+            store: env.store, clock: env.clock, settings: env.settings, trail: env.trail,
             publicURL: env.publicURL, throttling: throttling)
         credentials = CredentialService(
-            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, hasher: env.hasher,
+            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, trail: env.trail,
+            hasher: env.hasher,
             throttling: throttling, passwords: passwords, users: users)
         factors = FactorService(
-            store: env.store, clock: env.clock, sessions: env.sessions, box: env.secrets.box,
+            store: env.store, clock: env.clock, sessions: env.sessions, trail: env.trail, box: env.secrets.box,
             mail: mail, throttling: throttling, users: users, profiles: profiles, publicURL: env.publicURL)
         passkeys = PasskeyService(
             store: env.store, clock: env.clock, configuration: services.configuration, sessions: env.sessions,
-            throttling: throttling, users: users, credentials: credentials, profiles: profiles)
+            trail: env.trail, throttling: throttling, users: users, credentials: credentials, profiles: profiles)
         appSiteAssociation = Schemas.AppSiteAssociation(appIDs: services.configuration.appleAppIDs)
         sync = services.sync
         keys = env.keys
         web = WebPages(
             templates: services.templates, store: env.store, clock: env.clock, settings: env.settings,
-            sessions: env.sessions, publicURL: env.publicURL, mail: mail, access: access, tokens: tokens,
+            trail: env.trail, publicURL: env.publicURL, mail: mail, access: access, tokens: tokens,
             signUps: signUps,
             verification: verification, profiles: profiles, accountSessions: accountSessions,
             deletion: accountDeletion, shares: shares, factors: factors, passkeys: passkeys,

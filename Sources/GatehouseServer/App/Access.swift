@@ -98,6 +98,7 @@ struct AdminCaller: Sendable {
 /// is audited with the path, and answered with the stable code of its reason.
 struct Access: Sendable {
     let sessions: SessionService
+    let trail: AuditTrail
     let store: Store
     let serviceKeys: ServiceKeys
 
@@ -184,7 +185,7 @@ struct Access: Sendable {
         let client = try client()
         let headers = scope.head.headerFields
         if headers[.origin] != nil || headers[Self.fetchSite] != nil {
-            await sessions.auditRefusal(
+            await trail.recordRefusal(
                 client.event(.authorizationRefused, accountID: nil, detail: ["reason": "browser", "path": scope.path]))
             throw APIError(
                 .forbidden, code: .crossSiteRequest, message: "The admin API is for backends: a browser may not call it"
@@ -196,7 +197,7 @@ struct Access: Sendable {
         if let keyID = await serviceKeys.verify(token) { return AdminCaller(keyID: keyID, client: client) }
         // As GoTrue: a user's own valid token is not_admin; anything that verifies as nothing is bad_jwt.
         let isUserToken = (try? await sessions.keys.verify(token)) != nil
-        await sessions.auditRefusal(
+        await trail.recordRefusal(
             client.event(
                 .authorizationRefused, accountID: nil,
                 detail: ["reason": isUserToken ? "not_admin" : "invalid_token", "path": scope.path]))
@@ -229,7 +230,7 @@ struct Access: Sendable {
         } catch .accessRevoked {
             (reason, error) = ("company_access_revoked", Self.accessRevoked)
         }
-        await sessions.auditRefusal(
+        await trail.recordRefusal(
             client.event(.tokenRejected, accountID: nil, detail: ["reason": reason, "path": scope.path]))
         throw error
     }
@@ -239,7 +240,7 @@ struct Access: Sendable {
     private func refused(_ identity: Identity, client: ClientInfo, companyID: String?, reason: String) async {
         var detail = ["reason": reason, "path": RequestScope.current?.path ?? ""]
         detail["company"] = companyID
-        await sessions.auditRefusal(
+        await trail.recordRefusal(
             AuditEvent(
                 .authorizationRefused, accountID: identity.accountID, ip: client.ip, userAgent: client.userAgent,
                 detail: detail))

@@ -54,9 +54,10 @@ public struct GatehouseServices: Sendable {
         let mailQueue = MailQueue(store: store, transport: transport, box: box, clock: clock, logger: logger)
         self.mailQueue = mailQueue
         let secrets = ServerSecrets(store: store, box: box)
+        let trail = AuditTrail(store: store, clock: clock)
         let sessions = SessionService(
             store: store, keys: keys, secrets: secrets, clock: clock, settings: settings,
-            issuer: publicURL + "/auth/v1")
+            issuer: publicURL + "/auth/v1", trail: trail)
         let hub = SyncHub(
             perSession: configuration.sync.liveStreamsPerSession, perInstance: configuration.sync.liveStreamsPerInstance
         )
@@ -69,7 +70,7 @@ public struct GatehouseServices: Sendable {
             liveCheckInterval: .milliseconds(Int64(configuration.sync.liveCheckInterval * 1000)))
         self.accounts = AccountsEnvironment(
             store: store, clock: clock, settings: settings,
-            sessions: sessions, keys: keys,
+            sessions: sessions, trail: trail, keys: keys,
             mailer: Mailer(
                 queue: mailQueue, from: configuration.mailFrom, templates: templates,
                 expiresMinutes: settings.codeLifetimeMinutes),

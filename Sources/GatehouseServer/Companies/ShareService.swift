@@ -7,7 +7,7 @@ struct ShareService: Sendable {
     let store: Store
     let clock: any GatehouseClock
     let settings: AuthSettings
-    let sessions: SessionService
+    let trail: AuditTrail
     let publicURL: String
     let throttling: AccountThrottling
 
@@ -127,7 +127,7 @@ struct ShareService: Sendable {
             companyID = try await join(token: token, caller: caller, now: clock.now)
         } catch let error as APIError {
             let link = try? await CompanyRepository(db: store.database).share(tokenHash: Secrets.digest(token))
-            await sessions.audit(
+            await trail.record(
                 AuditEvent(
                     .shareRefused, accountID: caller.accountID, companyID: link?.companyID, ip: caller.client.ip,
                     userAgent: caller.client.userAgent, detail: ["reason": error.code]))

@@ -8,6 +8,7 @@ struct CredentialService: Sendable {
     let clock: any GatehouseClock
     let settings: AuthSettings
     let sessions: SessionService
+    let trail: AuditTrail
     let hasher: PasswordHasher
     let throttling: AccountThrottling
     let passwords: CredentialRules
@@ -135,7 +136,7 @@ struct CredentialService: Sendable {
         try await throttling.admit(
             throttleKey, rule: throttling.passwordRule, client: caller.client, accountID: accountID)
         guard case .valid = await hasher.verify(body.currentPassword, against: credential.passwordHash) else {
-            await sessions.audit(caller.event(.credentialPasswordChangeFailed))
+            await trail.record(caller.event(.credentialPasswordChangeFailed))
             throw Self.invalidCredentials
         }
         try await throttling.clearThrottle(throttleKey)
@@ -185,7 +186,7 @@ struct CredentialService: Sendable {
         try await throttling.limit("company-login", settings.limits.signInsPerIP, client: caller.client)
         let (company, membership) = try await membership(cid, caller.accountID)
         if company.policy.requiresMFA && caller.identity.aal != .aal2 {
-            await sessions.audit(
+            await trail.record(
                 event(
                     .companyLoginFailed, caller.client, accountID: caller.accountID, companyID: cid,
                     detail: ["reason": "mfa_required"]))
@@ -248,7 +249,7 @@ struct CredentialService: Sendable {
             let reason =
                 credential == nil
                 ? "no_credential" : credential?.username == given ? "wrong_password" : "wrong_username"
-            await sessions.audit(
+            await trail.record(
                 event(
                     .companyLoginFailed, caller.client, accountID: caller.accountID, companyID: cid,
                     detail: ["reason": reason]))

@@ -9,6 +9,7 @@ final class FactorService: Sendable {
     let store: Store
     let clock: any GatehouseClock
     let sessions: SessionService
+    let trail: AuditTrail
     let box: SecretBox
     let mail: AccountMail
     let throttling: AccountThrottling
@@ -18,13 +19,14 @@ final class FactorService: Sendable {
     let defaultIssuer: String
 
     init(
-        store: Store, clock: any GatehouseClock, sessions: SessionService, box: SecretBox,
+        store: Store, clock: any GatehouseClock, sessions: SessionService, trail: AuditTrail, box: SecretBox,
         mail: AccountMail, throttling: AccountThrottling, users: UserReader, profiles: ProfileService, publicURL: String
     ) {
         self.profiles = profiles
         self.store = store
         self.clock = clock
         self.sessions = sessions
+        self.trail = trail
         self.box = box
         self.mail = mail
         self.throttling = throttling
@@ -277,7 +279,7 @@ final class FactorService: Sendable {
         case .verified(let issued, let user):
             return try await sessions.response(for: issued, user: user)
         case .refused(let error, let reason):
-            await sessions.audit(
+            await trail.record(
                 caller.client.event(
                     .mfaVerifyFailed, accountID: caller.accountID, detail: ["factor_id": factorID, "reason": reason]))
             throw error

@@ -16,6 +16,7 @@ struct PasskeyService: Sendable {
     let relyingParty: RelyingParty
     let limits: AuthLimits
     let sessions: SessionService
+    let trail: AuditTrail
     let throttling: AccountThrottling
     let users: UserReader
     let credentials: CredentialService
@@ -23,7 +24,7 @@ struct PasskeyService: Sendable {
 
     init(
         store: Store, clock: any GatehouseClock, configuration: GatehouseConfiguration, sessions: SessionService,
-        throttling: AccountThrottling, users: UserReader, credentials: CredentialService, profiles: ProfileService
+        trail: AuditTrail, throttling: AccountThrottling, users: UserReader, credentials: CredentialService, profiles: ProfileService
     ) {
         self.profiles = profiles
         self.store = store
@@ -32,6 +33,7 @@ struct PasskeyService: Sendable {
         relyingParty = Self.relyingParty(configuration)
         limits = configuration.auth.limits
         self.sessions = sessions
+        self.trail = trail
         self.throttling = throttling
         self.users = users
         self.credentials = credentials
@@ -136,7 +138,7 @@ struct PasskeyService: Sendable {
         let (challenge, assertion) = try await challengeAndAssertion(
             body, ceremony: .authentication, accountID: nil, companyID: nil, client: client)
         let refuse = { (reason: String, accountID: String?, error: APIError) async -> APIError in
-            await sessions.audit(
+            await trail.record(
                 client.event(.passkeySignInFailed, accountID: accountID, detail: ["reason": reason]))
             return error
         }
@@ -309,7 +311,7 @@ struct PasskeyService: Sendable {
                 let credential = try await CredentialRepository(db: store.database).find(
                     cid, accountID: caller.accountID)
             else {
-                await sessions.audit(
+                await trail.record(
                     AuditEvent(
                         .companyLoginFailed, accountID: caller.accountID, companyID: cid, ip: caller.client.ip,
                         userAgent: caller.client.userAgent, detail: ["reason": "no_credential", "method": "passkey"]))
@@ -322,7 +324,7 @@ struct PasskeyService: Sendable {
         let (challenge, assertion) = try await challengeAndAssertion(
             body, ceremony: .companyLogin, accountID: caller.accountID, companyID: cid, client: caller.client)
         let refuse = { (reason: String, error: APIError) async -> APIError in
-            await sessions.audit(
+            await trail.record(
                 AuditEvent(
                     .companyLoginFailed, accountID: caller.accountID, companyID: cid, ip: caller.client.ip,
                     userAgent: caller.client.userAgent, detail: ["reason": reason, "method": "passkey"]))
@@ -426,7 +428,7 @@ struct PasskeyService: Sendable {
         do {
             return (challenge, try AuthenticationResponse(json: try Self.json(body.credential.additionalProperties)))
         } catch let error as WebAuthnError {
-            await sessions.audit(
+            await trail.record(
                 AuditEvent(
                     ceremony == .companyLogin ? .companyLoginFailed : .passkeySignInFailed, accountID: accountID,
                     companyID: companyID, ip: client.ip, userAgent: client.userAgent,
@@ -471,7 +473,7 @@ struct PasskeyService: Sendable {
             verified = try WebAuthn.verifyRegistration(
                 response: response, expectedChallenge: Self.bytes(challenge.challenge), relyingParty: relyingParty)
         } catch let error as WebAuthnError {
-            await sessions.audit(audit(.passkeyRegistrationFailed, ["reason": error.reason]))
+            await trail.record(audit(.passkeyRegistrationFailed, ["reason": error.reason]))
             throw Self.verificationFailed(error)
         }
         let now = clock.now.epochMilliseconds
@@ -500,7 +502,7 @@ struct PasskeyService: Sendable {
                     accountID: accountID, db: db)
             }
         } catch let error as APIError {
-            await sessions.audit(audit(.passkeyRegistrationFailed, ["reason": error.code]))
+            await trail.record(audit(.passkeyRegistrationFailed, ["reason": error.code]))
             throw error
         }
         return passkey.wire
@@ -523,7 +525,7 @@ struct PasskeyService: Sendable {
             let action: AuditAction =
                 error == .signCountRegressed
                 ? .passkeyCloneSuspected : passkey.companyID == nil ? .passkeySignInFailed : .companyLoginFailed
-            await sessions.audit(
+            await trail.record(
                 AuditEvent(
                     action, accountID: passkey.accountID, companyID: passkey.companyID, ip: client.ip,
                     userAgent: client.userAgent,

@@ -7,6 +7,7 @@ struct AccountSessions: Sendable {
     let store: Store
     let clock: any GatehouseClock
     let sessions: SessionService
+    let trail: AuditTrail
 
     /// Every live session of the caller's account, the current one flagged.
     func list(_ caller: Caller) async throws -> Schemas.SessionList {
@@ -30,7 +31,7 @@ struct AccountSessions: Sendable {
     /// out of every device.
     func logout(_ scope: SessionService.Scope, by caller: Caller) async throws {
         guard caller.identity.isAccountSession || scope == .local else {
-            await sessions.auditRefusal(
+            await trail.recordRefusal(
                 caller.client.event(
                     .authorizationRefused, accountID: caller.accountID,
                     detail: ["reason": "company_session_scope", "scope": scope.rawValue]))

@@ -59,15 +59,14 @@ final class SessionService: Sendable {
     let rotations: RotationQueue
     /// Refresh tokens read in batches.
     let refreshReads: RefreshReads
-    /// Audit events written in batches.
-    let audits: AuditQueue
-    /// How many refusals each client address may add to the audit trail (`auditRefusal`).
-    let refusalAudits: RateLimiter
+    /// The audit trail (refresh replays are recorded through it).
+    let trail: AuditTrail
 
     init(
         store: Store, keys: SigningKeys, secrets: ServerSecrets, clock: any GatehouseClock, settings: AuthSettings,
-        issuer: String, cache: AuthCache = AuthCache()
+        issuer: String, trail: AuditTrail, cache: AuthCache = AuthCache()
     ) {
+        self.trail = trail
         self.store = store
         self.keys = keys
         self.secrets = secrets
@@ -77,37 +76,9 @@ final class SessionService: Sendable {
         self.cache = cache
         rotations = RotationQueue(store: store, clock: clock)
         refreshReads = RefreshReads(store: store)
-        audits = AuditQueue(store: store, clock: clock)
-        refusalAudits = RateLimiter(clock: clock)
         // Whatever commits here, or another instance announces, drops what it changed from the cache.
         store.onCommit { [cache] changes in cache.forget(changes) }
     }
-
-    /// Records an audit event, in one transaction with whatever other events wait (`AuditQueue`); a failure to record
-    /// is logged, never the request's failure.
-    func audit(_ event: AuditEvent) async { await audits.record(event) }
-
-    /// Records a refusal (a rejected token, a refused authorization, a rate limit, a cross-site post) unless its
-    /// client address has already had `refusalsPerAddress` of this kind recorded recently: whoever sends garbage
-    /// cannot grow the trail a row per request. The first refusal held back in a window is recorded as
-    /// `audit_suppressed`, so the trail says it stopped counting.
-    func auditRefusal(_ event: AuditEvent) async {
-        let address = ClientAddress.limitKey(event.ip)
-        guard refusalAudits.check("\(event.action):\(address)", Self.refusalsPerAddress) != nil else {
-            await audit(event)
-            return
-        }
-        guard refusalAudits.check("suppressed:\(address)", Self.suppressionNotices) == nil else { return }
-        await audit(
-            AuditEvent(
-                .auditSuppressed, accountID: nil, ip: event.ip, userAgent: event.userAgent,
-                detail: ["action": event.action, "for_seconds": "\(Int(Self.refusalsPerAddress.window))"]))
-    }
-
-    /// Refusals of one kind recorded per client address: 20 at once, then one every 3 seconds.
-    static let refusalsPerAddress = RateLimit(limit: 20, per: 60)
-    /// `audit_suppressed` notices per client address: one a minute.
-    static let suppressionNotices = RateLimit(limit: 1, per: 60)
 
     // MARK: Starting
 
@@ -285,7 +256,7 @@ final class SessionService: Sendable {
                     throw RefreshFailure.notFound
                 }
                 if successor.token.rotatedAt == nil {
-                    await audit(event(issued))
+                    await trail.record(event(issued))
                     return issued
                 }
                 current = next

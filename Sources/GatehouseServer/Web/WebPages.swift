@@ -15,7 +15,7 @@ struct WebPages: Sendable {
     let store: Store
     let clock: any GatehouseClock
     let settings: AuthSettings
-    let sessions: SessionService
+    let trail: AuditTrail
     let publicURL: String
     let mail: AccountMail
     let access: Access
@@ -109,7 +109,7 @@ struct WebPages: Sendable {
     func formClient() async throws -> ClientInfo {
         let client = try access.client()
         guard LinkPage.isSameOrigin(requestHeaders, publicURL: publicURL) else {
-            await sessions.auditRefusal(
+            await trail.recordRefusal(
                 client.event(.authorizationRefused, accountID: nil, detail: ["reason": "cross_site_form_post"]))
             throw message(
                 page: "refused", title: "This form can only be sent from its own page",
