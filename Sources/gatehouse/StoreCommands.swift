@@ -27,7 +27,7 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let services = try GatehouseServices(try options.resolve())
         let app = buildApplication(services, router: try buildRouter(services)) { _ in
-            Task { await services.releaseStartupPages() }
+            Task { await services.releaseStartupCodePages() }
         }
         try await app.runService()
     }

@@ -263,7 +263,7 @@ struct LifecycleTests {
     func startupPages() async throws {
         let services = try GatehouseServices(
             try await TestStore.configuration(), logger: TestStore.quietLogger, clock: SystemClock())
-        let release = Task { await services.releaseStartupPages() }
+        let release = Task { await services.releaseStartupCodePages() }
         try await services.store.migrate()
         let advised = await release.value
         #if os(Linux)
@@ -283,7 +283,7 @@ struct LifecycleTests {
         // A store closed before it was migrated releases nothing, and does not keep its caller waiting.
         let unmigrated = try GatehouseServices(
             try await TestStore.configuration(), logger: TestStore.quietLogger, clock: SystemClock())
-        let waiting = Task { await unmigrated.releaseStartupPages() }
+        let waiting = Task { await unmigrated.releaseStartupCodePages() }
         await unmigrated.store.close()
         #expect(await waiting.value == 0)
     }
@@ -298,7 +298,7 @@ struct LifecycleTests {
             7fff00000000-7fff00001000 r-xp 00000000 00:00 0     [vdso]
             7f1000000000-7f1000800000 r-xp 00000000 fe:00 456   /opt/swift/usr/lib/swift/linux/libswiftCore.so
             """
-        let ranges = StartupPages.executableFileRanges(maps)
+        let ranges = StartupCodePages.executableFileRanges(maps)
         #expect(ranges.map(\.start) == [0x55d0_c000_0000, 0x7f10_0000_0000])
         #expect(ranges.map(\.end) == [0x55d0_c200_0000, 0x7f10_0080_0000])
     }

@@ -124,7 +124,7 @@ struct AccountMail: Sendable {
 
     /// A valid address mail can be sent to: one with non-ASCII characters needs a mail server with SMTPUTF8.
     func deliverableEmail(_ raw: String) async throws -> String {
-        let email = try CredentialRules.validEmail(raw)
+        let email = try PasswordRules.validEmail(raw)
         // The reserved .invalid domain (RFC 2606) receives no mail; anonymous users' placeholders live there.
         guard !email.hasSuffix(".invalid") else {
             throw APIError.validation("Unable to validate email address: the .invalid domain receives no mail")

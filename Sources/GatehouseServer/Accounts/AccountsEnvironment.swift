@@ -37,7 +37,7 @@ struct AccountsEnvironment: Sendable {
     }
 
     /// What a password must be.
-    var passwords: CredentialRules { CredentialRules(policy: settings.passwordPolicy) }
+    var passwords: PasswordRules { PasswordRules(policy: settings.passwordPolicy) }
 
     /// Users as their owners see them.
     var users: UserReader { UserReader(store: store, sessions: sessions, secrets: secrets) }

@@ -16,7 +16,7 @@ struct ProfileService: Sendable {
     let mailer: Mailer
     let mail: AccountMail
     let throttling: AccountThrottling
-    let passwords: CredentialRules
+    let passwords: PasswordRules
     let users: UserReader
 
     /// The caller's account (account sessions only).

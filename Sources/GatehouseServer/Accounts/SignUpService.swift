@@ -12,7 +12,7 @@ struct SignUpService: Sendable {
     let mailer: Mailer
     let mail: AccountMail
     let throttling: AccountThrottling
-    let passwords: CredentialRules
+    let passwords: PasswordRules
     let users: UserReader
     let sessions: SessionService
 

@@ -46,7 +46,7 @@ struct VerificationService: Sendable {
             guard let rawEmail = body.email, let token = body.token else {
                 throw APIError.validation("Verify requires an email and a token")
             }
-            let email = try CredentialRules.validEmail(rawEmail)
+            let email = try PasswordRules.validEmail(rawEmail)
             emailDigest = Secrets.emailDigest(email)
             consumed = try await throttling.consumeCode(
                 email: email, code: token.trimmingCharacters(in: .whitespaces), purposes: purposes, client: client)

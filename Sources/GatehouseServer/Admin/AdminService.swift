@@ -14,7 +14,7 @@ struct AdminService: Sendable {
     let hasher: PasswordHasher
     let mailer: Mailer
     let mail: AccountMail
-    let passwords: CredentialRules
+    let passwords: PasswordRules
     let users: UserReader
     let deletion: AccountDeletion
 

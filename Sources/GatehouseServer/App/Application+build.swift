@@ -108,13 +108,13 @@ public struct GatehouseServices: Sendable {
         return SMTPTransport(configuration: smtp)
     }
 
-    /// Once the store is migrated, gives back the code pages only starting ran (`StartupPages`): `gatehouse serve`
+    /// Once the store is migrated, gives back the code pages only starting ran (`StartupCodePages`): `gatehouse serve`
     /// calls it when it listens. Answers how many mappings were advised out (0 when the store closed first).
     @discardableResult
-    public func releaseStartupPages() async -> Int {
+    public func releaseStartupCodePages() async -> Int {
         await store.migrated()
         guard !store.isClosed else { return 0 }
-        let advised = StartupPages.release()
+        let advised = StartupCodePages.release()
         logger.debug("startup pages released", metadata: ["mappings": "\(advised)"])
         return advised
     }

@@ -11,7 +11,7 @@ struct CredentialService: Sendable {
     let trail: AuditTrail
     let hasher: PasswordHasher
     let throttling: AccountThrottling
-    let passwords: CredentialRules
+    let passwords: PasswordRules
     let users: UserReader
 
     static let invalidCredentials = APIError(
@@ -63,7 +63,7 @@ struct CredentialService: Sendable {
         guard (1...64).contains(username.unicodeScalars.count),
             !username.contains(where: { $0.isNewline || $0.asciiValue.map { $0 < 32 } == true })
         else { throw APIError.validation("username must be 1 to 64 characters without control characters") }
-        let email = try body.email.map { try CredentialRules.validEmail($0) }
+        let email = try body.email.map { try PasswordRules.validEmail($0) }
         try checkPassword(
             body.password, policy: company.policy,
             forbidden: [username, email, email.map(EmailAddress.localPart), caller.identity.email].compactMap { $0 })

@@ -24,7 +24,8 @@ struct PasskeyService: Sendable {
 
     init(
         store: Store, clock: any GatehouseClock, configuration: GatehouseConfiguration, sessions: SessionService,
-        trail: AuditTrail, throttling: AccountThrottling, users: UserReader, credentials: CredentialService, profiles: ProfileService
+        trail: AuditTrail, throttling: AccountThrottling, users: UserReader, credentials: CredentialService,
+        profiles: ProfileService
     ) {
         self.profiles = profiles
         self.store = store

@@ -147,7 +147,7 @@ extension WebPages {
         if let error {
             if error.code == ErrorCode.weakPassword.rawValue {
                 fields["error"] = "Choose another password:"
-                fields["reasons"] = error.message.components(separatedBy: CredentialRules.reasonSeparator)
+                fields["reasons"] = error.message.components(separatedBy: PasswordRules.reasonSeparator)
                 fields["has_reasons"] = true
             } else if error.code == ErrorCode.reauthenticationNeeded.rawValue {
                 fields["error"] =

@@ -1,7 +1,7 @@
 import Foundation
 
 /// What an account password and an email address must be.
-struct CredentialRules: Sendable {
+struct PasswordRules: Sendable {
     /// The server's policy for account passwords.
     let policy: PasswordPolicy
 

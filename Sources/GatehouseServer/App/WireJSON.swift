@@ -129,3 +129,83 @@ enum WireJSON {
 
     static func encode(_ value: some Encodable) throws -> [UInt8] { Array(try encoder.encode(value)) }
 }
+
+/// JSON written byte by byte: strings escaped as RFC 8259 requires (a quote, a backslash and the control characters;
+/// nothing else, as `JSONEncoder` with `.withoutEscapingSlashes`).
+struct JSONText {
+    private(set) var bytes: [UInt8]
+
+    init(capacity: Int) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    /// Text that is JSON already (punctuation, a stored object).
+    mutating func raw(_ text: String) { bytes.append(contentsOf: text.utf8) }
+
+    mutating func bytes(_ data: [UInt8]) { bytes.append(contentsOf: data) }
+
+    mutating func integer(_ value: Int64) { raw(String(value)) }
+
+    /// A date as the API writes it: RFC 3339 in UTC with milliseconds.
+    mutating func date(_ date: Date) {
+        bytes.append(UInt8(ascii: "\""))
+        raw(MillisecondDateTranscoder.format(date))
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// A record as a pull's `RecordChange` (with `deleted`) or a list's `RecordInfo` (without) has it, keys sorted;
+    /// fields left as stored text are written as they are.
+    mutating func record(_ record: StoredRecord, deleted withDeleted: Bool) throws {
+        raw("{\"created_at\":")
+        date(record.createdAt)
+        if let createdBy = record.createdBy {
+            raw(",\"created_by\":")
+            string(createdBy)
+        }
+        if withDeleted {
+            raw(",\"deleted\":")
+            raw(record.deleted ? "true" : "false")
+        }
+        raw(",\"dept_mask\":")
+        integer(record.deptMask)
+        raw(",\"fields\":")
+        if let stored = record.storedFields {
+            raw(stored)
+        } else {
+            bytes(try WireJSON.encode(record.fields))
+        }
+        raw(",\"id\":")
+        string(record.id)
+        raw(",\"seq\":")
+        integer(record.seq)
+        raw(",\"type\":")
+        string(record.type)
+        raw(",\"updated_at\":")
+        date(record.updatedAt)
+        raw("}")
+    }
+
+    mutating func string(_ text: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0x08: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
+            case 0x0C: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: [
+                    UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)],
+                    hex[Int(byte & 0x0F)],
+                ])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}

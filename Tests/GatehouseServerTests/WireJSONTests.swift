@@ -5,7 +5,7 @@ import Testing
 @testable import GatehouseServer
 
 @Suite("Wire text: dates, header whitespace, stored digests")
-struct WireTextTests {
+struct WireJSONTests {
     @Test("dates are written exactly as Foundation's ISO 8601 formatter writes them, and read back to the millisecond")
     func datesMatchFoundation() throws {
         let foundation = ISO8601DateFormatter()

@@ -13,7 +13,7 @@ import Foundation
 /// executable file mappings are advised out (`MADV_PAGEOUT`, Linux 5.4+): the kernel unmaps the pages only this
 /// process maps, and what runs next faults back in from the page cache or the file. Nothing is lost: the code is the
 /// file's, read again when used. Libraries' pages that other processes map stay as they are.
-enum StartupPages {
+enum StartupCodePages {
     /// Advises every executable file mapping of this process out; answers how many were advised (0 where the system
     /// has no such advice).
     @discardableResult
