@@ -12,10 +12,11 @@ let package = Package(
         .library(name: "GatehouseServer", targets: ["GatehouseServer"]),
         .library(name: "GatehouseAPI", targets: ["GatehouseAPI"]),
         .library(name: "GatehouseClient", targets: ["GatehouseClient"]),
+        .library(name: "GatehouseClientTesting", targets: ["GatehouseClientTesting"]),
         .executable(name: "gatehouse-example", targets: ["GatehouseExample"]),
     ],
     // An app that adds this package for `GatehouseClient` turns the server off (`traits: []`), and SwiftPM then leaves
-    // the server's packages out of its resolution (13 packages instead of 43; README, "The first hour with the SDK").
+    // the server's packages out of its resolution (14 packages instead of 43; README, "The first hour with the SDK").
     traits: [
         .trait(name: "Server", description: "The server, its command line and its tests; the SDK needs none of it."),
         .default(enabledTraits: ["Server"]),
@@ -35,6 +36,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
         .package(url: "https://github.com/hummingbird-project/swift-openapi-hummingbird", from: "2.1.0"),
+        .package(url: "https://github.com/swift-extras/swift-extras-base64", from: "1.2.0"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
@@ -67,6 +69,17 @@ let package = Package(
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ExtrasBase64", package: "swift-extras-base64"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            resources: [.copy("PrivacyInfo.xcprivacy")]
+        ),
+        // The SDK's test doubles, for an app's tests and previews, so that the app's own product ships none of them.
+        .target(
+            name: "GatehouseClientTesting",
+            dependencies: [
+                "GatehouseClient",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -91,6 +104,7 @@ let package = Package(
                 .product(name: "NIOTLS", package: "swift-nio", condition: server),
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: server),
                 .product(name: "Crypto", package: "swift-crypto", condition: server),
+                .product(name: "ExtrasBase64", package: "swift-extras-base64", condition: server),
                 .product(name: "Hummingbird", package: "hummingbird", condition: server),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird", condition: server),
                 .product(name: "JWTKit", package: "jwt-kit", condition: server),
@@ -111,6 +125,7 @@ let package = Package(
                 "GatehouseServer",
                 "GatehouseAPI",
                 "GatehouseClient",
+                "GatehouseClientTesting",
                 .product(name: "HummingbirdTesting", package: "hummingbird", condition: server),
                 .product(name: "CryptoExtras", package: "swift-crypto", condition: server),
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: server),

@@ -1,4 +1,5 @@
 import Crypto
+import ExtrasBase64
 import Foundation
 import GatehouseAPI
 import OpenAPIRuntime
@@ -308,9 +309,9 @@ func randomToken(bytes: Int) -> String {
     return base64URL(Data((0..<bytes).map { _ in UInt8.random(in: .min ... .max, using: &generator) }))
 }
 
+/// Base64url without padding (RFC 4648 §5).
 func base64URL(_ data: Data) -> String {
-    data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        .replacingOccurrences(of: "=", with: "")
+    Base64.encodeToString(bytes: data, options: [.base64UrlAlphabet, .omitPaddingCharacter])
 }
 
 extension GatehouseError {

@@ -1,3 +1,4 @@
+import ExtrasBase64
 import Foundation
 import GatehouseAPI
 import OpenAPIRuntime
@@ -245,10 +246,7 @@ enum PasskeyWire {
 
 /// The bytes of a base64url text (padded or not); nil when it is not base64url.
 func base64URLDecoded(_ text: String) -> Data? {
-    guard !text.contains(where: { $0 == "+" || $0 == "/" }) else { return nil }
-    var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-    base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-    return Data(base64Encoded: base64)
+    (try? Base64.decode(string: text, options: [.base64UrlAlphabet, .omitPaddingCharacter])).map { Data($0) }
 }
 
 extension SoftwareAuthenticator: PasskeyAuthenticator {

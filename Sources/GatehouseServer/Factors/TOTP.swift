@@ -1,4 +1,5 @@
 import Crypto
+import ExtrasBase64
 import Foundation
 
 /// Time-based one-time passwords (RFC 6238 over RFC 4226): HMAC-SHA-1, 30-second steps, six digits, the
@@ -69,38 +70,15 @@ enum TOTP {
 
 /// RFC 4648 base32 (the upper-case alphabet authenticator apps expect), without padding.
 enum Base32 {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".utf8)
-
     static func encode(_ bytes: [UInt8]) -> String {
-        var output: [UInt8] = []
-        var buffer: UInt32 = 0
-        var bits = 0
-        for byte in bytes {
-            buffer = (buffer << 8) | UInt32(byte)
-            bits += 8
-            while bits >= 5 {
-                output.append(alphabet[Int((buffer >> UInt32(bits - 5)) & 31)])
-                bits -= 5
-            }
-        }
-        if bits > 0 { output.append(alphabet[Int((buffer << UInt32(5 - bits)) & 31)]) }
-        return String(decoding: output, as: UTF8.self)
+        ExtrasBase64.Base32.encodeToString(bytes: bytes, options: .omitPaddingCharacter)
     }
 
     /// The bytes of `text` (case-insensitive, padding and spaces ignored), or nil for any other character.
     static func decode(_ text: String) -> [UInt8]? {
-        var output: [UInt8] = []
-        var buffer: UInt32 = 0
-        var bits = 0
-        for character in text.uppercased().utf8 where character != UInt8(ascii: "=") && character != UInt8(ascii: " ") {
-            guard let value = alphabet.firstIndex(of: character) else { return nil }
-            buffer = (buffer << 5) | UInt32(value)
-            bits += 5
-            if bits >= 8 {
-                output.append(UInt8((buffer >> UInt32(bits - 8)) & 0xff))
-                bits -= 8
-            }
-        }
-        return output
+        let characters = text.utf8.filter { $0 != UInt8(ascii: "=") && $0 != UInt8(ascii: " ") }
+        // ExtrasBase64 skips tabs, line breaks and `+` in the last eight characters; we refuse them anywhere.
+        guard !characters.contains(where: { [0x09, 0x0A, 0x0D, UInt8(ascii: "+")].contains($0) }) else { return nil }
+        return try? ExtrasBase64.Base32.decode(bytes: characters)
     }
 }

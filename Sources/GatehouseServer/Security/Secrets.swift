@@ -1,4 +1,5 @@
 import Crypto
+import ExtrasBase64
 import Foundation
 
 /// Random secrets and their stored digests. Tokens are 256 random bits; only SHA-256 digests are stored.
@@ -51,8 +52,7 @@ public enum Secrets {
 
     /// Base64url without padding (RFC 4648 §5).
     public static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        Base64.encodeToString(bytes: data, options: [.base64UrlAlphabet, .omitPaddingCharacter])
     }
 
     /// A new identifier for a row: a lower-case UUID.
@@ -74,6 +74,16 @@ public protocol GatehouseClock: Sendable {
 public struct SystemClock: GatehouseClock {
     public init() {}
     public var now: Date { Date() }
+}
+
+extension Data {
+    /// Decodes base64url with or without padding (the inverse of `Secrets.base64URL`). What a browser sends for a
+    /// passkey is read by `WebAuthn.base64URLDecoded` instead, which is stricter.
+    init?(base64URL: String) {
+        guard let bytes = try? Base64.decode(string: base64URL, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+        else { return nil }
+        self.init(bytes)
+    }
 }
 
 extension Date {

@@ -83,12 +83,3 @@ struct SyncToken: Codable, Sendable, Equatable {
         return try? JSONDecoder().decode(SyncToken.self, from: payload)
     }
 }
-
-extension Data {
-    /// Decodes base64url with or without padding (the inverse of `Secrets.base64URL`).
-    init?(base64URL: String) {
-        var text = base64URL.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
-        self.init(base64Encoded: text)
-    }
-}
