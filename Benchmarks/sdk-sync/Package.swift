@@ -20,6 +20,7 @@ let package = Package(
             name: "sdk-sync",
             dependencies: [
                 .product(name: "GatehouseClient", package: root.lastPathComponent),
+                .product(name: "GatehouseClientTesting", package: root.lastPathComponent),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
             ]

@@ -81,19 +81,6 @@ public struct Companies: Sendable {
         try await companySessions.end(.requested)
     }
 
-    /// Signs in to a company: the old name of `signIn(to:username:password:)`.
-    @available(*, deprecated, renamed: "signIn(to:username:password:)")
-    @discardableResult
-    public func login(to companyID: String, username: String? = nil, password: String? = nil)
-        async throws(GatehouseError) -> Session
-    {
-        try await signIn(to: companyID, username: username, password: password)
-    }
-
-    /// Signs out of the company: the old name of `signOut()`.
-    @available(*, deprecated, renamed: "signOut()")
-    public func logOutOfCompany() async throws(GatehouseError) { try await signOut() }
-
     /// What a share link leads to, without joining.
     public func previewShare(_ link: URL) async throws(GatehouseError) -> SharePreview {
         let token = link.lastPathComponent

@@ -53,11 +53,8 @@ public actor CompanyStore {
     /// Whether `startSyncing()` was called.
     public var isSyncing: Bool { idle == nil && database != nil }
 
-    /// Opens (or makes) the database of `companyID` in `directory`; syncs in the background from the start when
-    /// `syncing` (as `GatehouseClient.companyStore(companyID:directory:)` always did), else from `startSyncing()`.
-    init(
-        companyID: String, directory: URL, client: GatehouseClient, pageSize: Int = 1000, syncing: Bool = true
-    ) async throws(GatehouseError) {
+    /// Opens (or makes) the database of `companyID` in `directory`; it syncs from `startSyncing()` on.
+    init(companyID: String, directory: URL, client: GatehouseClient, pageSize: Int) async throws(GatehouseError) {
         self.companyID = companyID
         self.gatehouse = client
         self.pageSize = min(max(pageSize, 1), 5000)
@@ -80,7 +77,6 @@ public actor CompanyStore {
         // The watch runs even before syncing: a removal from the company wipes the store whatever the app does.
         let authEvents = client.auth.events
         tasks = [Task { [weak self] in await self?.watch(authEvents) }]
-        if syncing { startSyncing() }
     }
 
     /// Starts syncing in the background: at once unless a sync already completed, after each save, on each change

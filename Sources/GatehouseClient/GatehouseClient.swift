@@ -71,17 +71,6 @@ public final class GatehouseClient: Sendable {
         companies = Companies(client: client, sessions: account, companySessions: company, hub: hub)
         live = LiveEvents(url: url)
     }
-
-    /// The local store of `companyID`'s records: its own database in `directory`, synced in the background while
-    /// this client is signed in to the company. Open one per company and keep it while the company is in use.
-    @available(
-        *, deprecated,
-        message:
-            "Use openCompanyStore(companyID:directory:), then sync(progress:) and startSyncing(): this one starts syncing before the app can subscribe to the store's events."
-    )
-    public func companyStore(companyID: String, directory: URL) async throws(GatehouseError) -> CompanyStore {
-        try await CompanyStore(companyID: companyID, directory: directory, client: self)
-    }
 }
 
 extension URLSession {

@@ -115,10 +115,6 @@ extension GatehouseError {
         }
     }
 
-    /// The code of this error: the old name of `code`.
-    @available(*, deprecated, renamed: "code")
-    public var errorCode: Code? { code }
-
     /// An error's code: the server's stable codes are an open set, so a newer server's codes do not break older
     /// apps. The well-known ones an app handles are named here; any other arrives as it is.
     public struct Code: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible,

@@ -178,14 +178,6 @@ public final class LoginFlowModel {
         await signIn(to: id, username: username, password: password)
     }
 
-    /// Signs in to the selected company with its credential: the old name of `signIn(username:password:)`.
-    @available(*, deprecated, renamed: "signIn(username:password:)")
-    public func logIn(username: String, password: String) async { await signIn(username: username, password: password) }
-
-    /// Signs in to the selected company with its passkey: the old name of `signInWithPasskey()`.
-    @available(*, deprecated, renamed: "signInWithPasskey()")
-    public func logInWithPasskey() async { await signInWithPasskey() }
-
     /// Signs in to the selected company with the member's passkey for it (when `flow.offersPasskey`); without one
     /// here, the login falls back to the password.
     public func signInWithPasskey() async {

@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseAPI
+import GatehouseClientTesting
 import Testing
 
 @testable import GatehouseClient

@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseClientTesting
 import HTTPTypes
 import NIOConcurrencyHelpers
 import OpenAPIRuntime

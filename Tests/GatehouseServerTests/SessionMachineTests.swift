@@ -1,7 +1,5 @@
 import Foundation
-import HTTPTypes
-import NIOConcurrencyHelpers
-import OpenAPIRuntime
+import GatehouseClientTesting
 import Testing
 
 @testable import GatehouseClient
@@ -348,86 +346,10 @@ final class ManualSessionClock: SessionClock, @unchecked Sendable {
     var sleeping: Int { lock.withLock { sleepers.count } }
 }
 
-/// A server that is only a script: each operation answers the replies queued for it, in order; a request with none
-/// queued is a test failure (500). Every request is recorded.
-final class ScriptedTransport: ClientTransport, Sendable {
-    /// A request as the server would see it.
-    struct Request: Sendable {
-        let operationID: String
-        let path: String
-        let body: String
-        let bearer: String?
-    }
-
-    /// One answer: a status and JSON body, or a failure to reach the server.
-    enum Reply: Sendable {
-        case json(Int, String, headers: [String: String] = [:])
-        case unreachable
-    }
-
-    struct Offline: Error {}
-
-    private let state = NIOLockedValueBox((queued: [String: [Reply]](), requests: [Request]()))
-
-    /// Queues `replies` for `operationID`.
-    func answer(_ operationID: String, _ replies: Reply...) {
-        state.withLockedValue { $0.queued[operationID, default: []] += replies }
-    }
-
-    var requests: [Request] { state.withLockedValue { $0.requests } }
-
-    func requests(_ operationID: String) -> [Request] { requests.filter { $0.operationID == operationID } }
-
-    func send(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String) async throws
-        -> (HTTPResponse, HTTPBody?)
-    {
-        var text = ""
-        if let body { text = String(decoding: try await Data(collecting: body, upTo: 1 << 20), as: UTF8.self) }
-        let bearer = request.headerFields[.authorization].map { String($0.dropFirst("Bearer ".count)) }
-        let reply = state.withLockedValue { state in
-            state.requests.append(.init(operationID: operationID, path: request.path ?? "", body: text, bearer: bearer))
-            return state.queued[operationID]?.isEmpty == false ? state.queued[operationID]!.removeFirst() : nil
-        }
-        switch reply {
-        case .json(let status, let json, let headers):
-            var fields: HTTPFields = [.contentType: "application/json"]
-            for (name, value) in headers { fields[HTTPField.Name(name)!] = value }
-            return (HTTPResponse(status: .init(code: status), headerFields: fields), HTTPBody(json))
-        case .unreachable:
-            throw Offline()
-        case nil:
-            Issue.record("no reply scripted for \(operationID)")
-            return (HTTPResponse(status: .internalServerError), nil)
-        }
-    }
-
-    /// The wire session the server answers a sign-in or refresh with.
-    static func session(
-        access: String, refresh: String, expiresAt: Date, endsAt: Date? = nil, email: String = "ada@example.com"
-    ) -> Reply {
-        let ends = endsAt.map { #","session_expires_at":\#(Int64($0.timeIntervalSince1970))"# } ?? ""
-        let user = """
-            {"id":"user-1","aud":"authenticated","role":"authenticated","email":"\(email)","phone":"",\
-            "app_metadata":{},"user_metadata":{},"identities":[],"created_at":"2026-01-01T00:00:00.000Z",\
-            "updated_at":"2026-01-01T00:00:00.000Z","is_anonymous":false}
-            """
-        return .json(
-            200,
-            """
-            {"access_token":"\(access)","token_type":"bearer","expires_in":3600,\
-            "expires_at":\(Int64(expiresAt.timeIntervalSince1970)),"refresh_token":"\(refresh)","user":\(user)\(ends)}
-            """)
-    }
-
-    static func refusal(_ status: Int, _ code: String, headers: [String: String] = [:]) -> Reply {
-        .json(status, #"{"code":"\#(code)","message":"refused"}"#, headers: headers)
-    }
-}
-
 @Suite("Authentication flow, scripted (seed 004)", .timeLimit(.minutes(1)))
 struct AuthenticationFlowTests {
     let clock = ManualSessionClock()
-    let server = ScriptedTransport()
+    let server = ScriptedTransport { Issue.record("no reply scripted for \($0)") }
     let store = MemorySessionStore()
     let client: GatehouseClient
 

@@ -2,7 +2,8 @@ import Crypto
 import Foundation
 
 /// Encrypts the stored session before it goes into the Keychain, so an item copied off the device reads as nothing.
-/// `SecureEnclaveSealer` keeps its key in the Secure Enclave; `SoftwareSessionSealer` is for tests and Linux.
+/// `SecureEnclaveSealer` keeps its key in the Secure Enclave; `SoftwareSessionSealer` (GatehouseClientTesting) is for
+/// tests and previews.
 public protocol SessionSealer: Sendable {
     /// `plaintext`, sealed.
     func seal(_ plaintext: Data) throws -> Data
@@ -10,51 +11,21 @@ public protocol SessionSealer: Sendable {
     func open(_ sealed: Data) throws -> Data
 }
 
-/// A sealer whose P-256 key lives in memory (or wherever the app keeps `rawRepresentation`): for tests, previews,
-/// and platforms without a Secure Enclave. It seals exactly as `SecureEnclaveSealer` does.
-public struct SoftwareSessionSealer: SessionSealer {
-    /// The private key, raw.
-    public let rawRepresentation: Data
-
-    /// A sealer with a new key.
-    public init() { rawRepresentation = P256.KeyAgreement.PrivateKey().rawRepresentation }
-
-    /// A sealer with the key `rawRepresentation`.
-    public init(rawRepresentation: Data) throws {
-        self.rawRepresentation = try P256.KeyAgreement.PrivateKey(rawRepresentation: rawRepresentation)
-            .rawRepresentation
-    }
-
-    /// Seals for this key; the key's public half names it in the box.
-    public func seal(_ plaintext: Data) throws -> Data {
-        let key = try P256.KeyAgreement.PrivateKey(rawRepresentation: rawRepresentation)
-        return try SealedSessionBox.seal(
-            plaintext, to: key.publicKey, keyReference: key.publicKey.x963Representation)
-    }
-
-    /// Opens a box sealed for this key.
-    public func open(_ sealed: Data) throws -> Data {
-        let key = try P256.KeyAgreement.PrivateKey(rawRepresentation: rawRepresentation)
-        return try SealedSessionBox.open(sealed) { reference, ephemeral in
-            guard reference == key.publicKey.x963Representation else { throw SealedSessionBox.Failure.otherKey }
-            return try key.sharedSecretFromKeyAgreement(with: ephemeral)
-        }
-    }
-}
-
 /// ECIES over P-256: an ephemeral key agreed with the recipient's, HKDF-SHA256 to an AES-256-GCM key. The box is
 /// `01 | reference length (2 bytes) | key reference | ephemeral public key (X9.63, 65 bytes) | AES-GCM combined`, the
 /// header authenticated with the ciphertext. The key reference tells the opener which key (the Secure Enclave's
-/// wrapped key, or a public key).
-enum SealedSessionBox {
-    enum Failure: Error {
+/// wrapped key, or a public key). Package-wide so that GatehouseClientTesting's software sealer seals the same way.
+package enum SealedSessionBox {
+    package enum Failure: Error {
         case malformed, otherKey
     }
 
     private static let version: UInt8 = 1
     private static let info = Data("gatehouse session v1".utf8)
 
-    static func seal(_ plaintext: Data, to recipient: P256.KeyAgreement.PublicKey, keyReference: Data) throws -> Data {
+    package static func seal(_ plaintext: Data, to recipient: P256.KeyAgreement.PublicKey, keyReference: Data) throws
+        -> Data
+    {
         guard keyReference.count <= Int(UInt16.max) else { throw Failure.malformed }
         let ephemeral = P256.KeyAgreement.PrivateKey()
         let ephemeralPublic = ephemeral.publicKey.x963Representation
@@ -66,7 +37,7 @@ enum SealedSessionBox {
         return header + combined
     }
 
-    static func open(
+    package static func open(
         _ sealed: Data, agree: (_ keyReference: Data, _ ephemeral: P256.KeyAgreement.PublicKey) throws -> SharedSecret
     ) throws -> Data {
         let bytes = [UInt8](sealed)

@@ -92,15 +92,6 @@ extension Companies {
             })
     }
 
-    /// Signs in to a company with a passkey: the old name of `signInWithPasskey(to:using:)`.
-    @available(*, deprecated, renamed: "signInWithPasskey(to:using:)")
-    @discardableResult
-    public func logInWithPasskey(to companyID: String, using authenticator: some PasskeyAuthenticator)
-        async throws(GatehouseError) -> Session
-    {
-        try await signInWithPasskey(to: companyID, using: authenticator)
-    }
-
     /// Signs in to a company with one of the account's passkeys for it, as `signIn(to:username:password:)` does
     /// (switching from the company signed in to, if any). Without one: `webauthn_credential_not_found`; a company
     /// that requires a second factor refuses an aal1 account session (`insufficient_aal`).

@@ -11,7 +11,6 @@ extension GatehouseClient {
     public func openCompanyStore(companyID: String, directory: URL, pageSize: Int = 1000)
         async throws(GatehouseError) -> CompanyStore
     {
-        try await CompanyStore(
-            companyID: companyID, directory: directory, client: self, pageSize: pageSize, syncing: false)
+        try await CompanyStore(companyID: companyID, directory: directory, client: self, pageSize: pageSize)
     }
 }
