@@ -86,7 +86,7 @@ let package = Package(
         // The SDK's example app: the seeds' path through GatehouseClient's public API only.
         .executableTarget(
             name: "GatehouseExample",
-            dependencies: ["GatehouseClient"],
+            dependencies: ["GatehouseClient", "GatehouseClientTesting"],
             path: "Examples/GatehouseExample"
         ),
         .systemLibrary(name: "CCrypt"),

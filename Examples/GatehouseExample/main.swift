@@ -14,6 +14,7 @@
 // See the README's "The Swift SDK" section.
 import Foundation
 import GatehouseClient
+import GatehouseClientTesting
 
 @main
 struct Example {

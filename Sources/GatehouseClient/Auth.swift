@@ -310,7 +310,7 @@ func randomToken(bytes: Int) -> String {
 }
 
 /// Base64url without padding (RFC 4648 §5).
-func base64URL(_ data: Data) -> String {
+package func base64URL(_ data: Data) -> String {
     Base64.encodeToString(bytes: data, options: [.base64UrlAlphabet, .omitPaddingCharacter])
 }
 

@@ -60,14 +60,15 @@ final class AuthEventHub: Sendable {
     }
 }
 
-/// A value behind a lock, for the few places an actor would be too much.
-final class Locked<Value>: @unchecked Sendable {
+/// A value behind a lock, for the few places an actor would be too much (the test doubles of
+/// GatehouseClientTesting use it too).
+package final class Locked<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value
 
-    init(_ value: Value) { self.value = value }
+    package init(_ value: Value) { self.value = value }
 
-    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+    package func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
         lock.lock()
         defer { lock.unlock() }
         return try body(&value)

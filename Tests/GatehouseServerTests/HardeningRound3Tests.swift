@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseClient
+import GatehouseClientTesting
 import SQLKit
 import Testing
 

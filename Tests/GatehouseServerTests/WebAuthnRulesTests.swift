@@ -2,6 +2,7 @@ import Crypto
 import CryptoExtras
 import Foundation
 import GatehouseClient
+import GatehouseClientTesting
 import Testing
 
 @testable import GatehouseServer

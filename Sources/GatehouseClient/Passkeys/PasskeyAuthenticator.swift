@@ -248,37 +248,3 @@ enum PasskeyWire {
 func base64URLDecoded(_ text: String) -> Data? {
     (try? Base64.decode(string: text, options: [.base64UrlAlphabet, .omitPaddingCharacter])).map { Data($0) }
 }
-
-extension SoftwareAuthenticator: PasskeyAuthenticator {
-    /// Makes a passkey as `makeCredential` does; an excluded credential here throws `credentialExcluded`.
-    public func createCredential(_ request: PasskeyRegistrationRequest) async throws -> Data {
-        do {
-            return try makeCredential(
-                rpID: request.relyingPartyID, challenge: request.challenge, userID: request.userID,
-                userName: request.userName, excludeCredentialIDs: request.excludeCredentialIDs)
-        } catch let error as SoftwareAuthenticatorError {
-            throw error.passkeyError
-        }
-    }
-
-    /// Signs as `getAssertion(rpID:challenge:allowCredentialIDs:)` does; no passkey here throws `noCredential`.
-    public func getAssertion(_ request: PasskeyAssertionRequest) async throws -> Data {
-        do {
-            return try getAssertion(
-                rpID: request.relyingPartyID, challenge: request.challenge,
-                allowCredentialIDs: request.allowCredentialIDs)
-        } catch let error as SoftwareAuthenticatorError {
-            throw error.passkeyError
-        }
-    }
-}
-
-extension SoftwareAuthenticatorError {
-    /// The same refusal as any authenticator says it.
-    var passkeyError: PasskeyAuthenticatorError {
-        switch self {
-        case .credentialExcluded: .credentialExcluded
-        case .noCredential: .noCredential
-        }
-    }
-}

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GatehouseClient
 
 /// A passkey authenticator in software, for tests, previews and Linux; on Apple platforms the system authenticator
 /// is used. It makes discoverable ES256 passkeys, keeps them in memory, and answers with the W3C JSON a browser's
@@ -263,6 +264,40 @@ public enum SoftwareAuthenticatorError: Error, Equatable, Sendable, LocalizedErr
         switch self {
         case .credentialExcluded: "This authenticator already holds one of the excluded credentials."
         case .noCredential: "This authenticator holds no credential for this site."
+        }
+    }
+}
+
+extension SoftwareAuthenticator: PasskeyAuthenticator {
+    /// Makes a passkey as `makeCredential` does; an excluded credential here throws `credentialExcluded`.
+    public func createCredential(_ request: PasskeyRegistrationRequest) async throws -> Data {
+        do {
+            return try makeCredential(
+                rpID: request.relyingPartyID, challenge: request.challenge, userID: request.userID,
+                userName: request.userName, excludeCredentialIDs: request.excludeCredentialIDs)
+        } catch let error as SoftwareAuthenticatorError {
+            throw error.passkeyError
+        }
+    }
+
+    /// Signs as `getAssertion(rpID:challenge:allowCredentialIDs:)` does; no passkey here throws `noCredential`.
+    public func getAssertion(_ request: PasskeyAssertionRequest) async throws -> Data {
+        do {
+            return try getAssertion(
+                rpID: request.relyingPartyID, challenge: request.challenge,
+                allowCredentialIDs: request.allowCredentialIDs)
+        } catch let error as SoftwareAuthenticatorError {
+            throw error.passkeyError
+        }
+    }
+}
+
+extension SoftwareAuthenticatorError {
+    /// The same refusal as any authenticator says it.
+    var passkeyError: PasskeyAuthenticatorError {
+        switch self {
+        case .credentialExcluded: .credentialExcluded
+        case .noCredential: .noCredential
         }
     }
 }
