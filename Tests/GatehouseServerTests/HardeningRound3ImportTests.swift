@@ -97,8 +97,10 @@ struct HardeningRound3ImportTests {
                 }
             }
         }
+        let released = NIOLockedValueBox(false)
         let watchdog = Task {
             guard (try? await Task.sleep(for: .seconds(10))) != nil else { return }
+            released.withLockedValue { $0 = true }
             for _ in 0..<threads { release.signal() }
         }
         // Every thread of the pool is held before the checks start (polled, within the watchdog's ten seconds).
@@ -106,11 +108,17 @@ struct HardeningRound3ImportTests {
         while holding.withLockedValue({ $0 }) < threads, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(1))
         }
-        let imported = Task { await hasher.verify("U*U", against: ImportTests.bcrypt) }
-        // The imported check is queued behind the held threads; the yescrypt one answers meanwhile.
-        let started = ContinuousClock.now
+        #expect(holding.withLockedValue { $0 } == threads)
+        let importedDone = NIOLockedValueBox(false)
+        let imported = Task {
+            let verdict = await hasher.verify("U*U", against: ImportTests.bcrypt)
+            importedDone.withLockedValue { $0 = true }
+            return verdict
+        }
+        // The imported check is queued behind the held threads; the yescrypt one answers meanwhile: while the pool is
+        // still held (the watchdog never had to let it go) and the imported check has not run.
         #expect(await hasher.verify("a native password", against: native) == .valid(needsRehash: false))
-        #expect(ContinuousClock.now - started < .seconds(10))
+        #expect(!released.withLockedValue { $0 } && !importedDone.withLockedValue { $0 })
         watchdog.cancel()
         for _ in 0..<threads { release.signal() }
         for holder in holders { try await holder.value }
