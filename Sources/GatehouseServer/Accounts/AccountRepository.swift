@@ -400,3 +400,11 @@ enum EmailAddress {
         String(email.split(separator: "@").first ?? "")
     }
 }
+
+extension Caller {
+    /// The account's address as stored now: the token's `email` claim is the one it had when the token was issued,
+    /// and a mail, an authenticator's label or a passkey's user name must follow an email change at once.
+    func currentEmail(db: any SQLDatabase) async throws -> String {
+        try await AccountRepository(db: db).find(id: accountID)?.email ?? identity.email
+    }
+}

@@ -84,7 +84,7 @@ final class FactorService: Sendable {
                 refusal: .factorEnrollRefused, what: "Adding a second factor")
         }
         let secret = TOTP.newSecret()
-        let uri = TOTP.uri(secret: secret, issuer: issuer, account: try await currentEmail(caller, db: store.database))
+        let uri = TOTP.uri(secret: secret, issuer: issuer, account: try await caller.currentEmail(db: store.database))
         let qrCode = try Self.qrCode(uri)
         let now = clock.now
         let factorID = Secrets.identifier()
@@ -366,7 +366,7 @@ final class FactorService: Sendable {
         let secret = try box.open(sealed, context: Self.secretContext(factor.id))
         guard let bytes = Base32.decode(secret) else { return nil }
         let uri = TOTP.uri(
-            secret: bytes, issuer: defaultIssuer, account: try await currentEmail(caller, db: store.database))
+            secret: bytes, issuer: defaultIssuer, account: try await caller.currentEmail(db: store.database))
         return (secret, try Self.qrCode(uri))
     }
 
@@ -376,12 +376,6 @@ final class FactorService: Sendable {
             let factor = try await FactorRepository(db: store.database).factor(id, accountID: caller.accountID)
         else { throw Self.notFound }
         return factor
-    }
-
-    /// The account's address as stored now: the token's `email` claim is the one it had when the token was issued,
-    /// and a mail or an authenticator's label must follow an email change at once.
-    private func currentEmail(_ caller: Caller, db: any SQLDatabase) async throws -> String {
-        try await AccountRepository(db: db).find(id: caller.accountID)?.email ?? caller.identity.email
     }
 
     /// A TOTP secret is sealed bound to its factor: a sealed secret copied to another row does not open.
@@ -509,7 +503,7 @@ final class FactorService: Sendable {
             try await ThrottleRepository(db: db).clear(keyAndBelow: setKey)
             let (issued, user) = try await raise(caller, factorID: set.id, method: "mfa/recovery_code", db: db)
             try await mail.mailer.enqueue(
-                .recoveryCodeUsed(remaining: remaining), to: try await currentEmail(caller, db: db), db: db)
+                .recoveryCodeUsed(remaining: remaining), to: try await caller.currentEmail(db: db), db: db)
             return .verified(issued, user)
         }
         return try await answer(verdict, caller: caller, factorID: set.id)

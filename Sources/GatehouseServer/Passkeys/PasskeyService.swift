@@ -104,9 +104,7 @@ struct PasskeyService: Sendable {
             accountID: caller.accountID, companyID: nil)
         guard existing.count < Self.maximumPasskeys else { throw Self.tooMany }
         try await requireRecentProof(caller.identity, client: caller.client, proof: proof)
-        let email =
-            try await AccountRepository(db: store.database).find(id: caller.accountID)?.email
-            ?? caller.identity.email
+        let email = try await caller.currentEmail(db: store.database)
         return try await creationOptions(
             ceremony: .registration, accountID: caller.accountID, companyID: nil,
             user: .init(id: Secrets.base64URL(Data(caller.accountID.utf8)), name: email, displayName: email),
