@@ -101,7 +101,7 @@ struct ArchitectureTests {
         "Passkeys/PasskeyService.swift → CredentialRepository",
         "Sessions/AccountSessions.swift → AuditRepository",
         "Sessions/SessionService.swift → CompanyRepository",
-        "Sync/SyncBus.swift → NotificationRepository",
+        "Sync/InstanceBus.swift → NotificationRepository",
     ]
 
     @Test("a repository is used from its own folder and Storage/ only, but for the known crossings, which only shrink")

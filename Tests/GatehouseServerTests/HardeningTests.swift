@@ -291,32 +291,32 @@ extension HardeningTests {
         "F2: the hub's caps, without I/O: per session, per account over its sessions, per instance; a closed place frees"
     )
     func hubCaps() throws {
-        let hub = SyncHub(perSession: 2, perInstance: 20)
+        let streams = LiveStreams(perSession: 2, perInstance: 20)
         var open: [(UUID, AsyncStream<LiveEvent>)] = []
-        for _ in 0..<2 { open.append(try hub.subscribe(companyID: "c", accountID: "a", sessionID: "s1")) }
-        #expect(throws: SyncHub.Refusal.sessionFull) {
-            try hub.subscribe(companyID: "c", accountID: "a", sessionID: "s1")
+        for _ in 0..<2 { open.append(try streams.subscribe(companyID: "c", accountID: "a", sessionID: "s1")) }
+        #expect(throws: LiveStreams.Refusal.sessionFull) {
+            try streams.subscribe(companyID: "c", accountID: "a", sessionID: "s1")
         }
         // One account over many company logins: four sessions' worth, then no more.
         for session in 2...4 {
             for _ in 0..<2 {
-                open.append(try hub.subscribe(companyID: "c", accountID: "a", sessionID: "s\(session)"))
+                open.append(try streams.subscribe(companyID: "c", accountID: "a", sessionID: "s\(session)"))
             }
         }
-        #expect(throws: SyncHub.Refusal.sessionFull) {
-            try hub.subscribe(companyID: "c", accountID: "a", sessionID: "s5")
+        #expect(throws: LiveStreams.Refusal.sessionFull) {
+            try streams.subscribe(companyID: "c", accountID: "a", sessionID: "s5")
         }
         // Other accounts fill the instance.
         for index in 0..<12 {
-            open.append(try hub.subscribe(companyID: "c", accountID: "b\(index)", sessionID: "t\(index)"))
+            open.append(try streams.subscribe(companyID: "c", accountID: "b\(index)", sessionID: "t\(index)"))
         }
-        #expect(hub.subscriberCount == 20)
-        #expect(throws: SyncHub.Refusal.instanceFull) {
-            try hub.subscribe(companyID: "c", accountID: "z", sessionID: "z")
+        #expect(streams.subscriberCount == 20)
+        #expect(throws: LiveStreams.Refusal.instanceFull) {
+            try streams.subscribe(companyID: "c", accountID: "z", sessionID: "z")
         }
         // A stream that ends gives its place back.
-        hub.unsubscribe(companyID: "c", id: open[0].0)
-        #expect(hub.subscriberCount == 19)
-        _ = try hub.subscribe(companyID: "c", accountID: "z", sessionID: "z")
+        streams.unsubscribe(companyID: "c", id: open[0].0)
+        #expect(streams.subscriberCount == 19)
+        _ = try streams.subscribe(companyID: "c", accountID: "z", sessionID: "z")
     }
 }

@@ -4,7 +4,7 @@ import Testing
 
 @testable import GatehouseServer
 
-/// A refresh is answered with the user's JSON spliced in as the session cache keeps it (`SplicedAnswers`): the same
+/// A refresh is answered with the user's JSON spliced in as the session cache keeps it (`FastPath`): the same
 /// bytes the generated serializer writes, and the same user `GET /auth/v1/user` shows.
 @Suite("A refresh's answer, spliced")
 struct RefreshAnswerTests {

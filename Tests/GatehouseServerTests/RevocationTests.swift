@@ -306,7 +306,8 @@ struct AuthCacheRulesTests {
         #expect(CacheInvalidation(payload: "x") == .all)
         #expect(CacheInvalidation(payload: "c company 12") == nil)
         #expect(CacheInvalidation(payload: "s") == nil)
-        #expect(SyncBus.Message(payload: "c company 12") == .committed(companyID: "company", seq: 12))
-        #expect(SyncBus.Message(payload: "u acct-1") == .invalidated(CacheInvalidation(changedAccounts: ["acct-1"])))
+        #expect(InstanceBus.Message(payload: "c company 12") == .committed(companyID: "company", seq: 12))
+        #expect(
+            InstanceBus.Message(payload: "u acct-1") == .invalidated(CacheInvalidation(changedAccounts: ["acct-1"])))
     }
 }

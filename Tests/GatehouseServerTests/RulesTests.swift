@@ -5,23 +5,13 @@ import Testing
 
 @testable import GatehouseServer
 
-/// The state machines and decisions that need no server: refresh rotation, token buckets, company rules.
+/// The state machines and decisions that need no server: refresh successors, token buckets, company rules (the
+/// refresh rotation rule has its own suite, `RefreshRotationTests`).
 @Suite("Rules without I/O")
 struct RulesTests {
     static let start = Date(timeIntervalSince1970: 1_700_000_000)
 
     // MARK: Refresh rotation
-
-    @Test("a fresh token rotates; a rotated one inside the grace window replays; after it, reuse ends the session")
-    func rotationDecision() {
-        #expect(RefreshRotation.decide(rotatedAt: nil, now: Self.start, grace: 10) == .rotate)
-        #expect(
-            RefreshRotation.decide(rotatedAt: Self.start, now: Self.start.addingTimeInterval(10), grace: 10)
-                == .replayWithinGrace)
-        #expect(
-            RefreshRotation.decide(rotatedAt: Self.start, now: Self.start.addingTimeInterval(10.001), grace: 10)
-                == .reuseDetected)
-    }
 
     @Test("a token's successor is fixed by the token and the key, and differs for another key")
     func successor() {

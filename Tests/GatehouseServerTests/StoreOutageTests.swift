@@ -178,9 +178,9 @@ struct StoreOutageTests {
 
         // This run's store: syntax errors, unknown tables and constraint violations are the caller's fault.
         let store = try Store(location: try await TestStore.freshLocation(), logger: TestStore.quietLogger)
-        let witness = StoreOutage.Witness()
+        let report = StoreOutage.RequestReport()
         do {
-            try await StoreOutage.$witness.withValue(witness) {
+            try await StoreOutage.$currentRequest.withValue(report) {
                 try await store.database.raw(
                     "CREATE TABLE outage_check (id INTEGER PRIMARY KEY, name TEXT NOT NULL)"
                 ).run()
@@ -203,7 +203,7 @@ struct StoreOutageTests {
                     }
                 }
             }
-            #expect(witness.outage == nil)
+            #expect(report.outage == nil)
         } catch {
             await store.close()
             throw error
@@ -211,7 +211,7 @@ struct StoreOutageTests {
         await store.close()
     }
 
-    @Test("an SQLite file whose folder is gone cannot be opened: unavailable, and the request's witness saw it")
+    @Test("an SQLite file whose folder is gone cannot be opened: unavailable, and the request's report saw it")
     func sqliteFolderGone() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
             "gatehouse-tests/gone-\(UUID().uuidString.prefix(8))")
@@ -219,14 +219,14 @@ struct StoreOutageTests {
             location: .sqlite(path: folder.appendingPathComponent("gatehouse.sqlite").path),
             logger: TestStore.quietLogger)
         try FileManager.default.removeItem(at: folder)
-        let witness = StoreOutage.Witness()
+        let report = StoreOutage.RequestReport()
         do {
-            // The caller swallows the failure, as a handler may; the witness still knows.
-            let rows = try? await StoreOutage.$witness.withValue(witness) {
+            // The caller swallows the failure, as a handler may; the report still knows.
+            let rows = try? await StoreOutage.$currentRequest.withValue(report) {
                 try await store.database.raw("SELECT 1 AS one").all()
             }
             #expect(rows == nil)
-            let seen = try #require(witness.outage)
+            let seen = try #require(report.outage)
             #expect(StoreOutage.isUnavailable(seen), "\(String(reflecting: seen))")
         } catch {
             await store.close()

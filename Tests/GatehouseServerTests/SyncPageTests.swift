@@ -79,17 +79,17 @@ struct SyncPageTests {
 
     @Test("A record list's query is taken only when plain")
     func listQuery() {
-        #expect(SplicedAnswers.companyID("/v1/companies/c-1/records", ["records"]) == "c-1")
-        #expect(SplicedAnswers.companyID("/v1/companies/c-1/records/r-1", ["records"]) == nil)
-        #expect(SplicedAnswers.listQuery(nil)! == (nil, nil, nil))
-        #expect(SplicedAnswers.listQuery("type=Client&after=x-1&limit=50")! == ("Client", "x-1", 50))
-        #expect(SplicedAnswers.listQuery("limit=0")! == (nil, nil, 0))  // refused by the service, as generated
-        #expect(SplicedAnswers.listQuery("limit=ten") == nil)
-        #expect(SplicedAnswers.listQuery("limit=1&limit=2") == nil)
-        #expect(SplicedAnswers.listQuery("type=A%20B") == nil)
-        #expect(SplicedAnswers.listQuery("type=A+B") == nil)
-        #expect(SplicedAnswers.listQuery("other=1") == nil)
-        #expect(SplicedAnswers.listQuery("type") == nil)
+        #expect(FastPath.companyID("/v1/companies/c-1/records", ["records"]) == "c-1")
+        #expect(FastPath.companyID("/v1/companies/c-1/records/r-1", ["records"]) == nil)
+        #expect(FastPath.listQuery(nil)! == (nil, nil, nil))
+        #expect(FastPath.listQuery("type=Client&after=x-1&limit=50")! == ("Client", "x-1", 50))
+        #expect(FastPath.listQuery("limit=0")! == (nil, nil, 0))  // refused by the service, as generated
+        #expect(FastPath.listQuery("limit=ten") == nil)
+        #expect(FastPath.listQuery("limit=1&limit=2") == nil)
+        #expect(FastPath.listQuery("type=A%20B") == nil)
+        #expect(FastPath.listQuery("type=A+B") == nil)
+        #expect(FastPath.listQuery("other=1") == nil)
+        #expect(FastPath.listQuery("type") == nil)
     }
 
     @Test("An empty page")
@@ -102,19 +102,19 @@ struct SyncPageTests {
 
     @Test("Only a pull's own path and JSON are taken; anything else goes to the generated handler")
     func routing() {
-        #expect(SplicedAnswers.companyID(pulling: "/v1/companies/c-1/sync/pull") == "c-1")
-        #expect(SplicedAnswers.companyID(pulling: "/v1/companies/c-1/sync/push") == nil)
-        #expect(SplicedAnswers.companyID(pulling: "/v1/companies//sync/pull") == nil)
-        #expect(SplicedAnswers.companyID(pulling: "/v1/companies/c%2F1/sync/pull") == nil)
-        #expect(SplicedAnswers.companyID(pulling: "/v1/companies/c-1/sync/pull/x") == nil)
-        #expect(SplicedAnswers.isJSON("application/json"))
-        #expect(SplicedAnswers.isJSON("Application/JSON; charset=utf-8"))
-        #expect(!SplicedAnswers.isJSON("text/plain"))
-        #expect(!SplicedAnswers.isJSON(nil))
-        #expect(SplicedAnswers.acceptsJSON(nil))
-        #expect(SplicedAnswers.acceptsJSON("text/html, application/json;q=0.9"))
-        #expect(SplicedAnswers.acceptsJSON("*/*"))
-        #expect(!SplicedAnswers.acceptsJSON("text/html"))
+        #expect(FastPath.companyID(pulling: "/v1/companies/c-1/sync/pull") == "c-1")
+        #expect(FastPath.companyID(pulling: "/v1/companies/c-1/sync/push") == nil)
+        #expect(FastPath.companyID(pulling: "/v1/companies//sync/pull") == nil)
+        #expect(FastPath.companyID(pulling: "/v1/companies/c%2F1/sync/pull") == nil)
+        #expect(FastPath.companyID(pulling: "/v1/companies/c-1/sync/pull/x") == nil)
+        #expect(FastPath.isJSON("application/json"))
+        #expect(FastPath.isJSON("Application/JSON; charset=utf-8"))
+        #expect(!FastPath.isJSON("text/plain"))
+        #expect(!FastPath.isJSON(nil))
+        #expect(FastPath.acceptsJSON(nil))
+        #expect(FastPath.acceptsJSON("text/html, application/json;q=0.9"))
+        #expect(FastPath.acceptsJSON("*/*"))
+        #expect(!FastPath.acceptsJSON("text/html"))
     }
 }
 

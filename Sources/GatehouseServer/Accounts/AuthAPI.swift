@@ -64,6 +64,7 @@ extension API {
     // MARK: Tokens
 
     /// The body's shape is chosen by `grant_type` (the document's `oneOf`): a body of another grant is refused.
+    /// The refresh grant, sent and answered as JSON, has a fast path: `FastPath.refresh` (`AuthFastPaths.swift`).
     func token(_ input: Operations.Token.Input) async throws -> Operations.Token.Output {
         let client = try access.client()
         let session: Schemas.Session
@@ -80,6 +81,7 @@ extension API {
 
     // MARK: Signed in
 
+    /// Answered as JSON, this has a fast path: `FastPath.user` (`AuthFastPaths.swift`).
     func getUser(_ input: Operations.GetUser.Input) async throws -> Operations.GetUser.Output {
         .ok(.init(body: .json(try await profiles.user(try await access.account()))))
     }

@@ -119,7 +119,7 @@ struct TokenService: Sendable {
         return try await sessions.response(for: issued, user: user.user, membership: membership)
     }
 
-    /// The same answer as JSON, the user's spliced in as the cache keeps it (`SplicedAnswers`).
+    /// The same answer as JSON, the user's spliced in as the cache keeps it (`FastPath`).
     func refreshJSON(_ body: Schemas.RefreshGrant, client: ClientInfo) async throws -> [UInt8] {
         let (issued, user, membership) = try await rotate(body, client: client)
         return try await sessions.responseJSON(for: issued, user: user, membership: membership)
@@ -216,7 +216,7 @@ struct TokenService: Sendable {
                 throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
             }
             // Apple confirmed the address, not a sign-up's code: whatever a sign-up had chosen is dropped.
-            try await AddressProof(clock: clock).confirmAndSignIn(
+            try await ProvenEmailSignIn(clock: clock).confirmAndSignIn(
                 &account, pending: PendingSignup(passwordHash: nil, metadata: [:]), provider: "apple", now: now, db: db)
             try await AuditRepository(db: db, clock: clock).record(
                 client.event(.signedIn, accountID: account.id, detail: ["method": "apple"]))

@@ -227,7 +227,7 @@ struct VerificationService: Sendable {
                         .pendingSignupResolved, accountID: account.id,
                         detail: ["password": pending.passwordHash == nil ? "none" : "set_by_this_code"]))
             }
-            try await AddressProof(clock: clock).confirmAndSignIn(
+            try await ProvenEmailSignIn(clock: clock).confirmAndSignIn(
                 &account, pending: pending, provider: "email", now: now, db: db)
             let issued = try await sessions.start(
                 accountID: account.id, method: amrMethod, ip: client.ip, userAgent: client.userAgent, db: db)

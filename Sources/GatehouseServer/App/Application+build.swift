@@ -20,7 +20,7 @@ public struct GatehouseServices: Sendable {
     let mailQueue: MailQueue
     let accounts: AccountsEnvironment
     /// Live subscribers and the bus that reaches them on every instance.
-    let bus: SyncBus
+    let bus: InstanceBus
     let sync: SyncService
     /// The pages' and mails' templates, the operator's overrides included.
     public let templates: Templates
@@ -58,12 +58,12 @@ public struct GatehouseServices: Sendable {
         let sessions = SessionService(
             store: store, keys: keys, secrets: secrets, clock: clock, settings: settings,
             issuer: publicURL + "/auth/v1", trail: trail)
-        let hub = SyncHub(
+        let streams = LiveStreams(
             perSession: configuration.sync.liveStreamsPerSession, perInstance: configuration.sync.liveStreamsPerInstance
         )
         // Live streams hear of ended sessions and changed accounts as the caches do, from every instance.
-        store.onCommit { hub.invalidated($0) }
-        let bus = SyncBus(store: store, hub: hub)
+        store.onCommit { streams.invalidated($0) }
+        let bus = InstanceBus(store: store, streams: streams)
         self.bus = bus
         self.sync = SyncService(
             store: store, clock: clock, secrets: secrets, sessions: sessions, bus: bus,
@@ -140,9 +140,14 @@ public func buildRouter(_ services: GatehouseServices) throws -> Router<AppReque
     router.add(middleware: MethodNotAllowedMiddleware(table: routes))
     router.add(middleware: BodyLimitMiddleware(limit: services.configuration.maxBodySize))
     router.add(middleware: RequestScopeMiddleware())
-    // The user, refreshed sessions and sync pages are written from what is already encoded, not by the generated
-    // serializer.
-    router.add(middleware: SplicedAnswers(access: api.access, users: api.users, tokens: api.tokens, sync: api.sync))
+    // Answers written from what is already encoded, not by the generated serializer; each declared by its feature.
+    router.add(
+        middleware: FastPaths([
+            .user(access: api.access, users: api.users),
+            .refresh(access: api.access, tokens: api.tokens),
+            .pullPage(access: api.access, sync: api.sync),
+            .recordList(access: api.access, sync: api.sync),
+        ]))
     try api.register(on: router)
     PageRoutes(pages: api.web).register(on: router)
     routes.record(router.routes.map { (method: $0.method.rawValue, path: "\($0.path)") })
@@ -177,7 +182,7 @@ public func buildApplication(
         server: .http1(configuration: .init(idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Gatehouse"),
         services: [
-            services.store, services.mailQueue, SyncListener(bus: services.bus, logger: logger),
+            services.store, services.mailQueue, InstanceBusListener(bus: services.bus, logger: logger),
             SyncCompactor(sync: services.sync, retention: configuration.sync.retention, logger: logger),
             Sweeper(
                 store: services.store, settings: configuration.sweep, auth: configuration.auth, clock: services.clock,

@@ -18,7 +18,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        let witness = StoreOutage.Witness()
+        let report = StoreOutage.RequestReport()
         func answer(_ error: APIError) throws -> Response {
             guard let page, WebPages.isPage(method: request.method, path: request.uri.path) else {
                 return try error.response(from: request, context: context)
@@ -26,9 +26,9 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try page(error).response(from: request, context: context)
         }
         do {
-            return try await StoreOutage.$witness.withValue(witness) { try await next(request, context) }
+            return try await StoreOutage.$currentRequest.withValue(report) { try await next(request, context) }
         } catch {
-            if let outage = Self.outage(answering: error, witness: witness) {
+            if let outage = Self.outage(answering: error, report: report) {
                 outages.record(outage, logger: context.logger)
                 return try answer(.storeUnavailable)
             }
@@ -64,11 +64,11 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// The unreachable-store failure behind `error`: `error` itself (or what a generated operation wrapped), or one a
     /// query of this request met before the handler answered with an error of its own (say, a session it could not
     /// read answered as ended). A deliberate 503 (`not_ready`) keeps its own code.
-    static func outage(answering error: any Error, witness: StoreOutage.Witness) -> (any Error)? {
+    static func outage(answering error: any Error, report: StoreOutage.RequestReport) -> (any Error)? {
         let cause = (error as? ServerError)?.underlyingError ?? error
         if StoreOutage.isUnavailable(cause) { return cause }
         if (cause as? any HTTPResponseError)?.status == .serviceUnavailable { return nil }
-        return witness.outage
+        return report.outage
     }
 
     /// Input the generated code refused, in our shape: a body that is not the operation's JSON (`bad_json`, naming

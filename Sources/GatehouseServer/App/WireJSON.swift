@@ -115,7 +115,7 @@ extension Int64 {
 }
 
 /// JSON as the generated serializer writes the API's answers (keys sorted, slashes as they are, dates through
-/// `MillisecondDateTranscoder`), for the answers written outside it (`SplicedAnswers`): the same bytes.
+/// `MillisecondDateTranscoder`), for the answers written outside it (`FastPath`): the same bytes.
 enum WireJSON {
     private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
@@ -132,7 +132,7 @@ enum WireJSON {
 
 /// JSON written byte by byte: strings escaped as RFC 8259 requires (a quote, a backslash and the control characters;
 /// nothing else, as `JSONEncoder` with `.withoutEscapingSlashes`).
-struct JSONText {
+struct JSONWriter {
     private(set) var bytes: [UInt8]
 
     init(capacity: Int) {

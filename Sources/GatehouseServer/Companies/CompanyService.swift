@@ -8,7 +8,7 @@ struct CompanyService: Sendable {
     let clock: any GatehouseClock
     let publicURL: String
     /// Tells live streams, on every instance, of members whose access changed.
-    let bus: SyncBus
+    let bus: InstanceBus
 
     static func forbidden(_ message: String) -> APIError { APIError(.forbidden, code: .forbidden, message: message) }
     static let companyNotFound = APIError.notFound("No such company")
@@ -18,7 +18,7 @@ struct CompanyService: Sendable {
     /// Runs `body` in one transaction that also records `event` and announces `messages` to live streams (on every
     /// instance once it commits).
     private func change<T: Sendable>(
-        _ event: AuditEvent?, announcing messages: [SyncBus.Message] = [],
+        _ event: AuditEvent?, announcing messages: [InstanceBus.Message] = [],
         _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
         let result = try await store.transaction { [clock, bus] db in
@@ -178,7 +178,7 @@ struct CompanyService: Sendable {
         if let role { detail["role"] = role.rawValue }
         if let mask = body.deptMask { detail["dept_mask"] = String(mask) }
         if let mask = body.managerMask { detail["manager_mask"] = String(mask) }
-        let revoked = SyncBus.Message.accessChanged(companyID: caller.companyID, accountID: targetID)
+        let revoked = InstanceBus.Message.accessChanged(companyID: caller.companyID, accountID: targetID)
         try await self.change(caller.event(.memberChanged, detail: detail), announcing: [revoked]) { db in
             let companies = CompanyRepository(db: db)
             guard let target = try await companies.membership(caller.companyID, accountID: targetID) else {
@@ -218,7 +218,7 @@ struct CompanyService: Sendable {
     private func remove(
         _ targetID: String, caller: CompanyCaller, action: AuditAction, ending: CompanyRepository.MembershipEnd
     ) async throws {
-        let revoked = SyncBus.Message.accessChanged(companyID: caller.companyID, accountID: targetID)
+        let revoked = InstanceBus.Message.accessChanged(companyID: caller.companyID, accountID: targetID)
         try await change(caller.event(action, detail: ["member": targetID]), announcing: [revoked]) { [clock] db in
             let companies = CompanyRepository(db: db)
             guard try await companies.membership(caller.companyID, accountID: targetID) != nil else {
@@ -234,7 +234,9 @@ struct CompanyService: Sendable {
         guard targetID != caller.accountID else { throw APIError.validation("You already own this company") }
         let cid = caller.companyID
         let owner = caller.membership
-        let revoked = [owner.accountID, targetID].map { SyncBus.Message.accessChanged(companyID: cid, accountID: $0) }
+        let revoked = [owner.accountID, targetID].map {
+            InstanceBus.Message.accessChanged(companyID: cid, accountID: $0)
+        }
         try await change(caller.event(.ownershipTransferred, detail: ["to": targetID]), announcing: revoked) {
             [clock] db in
             let companies = CompanyRepository(db: db)

@@ -13,7 +13,7 @@ public struct AuditEvent: Sendable {
     /// `detail` as the trail stores it: a JSON object, keys sorted, written without an encoder (every refresh
     /// writes one).
     var detailJSON: String {
-        var out = JSONText(capacity: 64)
+        var out = JSONWriter(capacity: 64)
         out.raw("{")
         for (index, key) in detail.keys.sorted().enumerated() {
             if index > 0 { out.raw(",") }

@@ -111,33 +111,19 @@ struct SessionRepository {
             .values(SQLBind(Secrets.digest(token)), SQLBind(sessionID), SQLBind(now.epochMilliseconds)).run()
     }
 
-    /// What rotating a refresh token came to.
-    enum Rotation: Equatable {
-        case rotated
-        /// Another request rotated it first: read it again and decide again.
-        case alreadyRotated
-        /// Another request of the same batch presented the same token and rotated it to the same successor
-        /// (`RotationQueue`): this one answers with that successor, the grace window's replay, without reading again;
-        /// the batch wrote its audit row.
-        case rotatedByTwin
-        /// The session was revoked since it was read.
-        case sessionEnded
-    }
-
-    /// Rotates what can be rotated of `rotations`, and answers each one's verdict in order; call it inside a
-    /// transaction. First the presented tokens and their sessions are read, the tokens locked (on PostgreSQL; on
-    /// SQLite the transaction holds the write lock), so parallel presentations of one token are decided by the store:
-    /// the first to commit rotates, the others then read it rotated. A token rotated already (or gone, or presented
-    /// earlier in the same list) is `alreadyRotated`, one whose session ended `sessionEnded`; the others are rotated
-    /// by one statement (migration 6's trigger, once per row): each token marked rotated, its successor stored, the
-    /// session and its parent touched, the audit event recorded. The trigger checks the same again: it fails only
-    /// when a session was revoked between the check and the statement, and then the caller checks again.
-    func rotate(_ rotations: [PendingRotation]) async throws -> [Rotation] {
+    /// Rotates what the rule allows of `rotations` (`RefreshRotation.checked`), and answers each one's outcome in
+    /// order; call it inside a transaction. The presented tokens and their sessions are read, the tokens locked (on
+    /// PostgreSQL; on SQLite the transaction holds the write lock), so parallel presentations of one token are decided
+    /// by the store: the first to commit rotates, the others then read it rotated. Those allowed are written by one
+    /// statement (`insert`); its trigger checks the same again, and fails only when a session was revoked between the
+    /// check and the statement, and then the caller checks again.
+    func rotate(_ rotations: [PendingRotation]) async throws -> [RefreshRotation.Outcome] {
         guard !rotations.isEmpty else { return [] }
-        let verdicts = try await verdicts(of: rotations)
-        let allowed = zip(rotations, verdicts).filter { $0.1 == .rotated }.map(\.0)
+        let presented = rotations.map { (digest: Secrets.digest($0.token), sessionID: $0.sessionID) }
+        let outcomes = RefreshRotation.checked(presented, stored: try await stored(presented.map(\.digest)))
+        let allowed = zip(rotations, outcomes).filter { $0.1 == .rotated }.map(\.0)
         if !allowed.isEmpty { try await insert(allowed) }
-        return verdicts
+        return outcomes
     }
 
     /// The rotations' one statement, unchecked: the trigger refuses a token rotated already or a session ended by
@@ -163,7 +149,7 @@ struct SessionRepository {
         try await insert.run()
     }
 
-    /// A presented token's row and its session's end, as the rotation check reads them.
+    /// A presented token's row and its session's revocation, as the rotation check reads them.
     private struct PresentedToken: Decodable {
         let tokenHash: String
         let rotatedAt: Int64?
@@ -178,13 +164,12 @@ struct SessionRepository {
         }
     }
 
-    /// Each rotation's verdict as the store stands: `rotated` where it may be. On PostgreSQL the tokens stay locked
-    /// until the transaction ends (in digest order, so two batches never wait on each other in a circle), so a
-    /// parallel rotation of the same token waits for this one and then reads its outcome. Sessions are read, not
-    /// locked: a revocation never waits for a refresh.
-    private func verdicts(of rotations: [PendingRotation]) async throws -> [Rotation] {
+    /// The presented tokens' rows and their sessions' revocations, keyed by digest, as the rotation check reads
+    /// them. On PostgreSQL the tokens stay locked until the transaction ends (in digest order, so two batches never
+    /// wait on each other in a circle), so a parallel rotation of the same token waits for this one and then reads
+    /// its outcome. Sessions are read, not locked: a revocation never waits for a refresh.
+    private func stored(_ digests: [String]) async throws -> [String: RefreshRotation.Stored] {
         let lock = db.dialect.name == "postgresql" ? "FOR NO KEY UPDATE OF rt" : ""
-        let digests = rotations.map { Secrets.digest($0.token) }
         let rows = try await db.raw(
             """
             SELECT rt.token_hash, rt.rotated_at, s.id AS session_id, s.revoked_at AS session_revoked_at
@@ -193,16 +178,15 @@ struct SessionRepository {
             ORDER BY rt.token_hash \(unsafeRaw: lock)
             """
         ).all(decoding: PresentedToken.self)
-        let presented = Dictionary(rows.map { ($0.tokenHash, $0) }, uniquingKeysWith: { first, _ in first })
-        var earlier: Set<String> = []
-        return zip(rotations, digests).map { rotation, hash in
-            // A token twice in one list (a client race): its second rotation finds it rotated by the first.
-            guard let token = presented[hash], token.rotatedAt == nil, earlier.insert(hash).inserted else {
-                return .alreadyRotated
-            }
-            guard token.sessionID == rotation.sessionID, token.sessionRevokedAt == nil else { return .sessionEnded }
-            return .rotated
-        }
+        return Dictionary(
+            rows.map {
+                (
+                    $0.tokenHash,
+                    RefreshRotation.Stored(
+                        rotatedAt: $0.rotatedAt, sessionID: $0.sessionID, sessionRevokedAt: $0.sessionRevokedAt)
+                )
+            },
+            uniquingKeysWith: { first, _ in first })
     }
 
     // MARK: Checking and listing

@@ -58,7 +58,7 @@ final class SessionService: Sendable {
     /// Refresh rotations written in batches.
     let rotations: RotationQueue
     /// Refresh tokens read in batches.
-    let refreshReads: RefreshReads
+    let refreshTokens: RefreshTokenReader
     /// The audit trail (refresh replays are recorded through it).
     let trail: AuditTrail
 
@@ -75,7 +75,7 @@ final class SessionService: Sendable {
         self.issuer = issuer
         self.cache = cache
         rotations = RotationQueue(store: store, clock: clock)
-        refreshReads = RefreshReads(store: store)
+        refreshTokens = RefreshTokenReader(store: store)
         // Whatever commits here, or another instance announces, drops what it changed from the cache.
         store.onCommit { [cache] changes in cache.forget(changes) }
     }
@@ -129,13 +129,13 @@ final class SessionService: Sendable {
     }
 
     /// The same session as the generated serializer writes it (keys sorted), with the user's JSON as the cache keeps
-    /// it rather than encoded again: a refresh's answer (`SplicedAnswers`).
+    /// it rather than encoded again: a refresh's answer (`FastPath`).
     func responseJSON(for issued: IssuedSession, user: AuthCache.CachedUser, membership: Membership? = nil)
         async throws -> [UInt8]
     {
         let access = try await accessToken(
             for: issued, user: user.user, metadata: user.metadataClaims, membership: membership)
-        var out = JSONText(capacity: user.json.count + access.token.utf8.count + 256)
+        var out = JSONWriter(capacity: user.json.count + access.token.utf8.count + 256)
         out.raw("{\"access_token\":")
         out.string(access.token)
         out.raw(",\"expires_at\":")
@@ -204,68 +204,60 @@ final class SessionService: Sendable {
         case banned
     }
 
-    /// Why the session of `row`, which is not live, ended.
-    static func refusal(_ row: SessionRow) -> RefreshFailure {
-        if row.accountDisabledAt != nil { return .banned }
-        if row.revokedAt != nil || row.parent?.revokedAt != nil || (row.parentID != nil && row.parent == nil) {
-            return .signedOut
-        }
-        return .sessionEnded
-    }
-
-    /// Rotates `token`: a fresh token normally, the current one for a race inside the grace window, and the end of
-    /// the whole session for an old token presented again. The token and its session are read without the write
-    /// lock; the rotation is one row of a batched transaction (`RotationQueue`) whose verdict says whether another
-    /// request rotated the token first (then it reads again and decides again) or the session was revoked since the
-    /// read.
+    /// Rotates `token` as `RefreshRotation` decides: a fresh token into its successor, a late twin into the
+    /// successor it was given, and for a reused token the end of the whole session. The token and its session are
+    /// read without the write lock (in batches, `RefreshTokenReader`); the rotation is one row of a batched statement
+    /// (`RotationQueue`), whose outcome says whether another request rotated the token first (then it is read and
+    /// decided again) or the session was revoked since the read.
     func refresh(_ token: String, audit event: @escaping @Sendable (IssuedSession) -> AuditEvent) async throws
         -> IssuedSession
     {
         let key = try await refreshDerivationKey()
         let now = clock.now
         let grace = settings.refreshReuseGrace
-        guard var (state, row) = try await refreshReads.find(token) else { throw RefreshFailure.notFound }
+        guard var (state, row) = try await refreshTokens.find(token) else { throw RefreshFailure.notFound }
         var current = token
         for _ in 0..<64 {
-            guard let session = liveSession(row, now: now) else { throw Self.refusal(row) }
             let next = RefreshRotation.successor(of: current, key: key)
-            let issued = IssuedSession(
-                accountID: session.accountID, sessionID: state.sessionID, refreshToken: next, amr: session.amr,
-                aal: session.aal, companyID: session.companyID, username: session.username, endsAt: session.endsAt)
-            switch RefreshRotation.decide(rotatedAt: state.rotatedAt, now: now, grace: grace) {
-            case .rotate:
-                let rotation = try await rotations.rotate(
+            func issued(_ session: LiveSession) -> IssuedSession {
+                IssuedSession(
+                    accountID: session.accountID, sessionID: state.sessionID, refreshToken: next, amr: session.amr,
+                    aal: session.aal, companyID: session.companyID, username: session.username,
+                    endsAt: session.endsAt)
+            }
+            switch RefreshRotation.verdict(
+                rotatedAt: state.rotatedAt, session: row, live: liveSession(row, now: now), now: now, grace: grace)
+            {
+            case .fresh(let session):
+                let issued = issued(session)
+                let outcome = try await rotations.rotate(
                     PendingRotation(
                         token: current, successor: next, sessionID: issued.sessionID, parentID: session.parentID,
                         at: now, audit: event(issued)))
-                switch rotation {
-                case .rotated: return issued
+                switch outcome {
+                case .rotated, .rotatedByTwin: return issued
                 case .sessionEnded: throw RefreshFailure.signedOut
-                case .rotatedByTwin:
-                    // The same successor another request of the batch was given: a replay within the grace window,
-                    // its audit row written by the batch.
-                    return issued
                 case .alreadyRotated:
-                    guard let reread = try await refreshReads.find(current) else {
-                        throw RefreshFailure.notFound
-                    }
+                    guard let reread = try await refreshTokens.find(current) else { throw RefreshFailure.notFound }
                     (state, row) = reread
                 }
-            case .replayWithinGrace:
-                guard let successor = try await refreshReads.find(next) else {
-                    throw RefreshFailure.notFound
-                }
+            case .lateTwin(let session):
+                guard let successor = try await refreshTokens.find(next) else { throw RefreshFailure.notFound }
                 if successor.token.rotatedAt == nil {
+                    let issued = issued(session)
                     await trail.record(event(issued))
                     return issued
                 }
+                // Its successor was rotated too: follow the chain.
                 current = next
                 (state, row) = successor
-            case .reuseDetected:
+            case .reuse(let session):
                 try await store.transaction { [state] db in
                     try await SessionRepository(db: db).revoke(.session(state.sessionID), now: now)
                 }
                 throw RefreshFailure.alreadyUsed(sessionID: state.sessionID, accountID: session.accountID)
+            case .ended(let failure): throw failure
+            case .expired: throw RefreshFailure.sessionEnded
             }
         }
         throw RefreshFailure.notFound
@@ -278,7 +270,7 @@ final class SessionService: Sendable {
 
     // MARK: Checking
 
-    struct LiveSession {
+    struct LiveSession: Equatable {
         let accountID: String
         let amr: [AuthenticationMethod]
         let aal: AssuranceLevel
@@ -437,31 +429,5 @@ enum TokenTimes {
     static func acceptable(_ claims: AccessTokenClaims, now: Int64, maximumLifetime: Int64) -> Bool {
         claims.exp > now && claims.nbf <= now + skew && claims.iat <= now + skew
             && claims.exp - claims.iat <= maximumLifetime + skew && claims.iat <= claims.exp
-    }
-}
-
-// MARK: The refresh rotation rule
-
-/// What to do with a presented refresh token, decided from its stored state alone.
-enum RefreshDecision: Equatable {
-    /// Never rotated: rotate it now.
-    case rotate
-    /// Rotated moments ago (a client race): answer with the token it was rotated into.
-    case replayWithinGrace
-    /// Rotated longer ago than the grace window: someone holds an old token, so the whole session ends.
-    case reuseDetected
-}
-
-/// The refresh rotation rule (docs/security.md), with the clock passed in.
-enum RefreshRotation {
-    static func decide(rotatedAt: Date?, now: Date, grace: TimeInterval) -> RefreshDecision {
-        guard let rotatedAt else { return .rotate }
-        return now.timeIntervalSince(rotatedAt) <= grace ? .replayWithinGrace : .reuseDetected
-    }
-
-    /// The token a refresh token rotates into: an HMAC of it under the server's secret. Deterministic, so a client
-    /// racing within the grace window gets the same successor without any token being stored in the clear.
-    static func successor(of token: String, key: SymmetricKey) -> String {
-        Secrets.base64URL(Data(HMAC<SHA256>.authenticationCode(for: Data(token.utf8), using: key)))
     }
 }

@@ -325,10 +325,9 @@ public enum Migrations {
             try await db.create(index: "sync_mutations_age").on("sync_mutations").column("created_at").run()
         },
         Migration(version: 6, name: "refresh rotation in one statement") { db in
-            // Inserting into this view rotates a refresh token: the presented token is marked rotated (refused when
-            // another request did it first, or when the session was revoked meanwhile), its successor is stored, the
-            // session and its parent are touched and the audit event is written. One statement, so one short turn at
-            // SQLite's write lock instead of a transaction of six round trips.
+            // Inserting into this view rotates a refresh token (Sessions/RefreshRotation.swift, beside the rule it
+            // enforces): one statement, so one short turn at SQLite's write lock instead of a transaction of six
+            // round trips.
             try await db.raw(SQLQueryString(RefreshRotationSQL.view(db.dialect.name))).run()
             for statement in RefreshRotationSQL.trigger(db.dialect.name) {
                 try await db.raw(SQLQueryString(statement)).run()
@@ -516,66 +515,4 @@ public enum Migrations {
                 .run()
         },
     ]
-}
-
-/// The view and trigger of migration 6, in each store's own dialect. `SessionRepository.rotate` checks what the
-/// trigger checks before it inserts, in the same transaction, and returns that verdict as a value; the trigger's
-/// refusals stay as a last guard (the schema is what older releases wrote) and are never read.
-enum RefreshRotationSQL {
-    static let alreadyRotated = "gatehouse: refresh token already rotated"
-    static let sessionEnded = "gatehouse: session ended"
-
-    static func view(_ dialect: String) -> String {
-        let text = dialect == "postgresql" ? "NULL::text" : "NULL"
-        let number = dialect == "postgresql" ? "NULL::bigint" : "NULL"
-        let columns = [
-            "old_hash", "new_hash", "session_id", "parent_id", "action", "account_id", "company_id", "ip",
-            "user_agent", "detail",
-        ]
-        .map { "\(text) AS \($0)" }
-        return "CREATE VIEW refresh_rotations AS SELECT \(columns.joined(separator: ", ")), \(number) AS at WHERE 1 = 0"
-    }
-
-    private static let writes = """
-        INSERT INTO refresh_tokens (token_hash, session_id, created_at) VALUES (NEW.new_hash, NEW.session_id, NEW.at);
-        UPDATE sessions SET refreshed_at = NEW.at WHERE id = NEW.session_id OR id = NEW.parent_id;
-        INSERT INTO audit_events (occurred_at, action, account_id, company_id, ip, user_agent, detail)
-        VALUES (NEW.at, NEW.action, NEW.account_id, NEW.company_id, NEW.ip, NEW.user_agent, NEW.detail);
-        """
-
-    static func trigger(_ dialect: String) -> [String] {
-        if dialect == "postgresql" {
-            return [
-                """
-                CREATE FUNCTION refresh_rotation() RETURNS trigger LANGUAGE plpgsql AS $body$
-                BEGIN
-                UPDATE refresh_tokens SET rotated_at = NEW.at WHERE token_hash = NEW.old_hash AND rotated_at IS NULL;
-                IF NOT FOUND THEN RAISE EXCEPTION '\(alreadyRotated)'; END IF;
-                PERFORM 1 FROM sessions WHERE id = NEW.session_id AND revoked_at IS NULL;
-                IF NOT FOUND THEN RAISE EXCEPTION '\(sessionEnded)'; END IF;
-                \(writes)
-                RETURN NEW;
-                END
-                $body$
-                """,
-                """
-                CREATE TRIGGER refresh_rotation INSTEAD OF INSERT ON refresh_rotations
-                FOR EACH ROW EXECUTE FUNCTION refresh_rotation()
-                """,
-            ]
-        }
-        return [
-            """
-            CREATE TRIGGER refresh_rotation INSTEAD OF INSERT ON refresh_rotations
-            BEGIN
-            SELECT RAISE(ABORT, '\(alreadyRotated)')
-            WHERE NOT EXISTS (SELECT 1 FROM refresh_tokens WHERE token_hash = NEW.old_hash AND rotated_at IS NULL);
-            SELECT RAISE(ABORT, '\(sessionEnded)')
-            WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE id = NEW.session_id AND revoked_at IS NULL);
-            UPDATE refresh_tokens SET rotated_at = NEW.at WHERE token_hash = NEW.old_hash;
-            \(writes)
-            END
-            """
-        ]
-    }
 }

@@ -96,11 +96,11 @@ public final class Store: Service, Sendable {
     }
 
     /// A database handle for queries; each query takes a pooled connection. A query that finds the store unreachable
-    /// tells the request's `StoreOutage.Witness`, if any.
+    /// tells the request's `StoreOutage.RequestReport`, if any.
     public var database: any SQLDatabase {
         switch backend {
-        case .sqlite(let connections): WitnessedDatabase(base: SQLitePoolDatabase(connections: connections))
-        case .postgres(let pool): WitnessedDatabase(base: pool.database(logger: driverLogger).sql())
+        case .sqlite(let connections): OutageReportingDatabase(base: SQLitePoolDatabase(connections: connections))
+        case .postgres(let pool): OutageReportingDatabase(base: pool.database(logger: driverLogger).sql())
         }
     }
 

@@ -68,7 +68,7 @@ public enum StoreOutage {
     /// What one request's queries met: the first failure that said the store was unreachable. A handler may turn such
     /// a failure into an answer of its own (a session it could not read looks ended); the error middleware asks this
     /// instead, so the client hears "try again", never "signed out".
-    public final class Witness: Sendable {
+    public final class RequestReport: Sendable {
         private let seen = NIOLockedValueBox<(any Error)?>(nil)
 
         public init() {}
@@ -76,19 +76,19 @@ public enum StoreOutage {
         /// The first unavailability failure a query of this request met, if any.
         public var outage: (any Error)? { seen.withLockedValue { $0 } }
 
-        func saw(_ error: any Error) {
+        func record(_ error: any Error) {
             guard StoreOutage.isUnavailable(error) else { return }
             seen.withLockedValue { seen in if seen == nil { seen = error } }
         }
     }
 
-    /// The current request's witness, bound by the error middleware.
-    @TaskLocal public static var witness: Witness?
+    /// The current request's report, bound by the error middleware.
+    @TaskLocal public static var currentRequest: RequestReport?
 }
 
-/// A database handle that tells the request's `StoreOutage.Witness` when a query finds the store unreachable, also
+/// A database handle that records in the request's `StoreOutage.RequestReport` when a query finds the store unreachable, also
 /// when the caller then swallows the error.
-struct WitnessedDatabase: SQLDatabase {
+struct OutageReportingDatabase: SQLDatabase {
     let base: any SQLDatabase
 
     var logger: Logger { base.logger }
@@ -101,7 +101,7 @@ struct WitnessedDatabase: SQLDatabase {
         Void
     > {
         let future = base.execute(sql: query, onRow)
-        if let witness = StoreOutage.witness { future.whenFailure { witness.saw($0) } }
+        if let report = StoreOutage.currentRequest { future.whenFailure { report.record($0) } }
         return future
     }
 
@@ -109,16 +109,16 @@ struct WitnessedDatabase: SQLDatabase {
         do {
             try await base.execute(sql: query, onRow)
         } catch {
-            StoreOutage.witness?.saw(error)
+            StoreOutage.currentRequest?.record(error)
             throw error
         }
     }
 
     func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R {
         do {
-            return try await base.withSession { try await closure(WitnessedDatabase(base: $0)) }
+            return try await base.withSession { try await closure(OutageReportingDatabase(base: $0)) }
         } catch {
-            StoreOutage.witness?.saw(error)
+            StoreOutage.currentRequest?.record(error)
             throw error
         }
     }

@@ -3,6 +3,7 @@ import GatehouseAPI
 extension API {
     // MARK: Sync (a session logged in to the company)
 
+    /// Sent and answered as JSON, this has a fast path: `FastPath.pullPage` (`SyncFastPaths.swift`).
     func syncPull(_ input: Operations.SyncPull.Input) async throws -> Operations.SyncPull.Output {
         let caller = try await access.company(input.path.cid)
         switch input.body {
@@ -31,6 +32,7 @@ extension API {
 
     // MARK: Records, for services
 
+    /// Answered as JSON, with a plain query, this has a fast path: `FastPath.recordList` (`SyncFastPaths.swift`).
     func listRecords(_ input: Operations.ListRecords.Input) async throws -> Operations.ListRecords.Output {
         let caller = try await access.company(input.path.cid)
         let query = input.query

@@ -31,7 +31,7 @@ struct SyncPage: Sendable {
     /// The answer's JSON as the generated serializer writes it (keys sorted, dates to the millisecond, a missing
     /// `created_by` left out), but for the fields of a record sent whole, which are the stored text itself.
     func json() throws -> [UInt8] {
-        var out = JSONText(capacity: changes.reduce(256) { $0 + $1.storedSize + 320 })
+        var out = JSONWriter(capacity: changes.reduce(256) { $0 + $1.storedSize + 320 })
         out.raw("{\"changes\":[")
         for (index, record) in changes.enumerated() {
             if index > 0 { out.raw(",") }
@@ -64,7 +64,7 @@ struct RecordListPage: Sendable {
 
     /// The answer's JSON as the generated serializer writes it, the stored fields spliced in.
     func json() throws -> [UInt8] {
-        var out = JSONText(capacity: records.reduce(64) { $0 + $1.storedSize + 320 })
+        var out = JSONWriter(capacity: records.reduce(64) { $0 + $1.storedSize + 320 })
         out.raw("{")
         if let nextAfter {
             out.raw("\"next_after\":")

@@ -11,7 +11,7 @@ struct SyncService: Sendable {
     let clock: any GatehouseClock
     let secrets: ServerSecrets
     let sessions: SessionService
-    let bus: SyncBus
+    let bus: InstanceBus
     /// How often a live stream re-checks its session and repeats the current seq as a keep-alive.
     let liveCheckInterval: Duration
 

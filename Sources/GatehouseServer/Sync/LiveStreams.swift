@@ -12,7 +12,7 @@ enum LiveEvent: Sendable, Equatable {
 /// This instance's live subscribers, by company, and the fan-out of commits, access changes and ended sessions to
 /// them. Each subscriber's stream keeps only its newest event, so a burst of commits reaches a slow reader as one poke.
 /// Streams are capped per session and per instance.
-final class SyncHub: Sendable {
+final class LiveStreams: Sendable {
     private struct Subscriber {
         let accountID: String
         let sessionID: String

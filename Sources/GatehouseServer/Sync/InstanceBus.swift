@@ -6,12 +6,12 @@ import ServiceLifecycle
 
 /// Carries commits and access changes to the live subscribers of every instance. In the transaction it announces
 /// one small `NOTIFY` on PostgreSQL, delivered only if the transaction commits; after the commit it tells this
-/// instance's subscribers at once. Each instance `LISTEN`s once (`SyncListener`) and fans out.
-struct SyncBus: Sendable {
+/// instance's subscribers at once. Each instance `LISTEN`s once (`InstanceBusListener`) and fans out.
+struct InstanceBus: Sendable {
     static let channel = Store.notifyChannel
 
     let store: Store
-    let hub: SyncHub
+    let streams: LiveStreams
 
     enum Message: Sendable, Equatable {
         case committed(companyID: String, seq: Int64)
@@ -55,9 +55,9 @@ struct SyncBus: Sendable {
     /// After the commit: this instance's subscribers.
     func deliver(_ message: Message) {
         switch message {
-        case .committed(let company, let seq): hub.committed(companyID: company, seq: seq)
-        case .accessChanged(let company, let account): hub.accessChanged(companyID: company, accountID: account)
-        case .companyEnded(let company): hub.companyEnded(companyID: company)
+        case .committed(let company, let seq): streams.committed(companyID: company, seq: seq)
+        case .accessChanged(let company, let account): streams.accessChanged(companyID: company, accountID: account)
+        case .companyEnded(let company): streams.companyEnded(companyID: company)
         case .invalidated(let changes): store.invalidate(changes)
         }
     }
@@ -66,8 +66,8 @@ struct SyncBus: Sendable {
 /// The one `LISTEN` of this instance on PostgreSQL, on a connection of its own; it reconnects with backoff, and after
 /// each (re)connect pokes every local subscriber with its company's current seq, so nothing announced while it was
 /// away is missed. On SQLite there is one instance and nothing to listen to.
-struct SyncListener: Service {
-    let bus: SyncBus
+struct InstanceBusListener: Service {
+    let bus: InstanceBus
     let logger: Logger
 
     func run() async throws {
@@ -80,10 +80,10 @@ struct SyncListener: Service {
             let started = ContinuousClock.now
             do {
                 _ = try await bus.store.withDedicatedPostgresConnection { connection in
-                    let notifications = try await connection.listen(SyncBus.channel)
+                    let notifications = try await connection.listen(InstanceBus.channel)
                     try await catchUp()
                     for try await notification in notifications.cancelOnGracefulShutdown() {
-                        if let message = SyncBus.Message(payload: notification.payload) { bus.deliver(message) }
+                        if let message = InstanceBus.Message(payload: notification.payload) { bus.deliver(message) }
                     }
                 }
             } catch {
@@ -104,33 +104,9 @@ struct SyncListener: Service {
     private func catchUp() async throws {
         bus.store.invalidate(.all)
         let sync = SyncRepository(db: bus.store.database)
-        for company in bus.hub.companies {
+        for company in bus.streams.companies {
             guard let counters = try? await sync.counters(company) else { continue }
-            bus.hub.committed(companyID: company, seq: counters.seq)
-        }
-    }
-}
-
-/// Compacts the change log five minutes after start (the store is migrated by then) and then every hour:
-/// tombstones and mutation results older than the retention.
-struct SyncCompactor: Service {
-    let sync: SyncService
-    let retention: TimeInterval
-    let logger: Logger
-
-    func run() async throws {
-        var wait = Duration.seconds(300)
-        while !Task.isShuttingDownGracefully, !Task.isCancelled {
-            let pause = wait
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: pause) }
-            guard !Task.isShuttingDownGracefully, !Task.isCancelled else { return }
-            wait = .seconds(3600)
-            do {
-                let dropped = try await sync.compact(retention: retention)
-                if dropped > 0 { logger.info("sync log compacted", metadata: ["tombstones": "\(dropped)"]) }
-            } catch {
-                logger.warning("sync log compaction failed", metadata: ["error": "\(String(reflecting: error))"])
-            }
+            bus.streams.committed(companyID: company, seq: counters.seq)
         }
     }
 }

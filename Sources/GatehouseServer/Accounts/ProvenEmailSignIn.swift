@@ -2,7 +2,7 @@ import Foundation
 import SQLKit
 
 /// A proof of the address (a mailed code, an Apple identity token) signing someone in.
-struct AddressProof: Sendable {
+struct ProvenEmailSignIn: Sendable {
     let clock: any GatehouseClock
 
     /// The step every sign-in by a proof of the address shares (a mailed code, an Apple identity token): an account

@@ -10,9 +10,9 @@ extension SyncService {
     /// and the access epoch every `liveCheckInterval` (or when the session is due to expire, if sooner), and at once
     /// when a commit here or on another instance touched the account; it repeats the current seq as a keep-alive,
     /// and closes with a reason when any of them ended or changed. A session that ends closes its streams at once,
-    /// on every instance (`SyncHub.invalidated`). Per stream: the hub's buffer of one event and one checking task.
+    /// on every instance (`LiveStreams.invalidated`). Per stream: the buffer of one event and one checking task.
     func live(_ caller: CompanyCaller) async throws -> HTTPBody {
-        let hub = bus.hub
+        let streams = bus.streams
         let cid = caller.companyID
         // The check task, and whether the stream already ended (it may end before the task is made).
         let watch = NIOLockedValueBox<(task: Task<Void, Never>?, ended: Bool)>((nil, false))
@@ -20,7 +20,7 @@ extension SyncService {
         let subscription: UUID
         let events: AsyncStream<LiveEvent>
         do {
-            (subscription, events) = try hub.subscribe(
+            (subscription, events) = try streams.subscribe(
                 companyID: cid, accountID: caller.accountID, sessionID: caller.identity.sessionID,
                 recheck: { checkNow.yield() }
             ) {
@@ -33,8 +33,8 @@ extension SyncService {
         } catch .sessionFull {
             throw APIError(
                 .tooManyRequests, code: .tooManyStreams,
-                message: "This session already holds \(hub.perSession) live streams, or its account \(hub.perAccount): "
-                    + "close one first")
+                message: "This session already holds \(streams.perSession) live streams, or its account "
+                    + "\(streams.perAccount): close one first")
         } catch .instanceFull {
             throw APIError(
                 .serviceUnavailable, code: .serverBusy,
@@ -49,17 +49,17 @@ extension SyncService {
             current = try await Self.counters(cid, in: sync).seq
             guard let access = try await sync.access(cid, accountID: caller.accountID) else { throw Access.notMember }
             epoch = access.epoch
-            // A session that ended after the request was authorized, before the hub could hear of it, ends here.
+            // A session that ended after the request was authorized, before the streams could hear of it, ends here.
             guard
                 let session = try await sessions.liveSession(
                     caller.identity.sessionID, now: clock.now, db: store.database)
             else { throw APIError.sessionNotFound }
             endsAt = Date(epochMilliseconds: session.endsAt)
         } catch {
-            hub.unsubscribe(companyID: cid, id: subscription)
+            streams.unsubscribe(companyID: cid, id: subscription)
             throw error
         }
-        hub.poke(companyID: cid, id: subscription, atLeast: current)
+        streams.poke(companyID: cid, id: subscription, atLeast: current)
         watch.withLockedValue {
             guard !$0.ended else { return }
             $0.task = Task { [self] in
@@ -74,10 +74,10 @@ extension SyncService {
                     group.addTask { [self] in
                         for await _ in checks {
                             if let reason = await ended(caller, epoch: epoch) {
-                                hub.close(companyID: cid, id: subscription, code: reason)
+                                streams.close(companyID: cid, id: subscription, code: reason)
                                 return
                             }
-                            hub.poke(companyID: cid, id: subscription, atLeast: current)
+                            streams.poke(companyID: cid, id: subscription, atLeast: current)
                         }
                     }
                     await group.next()
