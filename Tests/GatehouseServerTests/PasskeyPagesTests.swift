@@ -105,7 +105,8 @@ struct PasskeyPagesTests {
             #expect(page.body.contains("<button type=\"button\" id=\"add-passkey\" hidden>Add a passkey</button>"))
             #expect(
                 try Self.token(page)
-                    == WebPages.pageTokens(sessionID: try Self.sessionID(account.access), box: h.server.services.box)[0]
+                    == PasskeyPages.pageTokens(
+                        sessionID: try Self.sessionID(account.access), box: h.server.services.box)[0]
             )
 
             let signIn = try await h.page("/account/sign-in")
@@ -261,7 +262,8 @@ struct PasskeyPagesTests {
 
             let page = try await h.page("/account", session: low.access)
             #expect(page.status == 303 && page.headers["location"] == "/account/second-factor")
-            let token = WebPages.pageTokens(sessionID: try Self.sessionID(low.access), box: h.server.services.box)[0]
+            let token = PasskeyPages.pageTokens(sessionID: try Self.sessionID(low.access), box: h.server.services.box)[
+                0]
             let refused = try await h.script("/account/passkeys/options", session: low.access, token: token)
             #expect(refused.status == 403 && Self.code(refused) == "insufficient_aal")
 

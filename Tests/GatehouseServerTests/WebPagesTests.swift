@@ -58,7 +58,7 @@ struct WebPageRulesTests {
             ("", "Unknown device"),
         ])
     func devices(agent: String, name: String) {
-        #expect(WebPages.device(agent) == name)
+        #expect(PageKit.device(agent) == name)
     }
 }
 

@@ -46,7 +46,7 @@ struct AccountDeletion: Sendable {
     func erase(
         _ account: AccountRecord, client: ClientInfo, refusal: AuditAction, tombstone extra: [String: String] = [:]
     ) async throws {
-        let owned = try await CompanyRepository(db: store.database).owned(by: account.id)
+        let owned = try await CompanyDirectory(db: store.database).owned(by: account.id)
         guard owned.isEmpty else {
             await trail.record(
                 client.event(
@@ -55,18 +55,18 @@ struct AccountDeletion: Sendable {
         }
         try await mail.transactionQueuingMail { db in
             // Checked again inside the transaction: a company made meanwhile would otherwise lose its owner.
-            let ownedNow = try await CompanyRepository(db: db).owned(by: account.id)
+            let ownedNow = try await CompanyDirectory(db: db).owned(by: account.id)
             guard ownedNow.isEmpty else { throw Self.ownsCompanies(ownedNow) }
             // Mail still waiting for the address (a retry after a mail server outage, a link asked for just before)
             // would arrive after the confirmation and point at an account that is gone.
             try await MailQueueRepository(db: db).deleteAll(recipientDigest: Secrets.emailDigest(account.email))
             try await mailer.enqueue(.accountDeleted, to: account.email, db: db)
-            let ended = try await SessionRepository(db: db).revoke(.account(account.id), now: clock.now)
+            let ended = try await SessionChanges(db: db).end(.account(account.id), now: clock.now)
             try await SyncRepository(db: db).forgetMutations(accountID: account.id)
-            try await AuditRepository(db: db, clock: clock)
+            try await trail.within(db)
                 .forget(accountID: account.id, emailDigest: Secrets.emailDigest(account.email))
             try await AccountRepository(db: db).delete(id: account.id)
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 AuditEvent(
                     .accountDeleted, accountID: account.id,
                     detail: extra.merging(["sessions": String(ended.count)]) { $1 }))

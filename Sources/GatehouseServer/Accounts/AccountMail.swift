@@ -6,6 +6,7 @@ struct AccountMail: Sendable {
     let store: Store
     let clock: any GatehouseClock
     let settings: AuthSettings
+    let trail: AuditTrail
     let mailer: Mailer
     let publicURL: String
     /// The allow-list with the site URL's own origin and path, parsed once.
@@ -43,7 +44,7 @@ struct AccountMail: Sendable {
             guard let account = try await AccountRepository(db: db).find(email: email), account.disabledAt == nil,
                 eligible(account)
             else { return }
-            try await AuditRepository(db: db, clock: clock).record(client.event(auditAction, accountID: account.id))
+            try await trail.within(db).record(client.event(auditAction, accountID: account.id))
             try await issueAndMail(
                 to: email, purpose: purpose, accountID: account.id, codeChallenge: codeChallenge, db: db,
                 template: template)

@@ -25,8 +25,8 @@ struct AccountsEnvironment: Sendable {
     /// Mail, codes and the links in them.
     var mail: AccountMail {
         AccountMail(
-            store: store, clock: clock, settings: settings, mailer: mailer, publicURL: publicURL, redirects: redirects,
-            codeKeys: CodeKeys(secrets.box))
+            store: store, clock: clock, settings: settings, trail: trail, mailer: mailer, publicURL: publicURL,
+            redirects: redirects, codeKeys: CodeKeys(secrets.box))
     }
 
     /// Rate limits, failure backoff and resend cooldowns.

@@ -4,7 +4,7 @@ import Hummingbird
 import NIOCore
 
 /// The redirects the mailed link's page answers with, and the check that a form post came from this server's own
-/// page. The page itself is `WebPages.linkLanding`.
+/// page. The page itself is `LinkPages.linkLanding`.
 enum LinkPage {
     /// 303 to `target` with `fragment` (the implicit flow's tokens) or `query` items added (PKCE's `code`); the
     /// target's own query and fragment are kept.

@@ -111,7 +111,7 @@ struct ProfileService: Sendable {
             }
             if let hash { updated.passwordHash = hash }
             updated.updatedAt = now
-            let audit = AuditRepository(db: db, clock: clock)
+            let audit = trail.within(db)
             if body.data != nil {
                 try await audit.record(client.event(.profileUpdated, accountID: updated.id))
             }
@@ -248,7 +248,7 @@ struct ProfileService: Sendable {
             try await mail.issueAndMail(to: account.email, purpose: .reauthentication, accountID: account.id, db: db) {
                 .reauthentication(code: $0.code)
             }
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 client.event(.reauthenticationRequested, accountID: account.id))
         }
     }

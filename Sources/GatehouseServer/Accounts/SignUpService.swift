@@ -8,6 +8,7 @@ struct SignUpService: Sendable {
     let store: Store
     let clock: any GatehouseClock
     let settings: AuthSettings
+    let trail: AuditTrail
     let hasher: PasswordHasher
     let mailer: Mailer
     let mail: AccountMail
@@ -56,7 +57,7 @@ struct SignUpService: Sendable {
             try await AccountRepository(db: db).insert(account)
             let issued = try await sessions.start(
                 accountID: id, method: "anonymous", ip: client.ip, userAgent: client.userAgent, db: db)
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 client.event(.signup, accountID: id, detail: ["anonymous": "true"]))
             return (account, issued)
         }
@@ -82,7 +83,7 @@ struct SignUpService: Sendable {
             let existing = try await accounts.find(email: email)
             if let existing, existing.emailConfirmedAt != nil {
                 try await mailer.enqueue(.signupAttempt(signInLink: mail.siteURL), to: email, db: db)
-                try await AuditRepository(db: db, clock: clock).record(
+                try await trail.within(db).record(
                     client.event(.signupExistingEmail, accountID: existing.id))
                 return nil
             }
@@ -100,7 +101,7 @@ struct SignUpService: Sendable {
                     code: code.code,
                     link: mail.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirectTo))
             }
-            try await AuditRepository(db: db, clock: clock).record(client.event(.signup, accountID: account.id))
+            try await trail.within(db).record(client.event(.signup, accountID: account.id))
             return account.id
         }
         guard let accountID, var account = try await AccountRepository(db: store.database).find(id: accountID)
@@ -151,7 +152,7 @@ struct SignUpService: Sendable {
                     code: code.code,
                     link: mail.verifyLink(token: code.linkToken, type: "magiclink", redirectTo: redirectTo))
             }
-            try await AuditRepository(db: db, clock: clock).record(client.event(.otpSent, accountID: account.id))
+            try await trail.within(db).record(client.event(.otpSent, accountID: account.id))
         }
     }
 
@@ -189,7 +190,7 @@ struct SignUpService: Sendable {
             account.emailChange = PendingEmailChange(newEmail: change.newEmail, sentAt: clock.now)
             try await accounts.update(account)
             try await mail.mailEmailChange(account, db: db)
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 client.event(.emailChangeRequested, accountID: account.id, detail: ["resent": "true"]))
         }
     }

@@ -78,7 +78,7 @@ struct TokenService: Sendable {
             try await accounts.recordSignIn(account.id, at: now, rehashed: rehashed, replacing: checkedHash)
             try await accounts.touchIdentity(provider: "email", accountID: account.id, at: now)
             try await ThrottleRepository(db: db).clear(throttleKey)
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 client.event(.signedIn, accountID: account.id, detail: ["method": "password"]))
             return try await sessions.start(
                 accountID: account.id, method: "password", ip: client.ip, userAgent: client.userAgent, db: db)
@@ -105,7 +105,7 @@ struct TokenService: Sendable {
         case .failure(let refusal):
             if case .reused(let sessionID?) = refusal {
                 try await store.transaction { [self] db in
-                    try await SessionRepository(db: db).revoke(.session(sessionID), now: clock.now)
+                    try await SessionChanges(db: db).end(.session(sessionID), now: clock.now)
                 }
             }
             await trail.record(
@@ -160,7 +160,7 @@ struct TokenService: Sendable {
         // A company session refreshes into a company session, with the membership as it is now.
         var membership: Membership?
         if let companyID = issued.companyID {
-            membership = try await CompanyRepository(db: store.database).membership(
+            membership = try await CompanyDirectory(db: store.database).membership(
                 companyID, accountID: issued.accountID)
             guard membership != nil else {
                 throw APIError(.badRequest, code: .sessionExpired, message: "Invalid Refresh Token: Session Expired")
@@ -209,7 +209,7 @@ struct TokenService: Sendable {
                     IdentityRecord(
                         id: Secrets.identifier(), accountID: account.id, provider: "apple", providerID: apple.subject,
                         email: email, createdAt: now, lastSignInAt: nil))
-                try await AuditRepository(db: db, clock: clock).record(
+                try await trail.within(db).record(
                     client.event(.identityLinked, accountID: account.id, detail: ["provider": "apple"]))
             }
             guard account.disabledAt == nil else {
@@ -218,7 +218,7 @@ struct TokenService: Sendable {
             // Apple confirmed the address, not a sign-up's code: whatever a sign-up had chosen is dropped.
             try await ProvenEmailSignIn(clock: clock).confirmAndSignIn(
                 &account, pending: PendingSignup(passwordHash: nil, metadata: [:]), provider: "apple", now: now, db: db)
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 client.event(.signedIn, accountID: account.id, detail: ["method": "apple"]))
             return (
                 account,

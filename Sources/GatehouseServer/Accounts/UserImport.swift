@@ -19,11 +19,13 @@ public struct ImportReport: Sendable {
 public struct UserImporter: Sendable {
     let store: Store
     let clock: any GatehouseClock
+    let trail: AuditTrail
     public var batchSize = 500
 
     public init(store: Store, clock: any GatehouseClock = SystemClock()) {
         self.store = store
         self.clock = clock
+        trail = AuditTrail(store: store, clock: clock)
     }
 
     public func run(_ read: ImportRead, source: String, dryRun: Bool) async throws -> ImportReport {
@@ -86,7 +88,7 @@ public struct UserImporter: Sendable {
             let batch = Array(fresh[start..<min(start + max(1, batchSize), fresh.count)])
             try await store.transaction { [clock] db in
                 let accounts = AccountRepository(db: db)
-                let audit = AuditRepository(db: db, clock: clock)
+                let audit = trail.within(db)
                 for user in batch {
                     try await accounts.insert(
                         AccountRecord(

@@ -175,7 +175,7 @@ struct VerificationService: Sendable {
             guard account.disabledAt == nil else {
                 throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
             }
-            let audit = AuditRepository(db: db, clock: clock)
+            let audit = trail.within(db)
             if consumed.purpose == .emailChange, let newEmail = consumed.newEmail {
                 // A code of a change replaced since (its codes are void) or already done no longer applies.
                 guard let change = account.emailChange, change.newEmail == newEmail else { throw Self.otpExpired }

@@ -10,6 +10,7 @@ struct AdminService: Sendable {
     let store: Store
     let clock: any GatehouseClock
     let settings: AuthSettings
+    let trail: AuditTrail
     let sessions: SessionService
     let hasher: PasswordHasher
     let mailer: Mailer
@@ -103,7 +104,7 @@ struct AdminService: Sendable {
                 IdentityRecord(
                     id: Secrets.identifier(), accountID: account.id, provider: "email", providerID: account.id,
                     email: email, createdAt: now, lastSignInAt: nil))
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 admin.event(
                     .adminUserCreated, accountID: account.id,
                     detail: ["confirmed": String(body.emailConfirm == true), "password": hash == nil ? "none" : "set"]))
@@ -176,7 +177,7 @@ struct AdminService: Sendable {
             if endSessions {
                 _ = try await sessions.revoke(accountID: account.id, current: "", scope: .global, db: db)
             }
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 admin.event(
                     .adminUserUpdated, accountID: account.id, detail: ["changed": changed.joined(separator: ",")]))
             return account
@@ -298,7 +299,7 @@ struct AdminService: Sendable {
             if body._type == .invite {
                 try await accounts.stamp(.invited, accountID: account.id, at: now)
             }
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 admin.event(.adminLinkGenerated, accountID: account.id, detail: ["type": type]))
             return (try await accounts.find(id: account.id) ?? account, code, type)
         }
@@ -349,7 +350,7 @@ struct AdminService: Sendable {
                     code: code.code,
                     link: mail.verifyLink(token: code.linkToken, type: "invite", redirectTo: redirectTo))
             }
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 admin.event(.adminUserInvited, accountID: account.id))
             return try await accounts.find(id: account.id) ?? account
         }
@@ -374,8 +375,8 @@ struct AdminService: Sendable {
             default: throw APIError.validation("Invalid query scope: \(query)")
             }
         }
-        let (records, total) = try await AuditRepository(db: store.database, clock: clock)
-            .all(offset: page.offset, limit: page.size, action: action, accountID: author)
+        let (records, total) = try await trail.all(
+            offset: page.offset, limit: page.size, action: action, accountID: author)
         let entries = records.map { accountID, record in
             var payload: [String: JSONValue] = [
                 "action": .string(record.action), "log_type": .string(AdminPage.logType(record.action)),

@@ -1,60 +1,16 @@
 import Foundation
 import GatehouseAPI
 
-/// What `gatehouse companies …` and `gatehouse users …` do, on the same store the server uses.
+/// What `gatehouse users …` and `gatehouse companies …` do, on the same store the server uses; the companies' part is
+/// beside their repository, in `Companies/Operator+Companies.swift`.
 public struct Operator: Sendable {
     let store: Store
+    /// The audit trail, on the system clock.
+    let trail: AuditTrail
 
     public init(store: Store) {
         self.store = store
-    }
-
-    /// One line per company: id, tier, members, name.
-    public func companies() async throws -> [String] {
-        let companies = CompanyRepository(db: store.database)
-        var lines: [String] = []
-        for company in try await companies.all() {
-            lines.append(
-                "\(company.id)  \(company.tier.rawValue)  \(try await companies.memberCount(company.id)) members  \(company.name)"
-            )
-        }
-        return lines
-    }
-
-    /// A company's details and its members (never credentials).
-    public func company(_ id: String) async throws -> String? {
-        let companies = CompanyRepository(db: store.database)
-        guard let company = try await companies.company(id) else { return nil }
-        var text = """
-            id:                  \(company.id)
-            name:                \(company.name)
-            tier:                \(company.tier.rawValue)
-            owner:               \(company.ownerID)
-            requires credential: \(company.policy.requiresCredential)
-            created:             \(company.createdAt.iso8601)
-            members:
-            """
-        for member in try await companies.members(id) {
-            text +=
-                "\n  \(member.accountID)  \(member.role.rawValue)  dept=\(member.deptMask) manager=\(member.managerMask)"
-        }
-        return text
-    }
-
-    /// Sets a company's tier; false when there is no such company.
-    public func setTier(_ id: String, _ tier: CompanyTier) async throws -> Bool {
-        try await store.transaction { db in
-            let companies = CompanyRepository(db: db)
-            guard var company = try await companies.company(id) else { return false }
-            let old = company.tier
-            company.tier = tier
-            company.updatedAt = Date()
-            try await companies.update(company)
-            try await AuditRepository(db: db, clock: SystemClock()).record(
-                AuditEvent(
-                    .tierChanged, companyID: id, detail: ["from": old.rawValue, "to": tier.rawValue, "by": "operator"]))
-            return true
-        }
+        trail = AuditTrail(store: store, clock: SystemClock())
     }
 
     /// One line per account: id, state, email.
@@ -71,7 +27,7 @@ public struct Operator: Sendable {
         let accounts = AccountRepository(db: store.database)
         let found = try await accounts.find(idOrEmail: idOrEmail)
         guard let account = found else { return nil }
-        let sessions = try await SessionRepository(db: store.database).countUnexpired(
+        let sessions = try await SessionChanges(db: store.database).countUnexpired(
             account.id, now: Date().epochMilliseconds)
         var text = """
             id:        \(account.id)
@@ -81,7 +37,7 @@ public struct Operator: Sendable {
             sessions:  \(sessions) live
             companies:
             """
-        for company in try await CompanyRepository(db: store.database).summaries(accountID: account.id) {
+        for company in try await CompanyDirectory(db: store.database).summaries(accountID: account.id) {
             text += "\n  \(company.id)  \(company.role)  \(company.name)"
         }
         return text
@@ -94,8 +50,8 @@ public struct Operator: Sendable {
             let accounts = AccountRepository(db: db)
             let found = try await accounts.find(idOrEmail: idOrEmail)
             guard let account = found else { return nil }
-            let ended = try await SessionRepository(db: db).revoke(.account(account.id), now: Date()).count
-            try await AuditRepository(db: db, clock: SystemClock()).record(
+            let ended = try await SessionChanges(db: db).end(.account(account.id), now: Date()).count
+            try await trail.within(db).record(
                 AuditEvent(
                     .signedOutEverywhere, accountID: account.id, detail: ["by": "operator", "sessions": String(ended)]))
             return ended
@@ -115,8 +71,8 @@ public struct Operator: Sendable {
             account.bannedUntil = nil
             account.updatedAt = now
             try await accounts.update(account)
-            try await SessionRepository(db: db).revoke(.account(account.id), now: now)
-            try await AuditRepository(db: db, clock: SystemClock()).record(
+            try await SessionChanges(db: db).end(.account(account.id), now: now)
+            try await trail.within(db).record(
                 AuditEvent(.accountDisabled, accountID: account.id, detail: ["by": "operator"]))
             return true
         }
@@ -133,7 +89,7 @@ public struct Operator: Sendable {
             account.bannedUntil = nil
             account.updatedAt = Date()
             try await accounts.update(account)
-            try await AuditRepository(db: db, clock: SystemClock()).record(
+            try await trail.within(db).record(
                 AuditEvent(
                     .accountEnabled, accountID: account.id,
                     detail: ["by": "operator", "was_disabled": String(wasDisabled)]))
@@ -162,7 +118,7 @@ public struct Operator: Sendable {
             guard let account = try await AccountRepository(db: db).find(idOrEmail: idOrEmail) else { return nil }
             let ids = try await FactorRepository(db: db).factors(accountID: account.id).map(\.id)
             let removed = try await FactorService.remove(ids, accountID: account.id, now: Date(), db: db)
-            try await AuditRepository(db: db, clock: SystemClock()).record(
+            try await trail.within(db).record(
                 AuditEvent(
                     .factorsReset, accountID: account.id, detail: ["by": "operator", "factors": String(removed.count)]))
             return removed.count

@@ -29,7 +29,6 @@ final class API: APIProtocol {
     /// Apple's app-site association, nil when no app is set.
     let appSiteAssociation: Schemas.AppSiteAssociation?
     let sync: SyncService
-    let web: WebPages
     /// The keys `/.well-known/jwks.json` publishes.
     let keys: SigningKeys
     let users: UserReader
@@ -46,7 +45,8 @@ final class API: APIProtocol {
         let (mail, throttling, passwords, users) = (env.mail, env.throttling, env.passwords, env.users)
         self.users = users
         signUps = SignUpService(
-            store: env.store, clock: env.clock, settings: env.settings, hasher: env.hasher, mailer: env.mailer,
+            store: env.store, clock: env.clock, settings: env.settings, trail: env.trail, hasher: env.hasher,
+            mailer: env.mailer,
             mail: mail, throttling: throttling, passwords: passwords, users: users, sessions: env.sessions)
         verification = VerificationService(
             store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, trail: env.trail,
@@ -63,11 +63,13 @@ final class API: APIProtocol {
             store: env.store, clock: env.clock, trail: env.trail, mailer: env.mailer, mail: mail,
             profiles: profiles)
         admin = AdminService(
-            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, hasher: env.hasher,
+            store: env.store, clock: env.clock, settings: env.settings, trail: env.trail, sessions: env.sessions,
+            hasher: env.hasher,
             mailer: env.mailer, mail: mail, passwords: passwords, users: users, deletion: accountDeletion)
         accountSessions = AccountSessions(
             store: env.store, clock: env.clock, sessions: env.sessions, trail: env.trail)
-        companies = CompanyService(store: env.store, clock: env.clock, publicURL: env.publicURL, bus: services.bus)
+        companies = CompanyService(
+            store: env.store, clock: env.clock, trail: env.trail, publicURL: env.publicURL, bus: services.bus)
         shares = ShareService(
             store: env.store, clock: env.clock, settings: env.settings, trail: env.trail,
             publicURL: env.publicURL, throttling: throttling)
@@ -84,14 +86,6 @@ final class API: APIProtocol {
         appSiteAssociation = Schemas.AppSiteAssociation(appIDs: services.configuration.appleAppIDs)
         sync = services.sync
         keys = env.keys
-        web = WebPages(
-            templates: services.templates, store: env.store, clock: env.clock, settings: env.settings,
-            trail: env.trail, publicURL: env.publicURL, mail: mail, access: access, tokens: tokens,
-            signUps: signUps,
-            verification: verification, profiles: profiles, accountSessions: accountSessions,
-            deletion: accountDeletion, shares: shares, factors: factors, passkeys: passkeys,
-            appURL: services.configuration.appURL,
-            appStoreURL: services.configuration.appStoreURL)
     }
 
     /// The wire settings: dates with fractional seconds (as the store keeps milliseconds), compact sorted JSON.

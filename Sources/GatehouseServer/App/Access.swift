@@ -169,7 +169,7 @@ struct Access: Sendable {
             throw Self.contextRequired
         }
         guard
-            let membership = try await CompanyRepository(db: store.database).membership(
+            let membership = try await CompanyDirectory(db: store.database).membership(
                 cid, accountID: identity.accountID)
         else {
             await refused(identity, client: client, companyID: cid, reason: "not_a_member")

@@ -135,7 +135,8 @@ public func buildRouter(_ services: GatehouseServices) throws -> Router<AppReque
     router.add(middleware: SecurityHeadersMiddleware())
     router.add(middleware: MetricsMiddleware())
     let api = try API(services)
-    router.add(middleware: ErrorMiddleware(page: api.web.failure))
+    let pages = PageRoutes(api, services)
+    router.add(middleware: ErrorMiddleware(page: pages.kit.failure))
     let routes = RouteTable()
     router.add(middleware: MethodNotAllowedMiddleware(table: routes))
     router.add(middleware: BodyLimitMiddleware(limit: services.configuration.maxBodySize))
@@ -149,7 +150,7 @@ public func buildRouter(_ services: GatehouseServices) throws -> Router<AppReque
             .recordList(access: api.access, sync: api.sync),
         ]))
     try api.register(on: router)
-    PageRoutes(pages: api.web).register(on: router)
+    pages.register(on: router)
     routes.record(router.routes.map { (method: $0.method.rawValue, path: "\($0.path)") })
     return router
 }

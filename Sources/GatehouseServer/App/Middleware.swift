@@ -12,7 +12,7 @@ import OpenAPIRuntime
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Logs an outage now and then rather than once per refused request.
     let outages = OutageLog()
-    /// The page that answers `error` on a page's route (`WebPages.isPage`).
+    /// The page that answers `error` on a page's route (`PageKit.isPage`).
     var page: (@Sendable (APIError) -> WebAnswer)? = nil
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
@@ -20,7 +20,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     {
         let report = StoreOutage.RequestReport()
         func answer(_ error: APIError) throws -> Response {
-            guard let page, WebPages.isPage(method: request.method, path: request.uri.path) else {
+            guard let page, PageKit.isPage(method: request.method, path: request.uri.path) else {
                 return try error.response(from: request, context: context)
             }
             return try page(error).response(from: request, context: context)

@@ -103,7 +103,7 @@ struct CompanyRepository {
 
     /// Removes the company and, by cascade, its memberships, credentials and share links; ends its sessions.
     func delete(_ companyID: String, now: Date) async throws {
-        try await SessionRepository(db: db).revoke(.wholeCompany(companyID), now: now)
+        try await SessionChanges(db: db).end(.wholeCompany(companyID), now: now)
         try await db.delete(from: "companies").where("id", .equal, companyID).run()
     }
 
@@ -203,7 +203,7 @@ struct CompanyRepository {
 
     /// Ends an account's sessions in one company, but for `except`.
     func endSessions(_ companyID: String, accountID: String, except: String?, now: Date) async throws {
-        try await SessionRepository(db: db).revoke(.company(companyID, accountID: accountID, except: except), now: now)
+        try await SessionChanges(db: db).end(.company(companyID, accountID: accountID, except: except), now: now)
     }
 
     /// Participants besides the owner.

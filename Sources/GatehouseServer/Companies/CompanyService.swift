@@ -6,6 +6,7 @@ import SQLKit
 struct CompanyService: Sendable {
     let store: Store
     let clock: any GatehouseClock
+    let trail: AuditTrail
     let publicURL: String
     /// Tells live streams, on every instance, of members whose access changed.
     let bus: InstanceBus
@@ -21,9 +22,9 @@ struct CompanyService: Sendable {
         _ event: AuditEvent?, announcing messages: [InstanceBus.Message] = [],
         _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
     ) async throws -> T {
-        let result = try await store.transaction { [clock, bus] db in
+        let result = try await store.transaction { [trail, bus] db in
             let result = try await body(db)
-            if let event { try await AuditRepository(db: db, clock: clock).record(event) }
+            if let event { try await trail.within(db).record(event) }
             for message in messages { try await bus.announce(message, db: db) }
             return result
         }
@@ -117,7 +118,7 @@ struct CompanyService: Sendable {
             try await CompanyRepository(db: db).update(updated)
             // Sessions opened below aal2 end at once: a policy that let them stay would not be one.
             if requiringMFA {
-                try await SessionRepository(db: db).revoke(.companyBelowAAL2(updated.id), now: now)
+                try await SessionChanges(db: db).end(.companyBelowAAL2(updated.id), now: now)
             }
         }
         return try await self.detail(company.id)
@@ -265,7 +266,7 @@ struct CompanyService: Sendable {
     /// The company's audit trail: everything for the owner, one's own events for participants.
     func audit(_ caller: CompanyCaller, before: Int64?, limit: Int?) async throws -> Schemas.AuditPage {
         let limit = try Schemas.AuditPage.size(limit)
-        let events = try await AuditRepository(db: store.database, clock: clock).page(
+        let events = try await trail.page(
             companyID: caller.companyID, accountID: caller.membership.isOwner ? nil : caller.accountID,
             before: before, limit: limit)
         return Schemas.AuditPage(events, limit: limit)

@@ -74,7 +74,7 @@ struct ShareService: Sendable {
         let event = caller.event(.shareCreated, detail: ["share": link.id, "permission": permission.rawValue])
         try await store.transaction { [clock] db in
             try await CompanyRepository(db: db).insert(link, tokenHash: Secrets.digest(token))
-            try await AuditRepository(db: db, clock: clock).record(event)
+            try await trail.within(db).record(event)
         }
         return Schemas.ShareLinkInfo(
             id: link.id, permission: body.permission, token: token, url: "\(publicURL)/share/\(token)",
@@ -87,7 +87,7 @@ struct ShareService: Sendable {
         let revoked = try await store.transaction { [clock] db in
             let revoked = try await CompanyRepository(db: db).revokeShare(
                 caller.companyID, shareID: shareID, now: clock.now)
-            if revoked { try await AuditRepository(db: db, clock: clock).record(event) }
+            if revoked { try await trail.within(db).record(event) }
             return revoked
         }
         guard revoked else { throw APIError.notFound("No such share link") }
@@ -178,7 +178,7 @@ struct ShareService: Sendable {
             }
             guard try await companies.useShare(company.id, shareID: link.id, now: now) else { throw Self.shareExpired }
             try await companies.addMember(company.id, accountID: caller.accountID, role: role, now: now)
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 AuditEvent(
                     .shareAccepted, accountID: caller.accountID, companyID: company.id, ip: caller.client.ip,
                     userAgent: caller.client.userAgent,

@@ -35,7 +35,7 @@ struct CredentialService: Sendable {
 
     /// The company and the caller's membership, or 404 for a company the caller does not belong to.
     private func membership(_ companyID: String, _ accountID: String) async throws -> (CompanyRecord, Membership) {
-        let companies = CompanyRepository(db: store.database)
+        let companies = CompanyDirectory(db: store.database)
         guard let membership = try await companies.membership(companyID, accountID: accountID),
             let company = try await companies.company(companyID)
         else { throw CompanyService.companyNotFound }
@@ -82,7 +82,7 @@ struct CredentialService: Sendable {
             let credentials = CredentialRepository(db: db)
             if try await credentials.find(cid, accountID: caller.accountID) != nil { throw Self.credentialExists }
             try await credentials.insert(credential, image: image?.data, imageType: image?.type, now: now)
-            try await AuditRepository(db: db, clock: clock).record(audit)
+            try await trail.within(db).record(audit)
         }
         return Self.info(credential)
     }
@@ -117,9 +117,9 @@ struct CredentialService: Sendable {
             guard try await CredentialRepository(db: db).find(caller.companyID, accountID: caller.accountID) != nil
             else { throw Self.noCredential }
             try await CredentialRepository(db: db).delete(caller.companyID, accountID: caller.accountID)
-            try await CompanyRepository(db: db).endSessions(
+            try await CompanyDirectory(db: db).endSessions(
                 caller.companyID, accountID: caller.accountID, except: nil, now: clock.now)
-            try await AuditRepository(db: db, clock: clock).record(audit)
+            try await trail.within(db).record(audit)
         }
     }
 
@@ -128,7 +128,7 @@ struct CredentialService: Sendable {
         let cid = caller.companyID
         let accountID = caller.accountID
         guard let credential = try await CredentialRepository(db: store.database).find(cid, accountID: accountID),
-            let company = try await CompanyRepository(db: store.database).company(cid)
+            let company = try await CompanyDirectory(db: store.database).company(cid)
         else { throw Self.noCredential }
         // The current password is a guess like any login: counted first, backing off the same way.
         let throttleKey = Self.throttleKey(cid, accountID)
@@ -147,9 +147,9 @@ struct CredentialService: Sendable {
         let audit = caller.event(.credentialPasswordChanged)
         try await store.transaction { [clock] db in
             try await CredentialRepository(db: db).setPassword(cid, accountID: accountID, hash: hash, now: clock.now)
-            try await CompanyRepository(db: db).endSessions(
+            try await CompanyDirectory(db: db).endSessions(
                 cid, accountID: accountID, except: caller.identity.sessionID, now: clock.now)
-            try await AuditRepository(db: db, clock: clock).record(audit)
+            try await trail.within(db).record(audit)
         }
     }
 
@@ -208,7 +208,7 @@ struct CredentialService: Sendable {
         let audit = event(.companyLogin, caller.client, accountID: caller.accountID, companyID: cid, detail: detail)
         let issued = try await store.transaction { [self] db in
             try await ThrottleRepository(db: db).clear(throttleKey)
-            try await AuditRepository(db: db, clock: clock).record(audit)
+            try await trail.within(db).record(audit)
             return try await sessions.start(
                 accountID: caller.accountID, method: method, ip: caller.client.ip,
                 userAgent: caller.client.userAgent, db: db, company: scope, parent: caller.identity.sessionID,

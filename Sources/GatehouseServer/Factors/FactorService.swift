@@ -92,13 +92,13 @@ final class FactorService: Sendable {
             id: factorID, accountID: caller.accountID, type: .totp, friendlyName: name, status: .unverified,
             secret: try box.seal(Base32.encode(secret), context: Self.secretContext(factorID)), lastUsedStep: nil,
             createdAt: now.epochMilliseconds, updatedAt: now.epochMilliseconds, lastChallengedAt: nil)
-        try await store.transaction { [clock] db in
+        try await store.transaction { [clock, trail] db in
             let factors = try await self.admissible(name: name, caller: caller, db: db)
             guard Self.mayEnroll(caller, factors: factors) else {
                 throw Self.insufficient("AAL2 required to enroll a new factor")
             }
             try await FactorRepository(db: db).insert(factor)
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 caller.client.event(.factorEnrolled, accountID: caller.accountID, detail: ["factor_id": factorID]))
         }
         return Schemas.EnrolledFactor(
@@ -259,7 +259,7 @@ final class FactorService: Sendable {
                 .filter { $0 != factor.id }
             try await repository.delete(others, accountID: caller.accountID)
             let first = factor.status == .unverified
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 caller.client.event(
                     first ? .factorVerified : .mfaVerified, accountID: caller.accountID,
                     detail: ["factor_id": factor.id, "method": "totp"]))
@@ -292,12 +292,9 @@ final class FactorService: Sendable {
         -> (IssuedSession, Schemas.User)
     {
         let now = clock.now
-        let sessionRepository = SessionRepository(db: db)
         let sessionID = caller.identity.sessionID
-        try await sessionRepository.raise(sessionID, factorID: factorID, method: method, now: now)
-        let refreshToken = Secrets.token()
-        try await sessionRepository.insertRefreshToken(refreshToken, sessionID: sessionID, now: now)
-        try await sessionRepository.revoke(.accountBelowAAL2(caller.accountID, keeping: sessionID), now: now)
+        let refreshToken = try await SessionChanges(db: db).raise(
+            sessionID, accountID: caller.accountID, factorID: factorID, method: method, now: now)
         guard let live = try await sessions.liveSession(sessionID, now: now, db: db),
             let account = try await AccountRepository(db: db).find(id: caller.accountID)
         else { throw APIError.sessionNotFound }
@@ -319,14 +316,14 @@ final class FactorService: Sendable {
         if factor.status == .verified && caller.identity.aal != .aal2 {
             throw Self.insufficient("AAL2 required to unenroll verified factor", status: .unprocessableContent)
         }
-        try await mail.transactionQueuingMail { [clock, mail] db in
+        try await mail.transactionQueuingMail { [clock, mail, trail] db in
             let factors = try await FactorRepository(db: db).factors(accountID: caller.accountID)
             let otherVerified = factors.contains { $0.type == .totp && $0.status == .verified && $0.id != factor.id }
             if factor.status == .verified, !otherVerified, factors.contains(where: { $0.type == .recoveryCode }) {
                 throw Self.soleRecoveryCodes
             }
             try await self.remove([factor.id], accountID: caller.accountID, db: db)
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 caller.client.event(.factorDeleted, accountID: caller.accountID, detail: ["factor_id": factor.id]))
             if factor.status == .verified {
                 try await mail.mailSignInMethodChange(
@@ -350,7 +347,7 @@ final class FactorService: Sendable {
     @discardableResult
     static func remove(_ ids: [String], accountID: String, now: Date, db: any SQLDatabase) async throws -> [String] {
         let removed = try await FactorRepository(db: db).delete(ids, accountID: accountID)
-        try await SessionRepository(db: db).lower(factorIDs: removed, now: now)
+        try await SessionChanges(db: db).lower(factorIDs: removed, now: now)
         return removed
     }
 
@@ -414,7 +411,7 @@ final class FactorService: Sendable {
         let set = FactorRecord(
             id: Secrets.identifier(), accountID: caller.accountID, type: .recoveryCode, friendlyName: name,
             status: .verified, secret: nil, lastUsedStep: nil, createdAt: now, updatedAt: now, lastChallengedAt: nil)
-        try await store.transaction { [clock] db in
+        try await store.transaction { [clock, trail] db in
             let factors = try await FactorRepository(db: db).factors(accountID: caller.accountID)
             if factors.contains(where: { $0.type == .recoveryCode }) {
                 throw APIError(
@@ -428,7 +425,7 @@ final class FactorService: Sendable {
             let repository = FactorRepository(db: db)
             try await repository.insert(set)
             try await repository.replaceCodes(factorID: set.id, digests: self.storedDigests(codes, setID: set.id))
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 caller.client.event(.recoveryCodesGenerated, accountID: caller.accountID, detail: ["factor_id": set.id])
             )
         }
@@ -440,12 +437,12 @@ final class FactorService: Sendable {
     func regenerateRecoveryCodes(by caller: Caller) async throws -> Schemas.RecoveryCodes {
         try requireAAL2(caller, "AAL2 required to regenerate recovery codes")
         let codes = RecoveryCodes.generate()
-        let set: FactorRecord = try await store.transaction { [clock] db in
+        let set: FactorRecord = try await store.transaction { [clock, trail] db in
             guard let set = try await self.recoverySet(caller.accountID, db: db) else { throw Self.notFound }
             try await FactorRepository(db: db).replaceCodes(
                 factorID: set.id, digests: self.storedDigests(codes, setID: set.id))
             try await ThrottleRepository(db: db).clear(keyAndBelow: Self.recoveryThrottleKey(set.id))
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 caller.client.event(
                     .recoveryCodesGenerated, accountID: caller.accountID,
                     detail: ["factor_id": set.id, "regenerated": "true"]))
@@ -458,10 +455,10 @@ final class FactorService: Sendable {
     /// Removes the caller's recovery codes (aal2 only).
     func deleteRecoveryCodes(by caller: Caller) async throws -> Schemas.FactorID {
         try requireAAL2(caller, "AAL2 required to remove recovery codes")
-        let id: String = try await store.transaction { [clock] db in
+        let id: String = try await store.transaction { [clock, trail] db in
             guard let set = try await self.recoverySet(caller.accountID, db: db) else { throw Self.notFound }
             try await self.remove([set.id], accountID: caller.accountID, db: db)
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 caller.client.event(.recoveryCodesDeleted, accountID: caller.accountID, detail: ["factor_id": set.id]))
             return set.id
         }
@@ -496,7 +493,7 @@ final class FactorService: Sendable {
                 return .refused(Self.wrongRecoveryCode, reason: "wrong_recovery_code")
             }
             let remaining = try await repository.codeCounts(factorID: set.id).remaining
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 caller.client.event(
                     .recoveryCodeUsed, accountID: caller.accountID,
                     detail: ["factor_id": set.id, "remaining": String(remaining)]))
@@ -555,7 +552,7 @@ final class FactorService: Sendable {
     /// Removing the last verified TOTP factor removes the recovery codes with it: they never stand alone.
     func adminDelete(accountID: String, rawFactorID: String, event: AuditEvent) async throws -> Schemas.Factor {
         guard let id = Secrets.identifier(rawFactorID) else { throw Self.notFound }
-        return try await mail.transactionQueuingMail { [clock, mail] db in
+        return try await mail.transactionQueuingMail { [clock, mail, trail] db in
             let factors = try await FactorRepository(db: db).factors(accountID: accountID)
             guard let factor = factors.first(where: { $0.id == id }) else { throw Self.notFound }
             var removing = [factor.id]
@@ -566,7 +563,7 @@ final class FactorService: Sendable {
             try await self.remove(removing, accountID: accountID, db: db)
             var event = event
             event.detail["factor_id"] = factor.id
-            try await AuditRepository(db: db, clock: clock).record(event)
+            try await trail.within(db).record(event)
             if factor.type == .totp, factor.status == .verified {
                 try await mail.mailSignInMethodChange(
                     .signInMethodRemoved(.authenticator, name: factor.mailName), accountID: accountID, db: db)

@@ -172,7 +172,7 @@ struct PasskeyService: Sendable {
                     backedUp: verified.backedUp, now: now)
             else { throw Self.verificationFailed(.signCountRegressed) }
             try await AccountRepository(db: db).recordSignIn(account.id, at: now, rehashed: nil, replacing: nil)
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 client.event(
                     .signedIn, accountID: account.id, detail: ["method": "passkey", "passkey_id": passkey.id]))
             return try await sessions.start(
@@ -200,7 +200,7 @@ struct PasskeyService: Sendable {
                 let passkey = try await repository.passkey(id, accountID: caller.accountID, companyID: nil)
             else { throw Self.notFound }
             try await repository.rename(id, to: name, now: clock.now)
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 caller.client.event(.passkeyUpdated, accountID: caller.accountID, detail: ["passkey_id": id]))
             guard let renamed = try await repository.passkey(passkey.id, accountID: caller.accountID, companyID: nil)
             else { throw Self.notFound }
@@ -248,7 +248,7 @@ struct PasskeyService: Sendable {
             accountID: caller.identity.accountID, companyID: cid)
         guard existing.count < Self.maximumPasskeys else { throw Self.tooMany }
         try await requireRecentProof(caller.identity, client: caller.client, proof: proof)
-        let company = try await CompanyRepository(db: store.database).company(cid)
+        let company = try await CompanyDirectory(db: store.database).company(cid)
         let companyName = company?.name ?? "Company"
         return try await creationOptions(
             ceremony: .companyRegistration, accountID: caller.identity.accountID, companyID: cid,
@@ -494,7 +494,7 @@ struct PasskeyService: Sendable {
                         < Self.maximumPasskeys
                 else { throw Self.tooMany }
                 guard try await repository.insert(passkey) else { throw Self.credentialExists }
-                try await AuditRepository(db: db, clock: clock).record(
+                try await trail.within(db).record(
                     audit(.passkeyCreated, ["passkey_id": passkey.id, "backup_eligible": "\(passkey.backupEligible)"]))
                 try await profiles.mail.mailSignInMethodChange(
                     .signInMethodAdded(try await Self.method(companyID, db: db), name: passkey.friendlyName),
@@ -548,7 +548,7 @@ struct PasskeyService: Sendable {
             var event = event
             event.detail["passkey_id"] = id
             if let companyID { event.detail["company_id"] = companyID }
-            try await AuditRepository(db: db, clock: clock).record(event)
+            try await trail.within(db).record(event)
             try await profiles.mail.mailSignInMethodChange(
                 .signInMethodRemoved(try await Self.method(companyID, db: db), name: passkey.friendlyName),
                 accountID: accountID, db: db)
@@ -560,9 +560,8 @@ struct PasskeyService: Sendable {
     /// record of sign-ins, so this reads it rather than keeping a second one.
     func addedSincePasswordSignIn(by caller: Caller) async throws -> Set<String> {
         let sessionStart = caller.identity.claims.amr.map(\.timestamp).min() ?? .max
-        let trail = try await AuditRepository(db: store.database, clock: clock)
-            .page(accountID: caller.accountID, before: nil, limit: 500)
-        let lastPasswordSignIn = trail.first {
+        let events = try await trail.page(accountID: caller.accountID, before: nil, limit: 500)
+        let lastPasswordSignIn = events.first {
             $0.action == AuditAction.signedIn.rawValue && $0.detail["method"] == "password"
                 && Int64($0.occurredAt.timeIntervalSince1970) < sessionStart
         }
@@ -575,7 +574,7 @@ struct PasskeyService: Sendable {
     /// How the owner's mail names a passkey: an account one, or one for the company it logs in to.
     private static func method(_ companyID: String?, db: any SQLDatabase) async throws -> Mailer.SignInMethod {
         guard let companyID else { return .passkey }
-        return .companyPasskey(company: try await CompanyRepository(db: db).company(companyID)?.name ?? "")
+        return .companyPasskey(company: try await CompanyDirectory(db: db).company(companyID)?.name ?? "")
     }
 
     /// A name as given: 1 to 120 characters and at most 512 bytes (`FriendlyName`), no control characters.

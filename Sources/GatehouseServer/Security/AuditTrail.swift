@@ -1,16 +1,60 @@
 import Foundation
+import SQLKit
 
-/// The audit trail every feature writes through: events in batches (`AuditQueue`), and refusals capped per client
-/// address. Built once in `GatehouseServices` and handed to each service that records, so none holds the session
-/// service only to audit.
+/// The audit trail every feature writes through and reads from: events in batches (`AuditQueue`), events inside the
+/// caller's transaction (`within`), refusals capped per client address, and the pages of it people and operators
+/// read. Built once in `GatehouseServices` and handed to each service that records, so none holds the session
+/// service only to audit; `AuditRepository` is its own, used from nowhere else but `Storage/`.
 final class AuditTrail: Sendable {
+    private let store: Store
+    private let clock: any GatehouseClock
     private let queue: AuditQueue
     /// How many refusals each client address may add (`recordRefusal`).
     private let refusals: RateLimiter
 
     init(store: Store, clock: any GatehouseClock) {
+        self.store = store
+        self.clock = clock
         queue = AuditQueue(store: store, clock: clock)
         refusals = RateLimiter(clock: clock)
+    }
+
+    /// The trail inside the caller's transaction `db`: what is recorded through it commits, or not, with the rest.
+    func within(_ db: any SQLDatabase) -> Within { Within(repository: AuditRepository(db: db, clock: clock)) }
+
+    /// The trail inside one transaction.
+    struct Within {
+        fileprivate let repository: AuditRepository
+
+        func record(_ event: AuditEvent) async throws { try await repository.record(event) }
+
+        /// The events in one statement, all of them or none.
+        func record(_ events: [AuditEvent]) async throws { try await repository.record(events) }
+
+        /// Forgets the person (`AuditRepository.forget`): what happened, and when, stays.
+        func forget(accountID: String, emailDigest: String) async throws {
+            try await repository.forget(accountID: accountID, emailDigest: emailDigest)
+        }
+    }
+
+    /// The account's own events, newest first, `limit` at a time, before the event id `before`.
+    func page(accountID: String, before: Int64?, limit: Int) async throws -> [AuditRecord] {
+        try await AuditRepository(db: store.database, clock: clock).page(
+            accountID: accountID, before: before, limit: limit)
+    }
+
+    /// Events of one company (all of them, or one account's), or of one account anywhere, newest first.
+    func page(companyID: String?, accountID: String?, before: Int64?, limit: Int) async throws -> [AuditRecord] {
+        try await AuditRepository(db: store.database, clock: clock).page(
+            companyID: companyID, accountID: accountID, before: before, limit: limit)
+    }
+
+    /// Every event, newest first, of one action or one account when given (the admin API's trail), with the total.
+    func all(offset: Int, limit: Int, action: String?, accountID: String?) async throws -> (
+        records: [(accountID: String?, record: AuditRecord)], total: Int
+    ) {
+        try await AuditRepository(db: store.database, clock: clock).all(
+            offset: offset, limit: limit, action: action, accountID: accountID)
     }
 
     /// Records an event, in one transaction with whatever other events wait (`AuditQueue`); a failure to record is

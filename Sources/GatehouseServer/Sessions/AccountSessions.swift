@@ -20,7 +20,7 @@ struct AccountSessions: Sendable {
         let ended = try await store.transaction { [clock] db in
             let rows = try await SessionRepository(db: db).revoke(
                 .session(id, accountID: caller.accountID), now: clock.now)
-            if !rows.isEmpty { try await AuditRepository(db: db, clock: clock).record(event) }
+            if !rows.isEmpty { try await trail.within(db).record(event) }
             return !rows.isEmpty
         }
         guard ended else { throw APIError.notFound("No such session") }
@@ -40,7 +40,7 @@ struct AccountSessions: Sendable {
         try await store.transaction { [clock, sessions] db in
             let ended = try await sessions.revoke(
                 accountID: caller.accountID, current: caller.identity.sessionID, scope: scope, db: db)
-            try await AuditRepository(db: db, clock: clock).record(
+            try await trail.within(db).record(
                 caller.client.event(
                     .loggedOut, accountID: caller.accountID,
                     detail: ["scope": scope.rawValue, "sessions": String(ended)]))
@@ -54,8 +54,7 @@ struct AccountSessions: Sendable {
     /// The caller's own audit events, newest first, `limit` (1…100) at a time before the event id `before`.
     func audit(_ caller: Caller, before: Int64?, limit: Int?) async throws -> Schemas.AuditPage {
         let limit = try Schemas.AuditPage.size(limit)
-        let events = try await AuditRepository(db: store.database, clock: clock)
-            .page(accountID: caller.accountID, before: before, limit: limit)
+        let events = try await trail.page(accountID: caller.accountID, before: before, limit: limit)
         return Schemas.AuditPage(events, limit: limit)
     }
 }

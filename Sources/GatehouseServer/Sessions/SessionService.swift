@@ -351,7 +351,7 @@ final class SessionService: Sendable {
         }
         guard let live, live.accountID == claims.sub, live.companyID == claims.cid else {
             if let cid = claims.cid,
-                (try? await CompanyRepository(db: store.database).membership(cid, accountID: claims.sub)) == .some(nil)
+                (try? await CompanyDirectory(db: store.database).membership(cid, accountID: claims.sub)) == .some(nil)
             {
                 throw .accessRevoked
             }

@@ -5,23 +5,54 @@ import Hummingbird
 import NIOCore
 
 /// The pages' routes: router routes outside the JSON contract (openapi.yaml describes the API only). Each handler
-/// reads its query or form and hands it to `WebPages`; a failure the API would answer as JSON is answered as a page
-/// by `ErrorMiddleware` (`WebPages.isPage`). One small controller per page group: the mailed link's page, the account
-/// pages, the share link's landing.
-struct PageRoutes {
-    let pages: WebPages
+/// reads its query or form and hands it to its page group; a failure the API would answer as JSON is answered as a
+/// page by `ErrorMiddleware` (`PageKit.isPage`, `PageKit.failure`). One small controller per page group: the mailed
+/// link's page, sign-in, the account page, second factors, passkeys, the share link's landing.
+struct PageRoutes: Sendable {
+    /// What every page shares, `failure` among it.
+    let kit: PageKit
+    let link: LinkPages
+    let signIn: SignInPages
+    let account: AccountPages
+    let factors: FactorPages
+    let passkeys: PasskeyPages
+    let share: SharePages
+
+    /// Each page group, with the services it uses from those the API holds.
+    init(_ api: API, _ services: GatehouseServices) {
+        let env = services.accounts
+        let kit = PageKit(
+            templates: services.templates, publicURL: env.publicURL, trail: env.trail, access: api.access,
+            tokens: api.tokens, passkeysOn: api.passkeys.settings.enabled)
+        let account = AccountPages(
+            kit: kit, profiles: api.profiles, accountSessions: api.accountSessions, deletion: api.accountDeletion,
+            store: env.store, settings: env.settings, factors: api.factors, passkeys: api.passkeys, box: services.box)
+        self.kit = kit
+        link = LinkPages(
+            kit: kit, mail: env.mail, store: env.store, clock: env.clock, settings: env.settings,
+            verification: api.verification)
+        signIn = SignInPages(kit: kit, tokens: api.tokens, signUps: api.signUps, verification: api.verification)
+        self.account = account
+        factors = FactorPages(kit: kit, accountPages: account, factors: api.factors)
+        passkeys = PasskeyPages(kit: kit, accountPages: account, passkeys: api.passkeys, box: services.box)
+        share = SharePages(
+            kit: kit, shares: api.shares, appURL: services.configuration.appURL,
+            appStoreURL: services.configuration.appStoreURL)
+    }
 
     func register(on router: Router<AppRequestContext>) {
-        LinkPageRoutes(pages: pages).register(on: router)
-        AccountPageRoutes(pages: pages).register(on: router)
-        PasskeyPageRoutes(pages: pages).register(on: router)
-        SharePageRoutes(pages: pages).register(on: router)
+        LinkPageRoutes(pages: link).register(on: router)
+        SignInPageRoutes(pages: signIn).register(on: router)
+        AccountPageRoutes(pages: account).register(on: router)
+        FactorPageRoutes(pages: factors).register(on: router)
+        PasskeyPageRoutes(pages: passkeys).register(on: router)
+        SharePageRoutes(pages: share).register(on: router)
     }
 }
 
 /// A mailed link's page, and its one button.
 struct LinkPageRoutes {
-    let pages: WebPages
+    let pages: LinkPages
 
     /// The Continue button's form.
     struct Continue: Decodable {
@@ -57,9 +88,9 @@ struct LinkPageRoutes {
     }
 }
 
-/// Web sign-in and the account: sessions, the password, deletion.
-struct AccountPageRoutes {
-    let pages: WebPages
+/// Web sign-in: by password, by a mailed code, and a new link by mail.
+struct SignInPageRoutes {
+    let pages: SignInPages
 
     struct PasswordSignIn: Decodable {
         let email: String
@@ -79,6 +110,33 @@ struct AccountPageRoutes {
         let email: String
         let purpose: String?
     }
+
+    func register(on router: Router<AppRequestContext>) {
+        router.get("/account/sign-in") { _, _ in
+            try await PageInput.answer { try await pages.signInPage() }
+        }
+        router.post("/account/sign-in") { request, context in
+            let form = try await PageInput.form(PasswordSignIn.self, request, context)
+            return try await PageInput.answer { try await pages.signIn(email: form.email, password: form.password) }
+        }
+        router.post("/account/code") { request, context in
+            let form = try await PageInput.form(Email.self, request, context)
+            return try await PageInput.answer { try await pages.sendCode(email: form.email) }
+        }
+        router.post("/account/code/verify") { request, context in
+            let form = try await PageInput.form(CodeSignIn.self, request, context)
+            return try await PageInput.answer { try await pages.verifyCode(email: form.email, code: form.code) }
+        }
+        router.post("/account/link") { request, context in
+            let form = try await PageInput.form(NewLink.self, request, context)
+            return try await PageInput.answer { try await pages.newLink(email: form.email, purpose: form.purpose) }
+        }
+    }
+}
+
+/// The account: its page, signing out, the password, deletion.
+struct AccountPageRoutes {
+    let pages: AccountPages
 
     struct NewPassword: Decodable {
         let password: String
@@ -109,6 +167,43 @@ struct AccountPageRoutes {
         "passkey_renamed": "The passkey is renamed.", "passkey_removed": "The passkey is removed.",
     ]
 
+    func register(on router: Router<AppRequestContext>) {
+        router.get("/account") { request, _ in
+            let notice = request.uri.queryParameters["notice"].map(String.init)
+            guard notice.map({ Self.notices[$0] != nil }) ?? true else { throw PageInput.invalidParameter }
+            return try await PageInput.answer {
+                try await pages.account(
+                    notice: notice.flatMap { Self.notices[$0] }, reviewPasskeys: notice == "password_changed")
+            }
+        }
+        router.get("/account/password") { _, _ in
+            try await PageInput.answer { try await pages.passwordPage() }
+        }
+        router.post("/account/password") { request, context in
+            let form = try await PageInput.form(NewPassword.self, request, context)
+            return try await PageInput.answer {
+                try await pages.changePassword(password: form.password, currentPassword: form.currentPassword)
+            }
+        }
+        router.post("/account/sign-out") { _, _ in
+            try await PageInput.answer { try await pages.signOut() }
+        }
+        router.post("/account/sign-out-others") { _, _ in
+            try await PageInput.answer { try await pages.signOutOthers() }
+        }
+        router.post("/account/delete") { request, context in
+            let form = try await PageInput.form(Deletion.self, request, context)
+            // The form's confirm box must be ticked: a post without it deletes nothing.
+            guard form.confirm == "yes" else { throw APIError.badJSON("confirm must be yes") }
+            return try await PageInput.answer { try await pages.delete(currentPassword: form.currentPassword) }
+        }
+    }
+}
+
+/// Second factors: setting one up, removing one, and the sign-in step that asks for a code.
+struct FactorPageRoutes {
+    let pages: FactorPages
+
     struct FactorCode: Decodable {
         let factorID: String
         let code: String
@@ -132,42 +227,6 @@ struct AccountPageRoutes {
     }
 
     func register(on router: Router<AppRequestContext>) {
-        router.get("/account") { request, _ in
-            let notice = request.uri.queryParameters["notice"].map(String.init)
-            guard notice.map({ Self.notices[$0] != nil }) ?? true else { throw PageInput.invalidParameter }
-            return try await PageInput.answer {
-                try await pages.account(
-                    notice: notice.flatMap { Self.notices[$0] }, reviewPasskeys: notice == "password_changed")
-            }
-        }
-        router.get("/account/sign-in") { _, _ in
-            try await PageInput.answer { try await pages.signInPage() }
-        }
-        router.post("/account/sign-in") { request, context in
-            let form = try await PageInput.form(PasswordSignIn.self, request, context)
-            return try await PageInput.answer { try await pages.signIn(email: form.email, password: form.password) }
-        }
-        router.post("/account/code") { request, context in
-            let form = try await PageInput.form(Email.self, request, context)
-            return try await PageInput.answer { try await pages.sendCode(email: form.email) }
-        }
-        router.post("/account/code/verify") { request, context in
-            let form = try await PageInput.form(CodeSignIn.self, request, context)
-            return try await PageInput.answer { try await pages.verifyCode(email: form.email, code: form.code) }
-        }
-        router.post("/account/link") { request, context in
-            let form = try await PageInput.form(NewLink.self, request, context)
-            return try await PageInput.answer { try await pages.newLink(email: form.email, purpose: form.purpose) }
-        }
-        router.get("/account/password") { _, _ in
-            try await PageInput.answer { try await pages.passwordPage() }
-        }
-        router.post("/account/password") { request, context in
-            let form = try await PageInput.form(NewPassword.self, request, context)
-            return try await PageInput.answer {
-                try await pages.changePassword(password: form.password, currentPassword: form.currentPassword)
-            }
-        }
         router.post("/account/factors") { _, _ in
             try await PageInput.answer { try await pages.startFactor() }
         }
@@ -186,25 +245,13 @@ struct AccountPageRoutes {
             let form = try await PageInput.form(Code.self, request, context)
             return try await PageInput.answer { try await pages.giveSecondFactor(code: form.code) }
         }
-        router.post("/account/sign-out") { _, _ in
-            try await PageInput.answer { try await pages.signOut() }
-        }
-        router.post("/account/sign-out-others") { _, _ in
-            try await PageInput.answer { try await pages.signOutOthers() }
-        }
-        router.post("/account/delete") { request, context in
-            let form = try await PageInput.form(Deletion.self, request, context)
-            // The form's confirm box must be ticked: a post without it deletes nothing.
-            guard form.confirm == "yes" else { throw APIError.badJSON("confirm must be yes") }
-            return try await PageInput.answer { try await pages.delete(currentPassword: form.currentPassword) }
-        }
     }
 }
 
 /// Passkeys on the pages: the script, the account page's add (script), rename and remove (forms), and the sign-in
 /// page's button (script). The script's requests are answered in JSON, refusals too.
 struct PasskeyPageRoutes {
-    let pages: WebPages
+    let pages: PasskeyPages
 
     struct Rename: Decodable {
         let passkeyID: String
@@ -265,7 +312,7 @@ struct PasskeyPageRoutes {
 
 /// The page a share link opens.
 struct SharePageRoutes {
-    let pages: WebPages
+    let pages: SharePages
 
     func register(on router: Router<AppRequestContext>) {
         router.get("/share/{token}") { _, context in

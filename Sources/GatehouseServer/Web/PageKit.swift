@@ -2,36 +2,26 @@ import Foundation
 import GatehouseAPI
 import HTTPTypes
 
-/// The pages people see outside the app: the account pages (web sign-in by password or code, sessions, password,
+/// What every page shares: rendering (the layout, `page`, `message`), the failure pages `ErrorMiddleware` answers
+/// with, the form check (`formClient`) and the browser's web session (`caller`, `signedIn`).
+///
+/// The pages people see outside the app are the account pages (web sign-in by password or code, sessions, password,
 /// deletion), the results of mailed links, and the share-link landing. Each page is a mustache template; each form
 /// posts to this server only (the content security policy says so, and a cross-site post is refused), and every
-/// action goes through the same services, limits and audit as the API.
-///
-/// This file holds what every page shares (rendering, failure pages, the form check, the web session); each page group
-/// is an extension beside it, matching its controller in `PageRoutes.swift`: `WebPages+Link.swift`,
-/// `WebPages+Account.swift`, `WebPages+Factors.swift`, `WebPages+Passkeys.swift` and `WebPages+Share.swift`.
-struct WebPages: Sendable {
+/// action goes through the same services, limits and audit as the API. Each page group is a type of its own holding
+/// this kit and the services it uses, with its controller in `PageRoutes.swift`: `LinkPages`, `SignInPages`,
+/// `AccountPages`, `FactorPages`, `PasskeyPages` and `SharePages`.
+struct PageKit: Sendable {
     let templates: Templates
-    let store: Store
-    let clock: any GatehouseClock
-    let settings: AuthSettings
-    let trail: AuditTrail
     let publicURL: String
-    let mail: AccountMail
+    /// Records a refused cross-site form post.
+    let trail: AuditTrail
+    /// The client of a request, and the account behind a session cookie.
     let access: Access
+    /// Refreshes the web session when its access token has expired.
     let tokens: TokenService
-    let signUps: SignUpService
-    let verification: VerificationService
-    let profiles: ProfileService
-    let accountSessions: AccountSessions
-    let deletion: AccountDeletion
-    let shares: ShareService
-    let factors: FactorService
-    let passkeys: PasskeyService
-    /// Where "Open in the app" goes (a custom scheme or a universal-link base); nil hides the button.
-    let appURL: String?
-    /// Where to get the app.
-    let appStoreURL: String?
+    /// Whether passkeys are on, so every page loads the passkey script (`page`).
+    let passkeysOn: Bool
 
     var session: WebSession { WebSession(secure: publicURL.lowercased().hasPrefix("https://")) }
 
@@ -48,12 +38,12 @@ struct WebPages: Sendable {
     }
 
     /// Page `name`, loading the passkey script when passkeys are on: the template's `script_nonce` and the policy
-    /// that lets that one script run (`WebPages.scriptPolicy`). With passkeys off the page has no script.
+    /// that lets that one script run (`PageKit.scriptPolicy`). With passkeys off the page has no script.
     func page(
         _ name: String, title: String, _ fields: [String: Any], status: HTTPResponse.Status = .ok,
         cookies: [String] = []
     ) -> WebAnswer {
-        guard passkeys.settings.enabled else {
+        guard passkeysOn else {
             return .page(render(name, page: name, title: title, fields), status: status, cookies: cookies)
         }
         let nonce = Secrets.token()
@@ -103,6 +93,13 @@ struct WebPages: Sendable {
         var answer = message(page: "error", title: title, paragraphs, status: error.status, signInLink: true)
         for field in error.headers where field.name != .contentType { answer.headers.append(field) }
         return answer
+    }
+
+    /// What a page says for a refusal: the API's words, but for a change that needs a recent sign-in, which the
+    /// pages ask for by signing in again (they have no field for a reauthentication code).
+    static func pageMessage(_ error: APIError) -> String {
+        guard error.code == ErrorCode.reauthenticationNeeded.rawValue else { return error.message }
+        return "You signed in more than ten minutes ago: sign out, sign in again, then try once more."
     }
 
     /// The client of a form post; a post from another site is refused before anything else happens.

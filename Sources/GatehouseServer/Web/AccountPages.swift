@@ -1,75 +1,23 @@
 import GatehouseAPI
 import HTTPTypes
 
-/// The account pages: sign-in by password or code, new links, sessions, password and deletion (`AccountPageRoutes`).
-extension WebPages {
-    // MARK: Sign-in
-
-    func signInPage() async throws -> WebAnswer {
-        if try await caller() != nil { return .redirect("/account") }
-        return page("sign-in", title: "Sign in", [:])
-    }
-
-    /// The sign-in page again, saying why the last try was refused.
-    private func signInPage(refused error: APIError, email: String) -> WebAnswer {
-        page("sign-in", title: "Sign in", ["error": error.message, "email": email], status: error.status)
-    }
-
-    func signIn(email: String, password: String) async throws -> WebAnswer {
-        let client = try await formClient()
-        do {
-            let signedIn = try await tokens.password(.init(email: email, password: password), client: client)
-            return .redirect("/account", cookies: session.cookies(for: signedIn))
-        } catch let error as APIError {
-            return signInPage(refused: error, email: email)
-        }
-    }
-
-    func sendCode(email: String) async throws -> WebAnswer {
-        let client = try await formClient()
-        do {
-            try await signUps.sendOTP(.init(email: email, createUser: false), redirectTo: nil, client: client)
-        } catch let error as APIError {
-            return signInPage(refused: error, email: email)
-        }
-        return .page(render("enter-code", page: "enter-code", title: "Check your email", ["email": email]))
-    }
-
-    func verifyCode(email: String, code: String) async throws -> WebAnswer {
-        let client = try await formClient()
-        do {
-            // A sign-in code (type email) is never half of an email change.
-            guard
-                case .session(let signedIn) = try await verification.verify(
-                    .init(_type: .email, email: email, token: code), client: client)
-            else { throw VerificationService.otpExpired }
-            return .redirect("/account", cookies: session.cookies(for: signedIn))
-        } catch let error as APIError {
-            let text =
-                error.code == ErrorCode.otpExpired.rawValue ? "That code is wrong or has expired." : error.message
-            return .page(
-                render("enter-code", page: "enter-code", title: "Check your email", ["error": text, "email": email]),
-                status: error.status)
-        }
-    }
-
-    /// Mails a new sign-in link (or a password reset link), answering the same whether or not the address has an
-    /// account.
-    func newLink(email: String, purpose: String?) async throws -> WebAnswer {
-        let client = try await formClient()
-        do {
-            if purpose == "recovery" {
-                try await signUps.recover(.init(email: email), redirectTo: nil, client: client)
-            } else {
-                try await signUps.sendOTP(.init(email: email, createUser: false), redirectTo: nil, client: client)
-            }
-        } catch let error as APIError {
-            return message(page: "link-sent", title: "No link was sent", [error.message], status: error.status)
-        }
-        return message(
-            page: "link-sent", title: "Check your email",
-            ["If \(email) has an account, a new link is on its way. It works once, on any device."])
-    }
+/// The account page (`AccountPageRoutes`): its sessions, factors and passkeys, signing out, the password and
+/// deletion. The factor and passkey pages show it again, with a notice, when they refuse a change.
+struct AccountPages: Sendable {
+    let kit: PageKit
+    let profiles: ProfileService
+    let accountSessions: AccountSessions
+    let deletion: AccountDeletion
+    /// Asks whether signing out other devices needs a code first (`FactorService.requireAAL2IfEnrolled`).
+    let store: Store
+    /// The password policy the password page states.
+    let settings: AuthSettings
+    /// The account page's factors.
+    let factors: FactorService
+    /// The account page's passkeys.
+    let passkeys: PasskeyService
+    /// Keys the account page's token (`PasskeyPages.pageTokens`).
+    let box: SecretBox
 
     // MARK: The account page
 
@@ -77,7 +25,7 @@ extension WebPages {
         notice: String? = nil, deleteError: APIError? = nil, passkeyError: String? = nil,
         status: HTTPResponse.Status = .ok, reviewPasskeys: Bool = false
     ) async throws -> WebAnswer {
-        let (caller, cookies) = try await signedIn()
+        let (caller, cookies) = try await kit.signedIn()
         // An account with a verified factor gives a code before its page opens.
         let (factorFields, needsCode) = try await factorFields(caller)
         if needsCode { return .redirect("/account/second-factor", cookies: cookies) }
@@ -85,8 +33,8 @@ extension WebPages {
         let list = try await accountSessions.list(caller).sessions
         let rows: [[String: Any]] = list.map { info in
             [
-                "device": Self.device(info.userAgent), "ip": info.ip ?? "unknown",
-                "last_seen": Self.dateText(info.refreshedAt), "current": info.current,
+                "device": PageKit.device(info.userAgent), "ip": info.ip ?? "unknown",
+                "last_seen": PageKit.dateText(info.refreshedAt), "current": info.current,
             ]
         }
         var fields: [String: Any] = [
@@ -110,18 +58,62 @@ extension WebPages {
                 fields["delete_error"] = "Transfer or delete the companies you own first:"
             }
         }
-        return page("account", title: "Your account", fields, status: status, cookies: cookies)
+        return kit.page("account", title: "Your account", fields, status: status, cookies: cookies)
     }
 
+    /// The account's factors as the account page lists them, and whether the session must still give a code.
+    func factorFields(_ caller: Caller) async throws -> (fields: [String: Any], needsCode: Bool) {
+        let all = try await factors.factors(accountID: caller.accountID)
+        let rows: [[String: Any]] = all.map { factor in
+            [
+                "id": factor.id, "name": factor.friendlyName ?? "Authenticator app",
+                "recovery": factor.factorType == .recoveryCode, "verified": factor.status == .verified,
+                "added": PageKit.dateText(factor.createdAt),
+            ]
+        }
+        let verified = all.contains { $0.factorType == .totp && $0.status == .verified }
+        return (
+            ["factors": rows, "has_factors": !rows.isEmpty, "has_verified": verified],
+            verified && caller.identity.aal != .aal2
+        )
+    }
+
+    /// The passkey section's fields: the account's passkeys and the page's token; none when passkeys are off. Right
+    /// after a password change (`review`), the passkeys added since the last password sign-in are marked, with a
+    /// word to remove any that is not the owner's: a passkey added with a stolen session outlives the new password.
+    func passkeyFields(_ caller: Caller, review: Bool = false) async throws -> [String: Any] {
+        guard passkeys.settings.enabled else { return [:] }
+        let recent = review ? try await passkeys.addedSincePasswordSignIn(by: caller) : []
+        let rows: [[String: Any]] = try await passkeys.list(by: caller).map { passkey in
+            var row: [String: Any] = [
+                "id": passkey.id, "name": passkey.friendlyName, "added": PageKit.dateText(passkey.createdAt),
+                "synced": passkey.backedUp, "review": recent.contains(passkey.id),
+            ]
+            if let used = passkey.lastUsedAt { row["last_used"] = PageKit.dateText(used) }
+            return row
+        }
+        return [
+            "passkeys": rows, "has_passkeys": !rows.isEmpty, "csrf_token": pageToken(caller),
+            "review_passkeys": !recent.isEmpty,
+        ]
+    }
+
+    /// The account page's token for the caller's session (`PasskeyPages.checkPageToken` checks it).
+    func pageToken(_ caller: Caller) -> String {
+        PasskeyPages.pageTokens(sessionID: caller.identity.sessionID, box: box)[0]
+    }
+
+    // MARK: Signing out
+
     func signOut() async throws -> WebAnswer {
-        _ = try await formClient()
-        if let (caller, _) = try await caller() { try await accountSessions.logout(.local, by: caller) }
-        return .redirect("/account/sign-in", cookies: session.clearing)
+        _ = try await kit.formClient()
+        if let (caller, _) = try await kit.caller() { try await accountSessions.logout(.local, by: caller) }
+        return .redirect("/account/sign-in", cookies: kit.session.clearing)
     }
 
     func signOutOthers() async throws -> WebAnswer {
-        _ = try await formClient()
-        let (caller, cookies) = try await signedIn()
+        _ = try await kit.formClient()
+        let (caller, cookies) = try await kit.signedIn()
         do {
             try await FactorService.requireAAL2IfEnrolled(
                 caller.identity, db: store.database,
@@ -137,7 +129,7 @@ extension WebPages {
 
     /// After a recovery link (a recovery sign-in in the last ten minutes) no current password is asked.
     func passwordPage(error: APIError? = nil) async throws -> WebAnswer {
-        let (caller, cookies) = try await signedIn()
+        let (caller, cookies) = try await kit.signedIn()
         let record = try await profiles.account(caller)
         let recovery = profiles.signedInRecently(caller.identity, by: ["recovery"])
         var fields: [String: Any] = [
@@ -157,15 +149,15 @@ extension WebPages {
             }
         }
         return .page(
-            render(
+            kit.render(
                 "password", page: "password", title: recovery ? "Choose a new password" : "Change your password", fields
             ),
             status: error?.status ?? .ok, cookies: cookies)
     }
 
     func changePassword(password: String, currentPassword: String?) async throws -> WebAnswer {
-        _ = try await formClient()
-        let (caller, cookies) = try await signedIn()
+        _ = try await kit.formClient()
+        let (caller, cookies) = try await kit.signedIn()
         do {
             _ = try await profiles.update(.init(password: password, currentPassword: currentPassword), by: caller)
         } catch let error as APIError {
@@ -174,18 +166,11 @@ extension WebPages {
         return .redirect("/account?notice=password_changed", cookies: cookies)
     }
 
-    /// What a page says for a refusal: the API's words, but for a change that needs a recent sign-in, which the
-    /// pages ask for by signing in again (they have no field for a reauthentication code).
-    static func pageMessage(_ error: APIError) -> String {
-        guard error.code == ErrorCode.reauthenticationNeeded.rawValue else { return error.message }
-        return "You signed in more than ten minutes ago: sign out, sign in again, then try once more."
-    }
-
     // MARK: Deletion
 
     func delete(currentPassword: String?) async throws -> WebAnswer {
-        _ = try await formClient()
-        let (caller, _) = try await signedIn()
+        _ = try await kit.formClient()
+        let (caller, _) = try await kit.signedIn()
         do {
             try await deletion.delete(caller, proof: .init(currentPassword: currentPassword))
         } catch let error as APIError where error.code == ErrorCode.reauthenticationNeeded.rawValue {
@@ -196,12 +181,12 @@ extension WebPages {
         } catch let error as APIError {
             return try await account(deleteError: error, status: error.status)
         }
-        return message(
+        return kit.message(
             page: "deleted", title: "Your account is deleted",
             [
                 "Every session has ended and your sign-in methods are gone. A confirmation is on its way to your email.",
                 "You can sign up again with the same address at any time.",
             ],
-            cookies: session.clearing)
+            cookies: kit.session.clearing)
     }
 }

@@ -2,39 +2,29 @@ import Foundation
 import GatehouseAPI
 import HTTPTypes
 
-/// The second-factor pages: setting up an authenticator app (QR code and the secret to type), the recovery codes shown
-/// once, removing a factor, and the sign-in step that asks for a code when the account has a verified factor.
-extension WebPages {
-    /// The account's factors as the account page lists them, and whether the session must still give a code.
-    func factorFields(_ caller: Caller) async throws -> (fields: [String: Any], needsCode: Bool) {
-        let all = try await factors.factors(accountID: caller.accountID)
-        let rows: [[String: Any]] = all.map { factor in
-            [
-                "id": factor.id, "name": factor.friendlyName ?? "Authenticator app",
-                "recovery": factor.factorType == .recoveryCode, "verified": factor.status == .verified,
-                "added": Self.dateText(factor.createdAt),
-            ]
-        }
-        let verified = all.contains { $0.factorType == .totp && $0.status == .verified }
-        return (
-            ["factors": rows, "has_factors": !rows.isEmpty, "has_verified": verified],
-            verified && caller.identity.aal != .aal2
-        )
-    }
+/// The second-factor pages (`FactorPageRoutes`): setting up an authenticator app (QR code and the secret to type), the
+/// recovery codes shown once, removing a factor, and the sign-in step that asks for a code when the account has a
+/// verified factor.
+struct FactorPages: Sendable {
+    let kit: PageKit
+    /// The account page, shown again with a notice when a change is refused; it also says whether the session must
+    /// still give a code (`AccountPages.factorFields`).
+    let accountPages: AccountPages
+    let factors: FactorService
 
     // MARK: Setting one up
 
     /// Starts enrolling an authenticator app and shows its QR code and secret.
     func startFactor() async throws -> WebAnswer {
-        _ = try await formClient()
-        let (caller, cookies) = try await signedIn()
+        _ = try await kit.formClient()
+        let (caller, cookies) = try await kit.signedIn()
         do {
             let name = "Authenticator app " + String(Secrets.identifier().prefix(4))
             let enrolled = try await factors.enroll(.init(factorType: "totp", friendlyName: name), by: caller)
             return factorSetup(
                 id: enrolled.id, secret: enrolled.totp.secret, qrCode: enrolled.totp.qrCode, cookies: cookies)
         } catch let error as APIError {
-            return try await account(notice: Self.pageMessage(error), status: error.status)
+            return try await accountPages.account(notice: PageKit.pageMessage(error), status: error.status)
         }
     }
 
@@ -47,41 +37,41 @@ extension WebPages {
         ]
         if let error { fields["error"] = error }
         return .page(
-            render("factor-setup", page: "factor-setup", title: "Set up an authenticator app", fields), status: status,
-            cookies: cookies)
+            kit.render("factor-setup", page: "factor-setup", title: "Set up an authenticator app", fields),
+            status: status, cookies: cookies)
     }
 
     /// Verifies the new factor with its first code; the session becomes aal2, and the first time recovery codes are
     /// made and shown, once.
     func confirmFactor(id: String, code: String) async throws -> WebAnswer {
-        _ = try await formClient()
-        let (caller, cookies) = try await signedIn()
+        _ = try await kit.formClient()
+        let (caller, cookies) = try await kit.signedIn()
         let raised: Schemas.Session
         do {
             raised = try await stepUp(factorID: id, code: code, caller: caller)
         } catch let error as APIError {
             guard let pending = try await factors.pendingEnrollment(id, caller: caller) else {
-                return try await account(notice: error.message, status: error.status)
+                return try await accountPages.account(notice: error.message, status: error.status)
             }
             return factorSetup(
                 id: id, secret: pending.secret, qrCode: pending.qrCode, error: Self.codeRefusal(error),
                 status: error.status, cookies: cookies)
         }
-        let newCookies = session.cookies(for: raised)
-        guard let upgraded = await access.account(token: raised.accessToken),
+        let newCookies = kit.session.cookies(for: raised)
+        guard let upgraded = await kit.access.account(token: raised.accessToken),
             (try? await factors.recoveryStatus(by: upgraded)) == nil,
             let codes = try? await factors.generateRecoveryCodes(by: upgraded).codes
         else { return .redirect("/account?notice=factor_added", cookies: newCookies) }
         return .page(
-            render(
+            kit.render(
                 "recovery-codes", page: "recovery-codes", title: "Save your recovery codes",
                 ["codes": codes.map(RecoveryCodes.grouped)]), cookies: newCookies)
     }
 
     /// Removes a factor (a verified one needs this session to have given a code).
     func removeFactor(id: String) async throws -> WebAnswer {
-        _ = try await formClient()
-        let (caller, cookies) = try await signedIn()
+        _ = try await kit.formClient()
+        let (caller, cookies) = try await kit.signedIn()
         do {
             let all = try await factors.factors(accountID: caller.accountID)
             let factor = all.first { $0.id == id }
@@ -95,7 +85,7 @@ extension WebPages {
             }
             if factor?.factorType != .recoveryCode { _ = try await factors.unenroll(id, by: caller) }
         } catch let error as APIError {
-            return try await account(notice: error.message, status: error.status)
+            return try await accountPages.account(notice: error.message, status: error.status)
         }
         return .redirect("/account?notice=factor_removed", cookies: cookies)
     }
@@ -104,19 +94,21 @@ extension WebPages {
 
     /// The sign-in step after the password or mailed code, when the account has a verified factor.
     func secondFactorPage(error: APIError? = nil) async throws -> WebAnswer {
-        let (caller, cookies) = try await signedIn()
-        guard try await factorFields(caller).needsCode else { return .redirect("/account", cookies: cookies) }
+        let (caller, cookies) = try await kit.signedIn()
+        guard try await accountPages.factorFields(caller).needsCode else {
+            return .redirect("/account", cookies: cookies)
+        }
         var fields: [String: Any] = [:]
         if let error { fields["error"] = Self.codeRefusal(error) }
         return .page(
-            render("second-factor", page: "second-factor", title: "Enter your verification code", fields),
+            kit.render("second-factor", page: "second-factor", title: "Enter your verification code", fields),
             status: error?.status ?? .ok, cookies: cookies)
     }
 
     /// A code from the authenticator app (six digits) or a recovery code.
     func giveSecondFactor(code: String) async throws -> WebAnswer {
-        _ = try await formClient()
-        let (caller, _) = try await signedIn()
+        _ = try await kit.formClient()
+        let (caller, _) = try await kit.signedIn()
         let digits = code.filter { !$0.isWhitespace }
         do {
             let raised: Schemas.Session
@@ -130,7 +122,7 @@ extension WebPages {
             } else {
                 raised = try await factors.verifyRecoveryCode(.init(code: code), by: caller)
             }
-            return .redirect("/account", cookies: session.cookies(for: raised))
+            return .redirect("/account", cookies: kit.session.cookies(for: raised))
         } catch let error as APIError {
             return try await secondFactorPage(error: error)
         }

@@ -3,12 +3,20 @@ import Foundation
 import GatehouseAPI
 import HTTPTypes
 
-/// Passkeys on the pages (`PasskeyPageRoutes`): the account page lists the account's passkeys, adds one through the
-/// pages' one script (`pages/passkeys.js`) and renames or removes one with plain forms; the sign-in page's button,
-/// and the browser's autofill, sign in with one. The script's requests are refused from anywhere but this site's own
-/// pages, as every form is (`formClient`); on the account page they also carry the page's token, a keyed digest of
-/// the session that no other session's page can make, and so do the forms.
-extension WebPages {
+/// Passkeys on the pages (`PasskeyPageRoutes`): the account page lists the account's passkeys
+/// (`AccountPages.passkeyFields`), adds one through the pages' one script (`pages/passkeys.js`) and renames or removes
+/// one with plain forms; the sign-in page's button, and the browser's autofill, sign in with one. The script's
+/// requests are refused from anywhere but this site's own pages, as every form is (`formClient`); on the account page
+/// they also carry the page's token, a keyed digest of the session that no other session's page can make, and so do
+/// the forms.
+struct PasskeyPages: Sendable {
+    let kit: PageKit
+    /// The account page, shown again with a word when a form's change is refused.
+    let accountPages: AccountPages
+    let passkeys: PasskeyService
+    /// Keys the account page's token (`pageTokens`).
+    let box: SecretBox
+
     /// The header that carries the account page's token on the script's requests.
     static let tokenHeader = HTTPField.Name("X-CSRF-Token")!
 
@@ -17,32 +25,10 @@ extension WebPages {
     static let staleToken = APIError(
         .forbidden, code: .crossSiteRequest, message: "The page is out of date: reload it and try again")
 
-    // MARK: The account page's section
-
-    /// The passkey section's fields: the account's passkeys and the page's token; none when passkeys are off. Right
-    /// after a password change (`review`), the passkeys added since the last password sign-in are marked, with a
-    /// word to remove any that is not the owner's: a passkey added with a stolen session outlives the new password.
-    func passkeyFields(_ caller: Caller, review: Bool = false) async throws -> [String: Any] {
-        guard passkeys.settings.enabled else { return [:] }
-        let recent = review ? try await passkeys.addedSincePasswordSignIn(by: caller) : []
-        let rows: [[String: Any]] = try await passkeys.list(by: caller).map { passkey in
-            var row: [String: Any] = [
-                "id": passkey.id, "name": passkey.friendlyName, "added": Self.dateText(passkey.createdAt),
-                "synced": passkey.backedUp, "review": recent.contains(passkey.id),
-            ]
-            if let used = passkey.lastUsedAt { row["last_used"] = Self.dateText(used) }
-            return row
-        }
-        return [
-            "passkeys": rows, "has_passkeys": !rows.isEmpty, "csrf_token": pageToken(caller),
-            "review_passkeys": !recent.isEmpty,
-        ]
-    }
-
     /// The script, only while passkeys are on.
     func passkeyScript() throws -> WebAnswer {
         try passkeys.requireEnabled()
-        return WebAnswer(status: .ok, html: templates.passkeyScript, contentType: "text/javascript; charset=utf-8")
+        return WebAnswer(status: .ok, html: kit.templates.passkeyScript, contentType: "text/javascript; charset=utf-8")
     }
 
     // MARK: Adding one (the script)
@@ -53,7 +39,7 @@ extension WebPages {
         do {
             return try .json(try await passkeys.registrationOptions(by: caller), cookies: cookies)
         } catch let error as APIError where error.code == ErrorCode.reauthenticationNeeded.rawValue {
-            throw APIError(error.status, code: .reauthenticationNeeded, message: Self.pageMessage(error))
+            throw APIError(error.status, code: .reauthenticationNeeded, message: PageKit.pageMessage(error))
         }
     }
 
@@ -68,26 +54,26 @@ extension WebPages {
 
     func renamePasskey(id: String, name: String, token: String?) async throws -> WebAnswer {
         try passkeys.requireEnabled()
-        _ = try await formClient()
-        let (caller, cookies) = try await signedIn()
+        _ = try await kit.formClient()
+        let (caller, cookies) = try await kit.signedIn()
         do {
             try checkPageToken(token, caller: caller)
             _ = try await passkeys.rename(id, .init(friendlyName: name), by: caller)
         } catch let error as APIError {
-            return try await account(passkeyError: Self.passkeyRefusal(error), status: error.status)
+            return try await accountPages.account(passkeyError: Self.passkeyRefusal(error), status: error.status)
         }
         return .redirect("/account?notice=passkey_renamed", cookies: cookies)
     }
 
     func removePasskey(id: String, token: String?) async throws -> WebAnswer {
         try passkeys.requireEnabled()
-        _ = try await formClient()
-        let (caller, cookies) = try await signedIn()
+        _ = try await kit.formClient()
+        let (caller, cookies) = try await kit.signedIn()
         do {
             try checkPageToken(token, caller: caller)
             try await passkeys.delete(id, by: caller)
         } catch let error as APIError {
-            return try await account(passkeyError: Self.passkeyRefusal(error), status: error.status)
+            return try await accountPages.account(passkeyError: Self.passkeyRefusal(error), status: error.status)
         }
         return .redirect("/account?notice=passkey_removed", cookies: cookies)
     }
@@ -114,7 +100,7 @@ extension WebPages {
     func passkeySignIn(_ body: Schemas.PasskeyVerifyRequest) async throws -> WebAnswer {
         let client = try await scriptClient()
         let signedIn = try await passkeys.authenticationVerify(body, client: client)
-        return try .json(["location": "/account"], cookies: session.cookies(for: signedIn))
+        return try .json(["location": "/account"], cookies: kit.session.cookies(for: signedIn))
     }
 
     // MARK: Who may ask
@@ -124,7 +110,7 @@ extension WebPages {
     private func scriptClient() async throws -> ClientInfo {
         try passkeys.requireEnabled()
         do {
-            return try await formClient()
+            return try await kit.formClient()
         } catch is WebAnswer {
             throw APIError(
                 .forbidden, code: .crossSiteRequest, message: "This can only be asked from this site's pages")
@@ -134,8 +120,8 @@ extension WebPages {
     /// The signed-in caller of the account page's script: the session cookie, and the page's token in the header.
     private func scriptCaller() async throws -> (caller: Caller, cookies: [String]) {
         _ = try await scriptClient()
-        guard let (caller, cookies) = try await caller() else { throw Self.signedOut }
-        try checkPageToken(requestHeaders[Self.tokenHeader], caller: caller)
+        guard let (caller, cookies) = try await kit.caller() else { throw Self.signedOut }
+        try checkPageToken(kit.requestHeaders[Self.tokenHeader], caller: caller)
         guard !caller.identity.claims.isAnonymous else {
             throw APIError(
                 .forbidden, code: .anonymousNotAllowed,
@@ -144,14 +130,10 @@ extension WebPages {
         return (caller, cookies)
     }
 
-    /// The account page's token for the caller's session.
-    func pageToken(_ caller: Caller) -> String {
-        Self.pageTokens(sessionID: caller.identity.sessionID, box: factors.box)[0]
-    }
-
+    /// Refuses a page token that is not one of the caller's session (`AccountPages.pageToken` gives it).
     func checkPageToken(_ given: String?, caller: Caller) throws {
         guard let given,
-            Self.pageTokens(sessionID: caller.identity.sessionID, box: factors.box).contains(where: {
+            Self.pageTokens(sessionID: caller.identity.sessionID, box: box).contains(where: {
                 Secrets.constantTimeEquals($0, given)
             })
         else { throw Self.staleToken }

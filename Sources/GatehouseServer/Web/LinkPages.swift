@@ -2,7 +2,17 @@ import Foundation
 import GatehouseAPI
 
 /// The page a mailed link opens and its Continue button (`LinkPageRoutes`).
-extension WebPages {
+struct LinkPages: Sendable {
+    let kit: PageKit
+    /// Where a link's button goes (its redirect, checked against the allow-list).
+    let mail: AccountMail
+    /// Read a link's codes (`OneTimeCodes`) without spending them.
+    let store: Store
+    let clock: any GatehouseClock
+    let settings: AuthSettings
+    /// Spends a link when its button is pressed.
+    let verification: VerificationService
+
     // MARK: Mailed links
 
     /// The page a mailed link opens. Opening it spends nothing (mail scanners fetch links, with GET and HEAD); the
@@ -22,7 +32,7 @@ extension WebPages {
             case "email_change": "Confirm your new email address"
             default: "Sign in"
             }
-        let html = render(
+        let html = kit.render(
             "link", page: "link", title: title,
             [
                 "token": token, "type": type, "redirect_to": target, "code": code,
@@ -39,35 +49,35 @@ extension WebPages {
     /// The landing page's button: to the app, or, for a link without an app redirect, signs this browser in and
     /// shows the result (a recovery link goes on to the new-password form).
     func continueLink(token: String, type: String, redirectTo: String?) async throws -> WebAnswer {
-        let client = try access.client()
+        let client = try kit.access.client()
         let target = mail.redirectTarget(redirectTo)
         let outcome = try await verification.continueLink(
             token: token, type: type, target: target, landsHere: landsHere(target),
-            sameOrigin: LinkPage.isSameOrigin(requestHeaders, publicURL: publicURL), client: client)
+            sameOrigin: LinkPage.isSameOrigin(kit.requestHeaders, publicURL: kit.publicURL), client: client)
         switch outcome {
         case .app(let redirect):
             return .redirect(redirect)
         case .spent(let state):
             return spentLink(state, type: type)
         case .confirmedOnce:
-            return message(
+            return kit.message(
                 page: "confirmed", title: "One address confirmed",
                 [
                     "Now open the link we sent to the other address (or enter its code in the app).",
                     "Your email address changes once both are confirmed; until then the current one keeps working.",
                 ])
         case .here(let signedIn, let purpose):
-            let cookies = session.cookies(for: signedIn)
+            let cookies = kit.session.cookies(for: signedIn)
             switch purpose {
             case .recovery:
                 return WebAnswer.redirect("/account/password", cookies: cookies)
             case .signup, .emailChange:
-                return message(
+                return kit.message(
                     page: "confirmed", title: "Your email is confirmed",
                     ["You can go back to the app and carry on. This browser is signed in too."],
                     accountLink: true, cookies: cookies)
             default:
-                return message(
+                return kit.message(
                     page: "confirmed", title: "You're signed in",
                     ["This browser is signed in. To sign in to the app on another device, use the code from the mail."],
                     accountLink: true, cookies: cookies)
@@ -77,7 +87,7 @@ extension WebPages {
 
     /// Whether a link's target is this server itself (no app redirect was set), so the result is shown here.
     func landsHere(_ target: String) -> Bool {
-        guard let own = URLComponents(string: publicURL), let given = URLComponents(string: target) else {
+        guard let own = URLComponents(string: kit.publicURL), let given = URLComponents(string: target) else {
             return false
         }
         return own.scheme?.lowercased() == given.scheme?.lowercased()
@@ -90,7 +100,7 @@ extension WebPages {
         let purpose = type == "recovery" ? "recovery" : "magiclink"
         switch state {
         case .used:
-            return message(
+            return kit.message(
                 page: "used", title: "This link was already used",
                 [
                     "Each link works once, and a newer link replaces the ones before it.",
@@ -98,7 +108,7 @@ extension WebPages {
                 ],
                 newLink: purpose, signInLink: true)
         case .expired:
-            return message(
+            return kit.message(
                 page: "expired", title: "This link has expired",
                 ["Links work for \(settings.codeLifetimeMinutes) minutes after they were sent."],
                 newLink: purpose, signInLink: true)

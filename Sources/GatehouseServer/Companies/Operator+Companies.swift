@@ -1,0 +1,52 @@
+import Foundation
+
+/// What `gatehouse companies …` does (`Operator`), beside the companies' repository.
+extension Operator {
+    /// One line per company: id, tier, members, name.
+    public func companies() async throws -> [String] {
+        let companies = CompanyRepository(db: store.database)
+        var lines: [String] = []
+        for company in try await companies.all() {
+            lines.append(
+                "\(company.id)  \(company.tier.rawValue)  \(try await companies.memberCount(company.id)) members  \(company.name)"
+            )
+        }
+        return lines
+    }
+
+    /// A company's details and its members (never credentials).
+    public func company(_ id: String) async throws -> String? {
+        let companies = CompanyRepository(db: store.database)
+        guard let company = try await companies.company(id) else { return nil }
+        var text = """
+            id:                  \(company.id)
+            name:                \(company.name)
+            tier:                \(company.tier.rawValue)
+            owner:               \(company.ownerID)
+            requires credential: \(company.policy.requiresCredential)
+            created:             \(company.createdAt.iso8601)
+            members:
+            """
+        for member in try await companies.members(id) {
+            text +=
+                "\n  \(member.accountID)  \(member.role.rawValue)  dept=\(member.deptMask) manager=\(member.managerMask)"
+        }
+        return text
+    }
+
+    /// Sets a company's tier; false when there is no such company.
+    public func setTier(_ id: String, _ tier: CompanyTier) async throws -> Bool {
+        try await store.transaction { db in
+            let companies = CompanyRepository(db: db)
+            guard var company = try await companies.company(id) else { return false }
+            let old = company.tier
+            company.tier = tier
+            company.updatedAt = Date()
+            try await companies.update(company)
+            try await trail.within(db).record(
+                AuditEvent(
+                    .tierChanged, companyID: id, detail: ["from": old.rawValue, "to": tier.rawValue, "by": "operator"]))
+            return true
+        }
+    }
+}
