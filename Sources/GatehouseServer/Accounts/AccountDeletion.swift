@@ -59,10 +59,10 @@ struct AccountDeletion: Sendable {
             guard ownedNow.isEmpty else { throw Self.ownsCompanies(ownedNow) }
             // Mail still waiting for the address (a retry after a mail server outage, a link asked for just before)
             // would arrive after the confirmation and point at an account that is gone.
-            try await MailQueueRepository(db: db).deleteAll(recipientDigest: Secrets.emailDigest(account.email))
+            try await MailQueue.dropWaiting(for: account.email, db: db)
             try await mailer.enqueue(.accountDeleted, to: account.email, db: db)
             let ended = try await SessionChanges(db: db).end(.account(account.id), now: clock.now)
-            try await SyncRepository(db: db).forgetMutations(accountID: account.id)
+            try await SyncAccess(db: db).forget(accountID: account.id)
             try await trail.within(db)
                 .forget(accountID: account.id, emailDigest: Secrets.emailDigest(account.email))
             try await AccountRepository(db: db).delete(id: account.id)

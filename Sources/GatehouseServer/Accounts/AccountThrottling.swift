@@ -31,7 +31,7 @@ struct AccountThrottling: Sendable {
     ) async throws {
         let now = clock.now
         let wait = try await store.transaction { db in
-            try await ThrottleRepository(db: db).admit(key, now: now, rule: rule)
+            try await Throttles(db: db).admit(key, now: now, rule: rule)
         }
         if let wait {
             await trail.recordRefusal(
@@ -52,14 +52,14 @@ struct AccountThrottling: Sendable {
         return try await store.transaction { [clock, settings, codeKeys] db in
             let found = try await OneTimeCodes(db: db, clock: clock, settings: settings)
                 .consume(email: email, code: code, purposes: purposes, keys: codeKeys)
-            if found != nil { try await ThrottleRepository(db: db).clear(key) }
+            if found != nil { try await Throttles(db: db).clear(key) }
             return found
         }
     }
 
     /// Forgets the failures behind `key` after a success.
     func clearThrottle(_ key: String) async throws {
-        try await store.transaction { db in try await ThrottleRepository(db: db).clear(key) }
+        try await store.transaction { db in try await Throttles(db: db).clear(key) }
     }
 
     /// The throttle key's kind, for the audit trail (the rest is a digest or ids).
@@ -76,7 +76,7 @@ struct AccountThrottling: Sendable {
     func claimCooldown(_ purpose: String, email: String) async throws -> String {
         let key = "cooldown:\(purpose):\(Secrets.digest(email))"
         let wait = try await store.transaction { db in
-            try await CooldownRepository(db: db).claim(key, cooldown: settings.resendCooldown, now: clock.now)
+            try await Throttles(db: db).claim(key, cooldown: settings.resendCooldown, now: clock.now)
         }
         if let wait {
             throw APIError.rateLimited(

@@ -77,7 +77,7 @@ struct TokenService: Sendable {
             else { throw Self.invalidCredentials }
             try await accounts.recordSignIn(account.id, at: now, rehashed: rehashed, replacing: checkedHash)
             try await accounts.touchIdentity(provider: "email", accountID: account.id, at: now)
-            try await ThrottleRepository(db: db).clear(throttleKey)
+            try await Throttles(db: db).clear(throttleKey)
             try await trail.within(db).record(
                 client.event(.signedIn, accountID: account.id, detail: ["method": "password"]))
             return try await sessions.start(

@@ -43,7 +43,7 @@ struct UserReader: Sendable {
     func user(_ account: AccountRecord, db: any SQLDatabase) async throws -> Schemas.User {
         account.wire(
             identities: try await AccountRepository(db: db).identities(accountID: account.id),
-            factors: try await FactorRepository(db: db).factors(accountID: account.id))
+            factors: try await AccountFactors(db: db).all(accountID: account.id))
     }
 
     /// The account as its owner sees it, from the cache while it holds it; nil when there is no such account.

@@ -192,7 +192,7 @@ struct CompanyService: Sendable {
                 caller.companyID, accountID: targetID, role: role ?? target.role,
                 deptMask: body.deptMask ?? target.deptMask, managerMask: body.managerMask ?? target.managerMask)
             // What they may see changed: their change tokens re-filter and their live streams close.
-            try await SyncRepository(db: db).bumpEpoch(caller.companyID, accountID: targetID)
+            try await SyncAccess(db: db).accessChanged(caller.companyID, accountID: targetID)
         }
         let members = try await CompanyRepository(db: store.database).members(caller.companyID)
         guard let member = members.first(where: { $0.accountID == targetID }) else {
@@ -253,10 +253,10 @@ struct CompanyService: Sendable {
             company.ownerID = target.accountID
             company.updatedAt = clock.now
             try await companies.update(company)
-            try await CredentialRepository(db: db).setSuperUser(cid, accountID: owner.accountID, false)
-            try await CredentialRepository(db: db).setSuperUser(cid, accountID: target.accountID, true)
-            try await SyncRepository(db: db).bumpEpoch(cid, accountID: owner.accountID)
-            try await SyncRepository(db: db).bumpEpoch(cid, accountID: target.accountID)
+            try await CompanyCredentials(db: db).setSuperUser(cid, accountID: owner.accountID, false)
+            try await CompanyCredentials(db: db).setSuperUser(cid, accountID: target.accountID, true)
+            try await SyncAccess(db: db).accessChanged(cid, accountID: owner.accountID)
+            try await SyncAccess(db: db).accessChanged(cid, accountID: target.accountID)
         }
         return try await detail(cid)
     }

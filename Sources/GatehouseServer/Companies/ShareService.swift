@@ -109,7 +109,7 @@ struct ShareService: Sendable {
             let company = try await companies.company(link.companyID),
             try await Self.makerMayShare(link, in: company, companies)
         else { return nil }
-        let inviter = try await AccountRepository(db: store.database).find(id: link.createdBy)
+        let inviter = try await AccountDirectory(db: store.database).find(id: link.createdBy)
         let preview = Schemas.SharePreview(
             companyName: company.name, logoUrl: company.logoURL,
             inviterName: inviter.map { CompanyRepository.displayName(AccountRepository.encode($0.userMetadata)) }

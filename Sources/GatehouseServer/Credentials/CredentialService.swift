@@ -207,14 +207,14 @@ struct CredentialService: Sendable {
             lifetime: company.policy.sessionLifetime)
         let audit = event(.companyLogin, caller.client, accountID: caller.accountID, companyID: cid, detail: detail)
         let issued = try await store.transaction { [self] db in
-            try await ThrottleRepository(db: db).clear(throttleKey)
+            try await Throttles(db: db).clear(throttleKey)
             try await trail.within(db).record(audit)
             return try await sessions.start(
                 accountID: caller.accountID, method: method, ip: caller.client.ip,
                 userAgent: caller.client.userAgent, db: db, company: scope, parent: caller.identity.sessionID,
                 parentAssurance: (caller.identity.aal, caller.identity.factorID))
         }
-        guard let account = try await AccountRepository(db: store.database).find(id: caller.accountID) else {
+        guard let account = try await AccountDirectory(db: store.database).find(id: caller.accountID) else {
             throw APIError(.notFound, code: .userNotFound, message: "User not found")
         }
         return try await sessions.response(

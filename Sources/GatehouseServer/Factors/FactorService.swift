@@ -128,7 +128,7 @@ final class FactorService: Sendable {
     /// The account's factors once unfinished enrolments are gone, when one more named `name` may join them (the
     /// account row is locked first, so two enrolments of one account are decided one after the other).
     private func admissible(name: String, caller: Caller, db: any SQLDatabase) async throws -> [FactorRecord] {
-        _ = try await AccountRepository(db: db).findLocked(id: caller.accountID)
+        _ = try await AccountDirectory(db: db).findLocked(id: caller.accountID)
         let repository = FactorRepository(db: db)
         let stale = clock.now.addingTimeInterval(-Self.unfinishedLifetime).epochMilliseconds
         try await repository.delete(
@@ -268,7 +268,7 @@ final class FactorService: Sendable {
                     .signInMethodAdded(.authenticator, name: factor.mailName), accountID: caller.accountID, db: db)
             }
             let (issued, user) = try await raise(caller, factorID: factor.id, method: "totp", db: db)
-            try await ThrottleRepository(db: db).clear(throttleKey)
+            try await Throttles(db: db).clear(throttleKey)
             return .verified(issued, user)
         }
     }
@@ -296,7 +296,7 @@ final class FactorService: Sendable {
         let refreshToken = try await SessionChanges(db: db).raise(
             sessionID, accountID: caller.accountID, factorID: factorID, method: method, now: now)
         guard let live = try await sessions.liveSession(sessionID, now: now, db: db),
-            let account = try await AccountRepository(db: db).find(id: caller.accountID)
+            let account = try await AccountDirectory(db: db).find(id: caller.accountID)
         else { throw APIError.sessionNotFound }
         let issued = IssuedSession(
             accountID: caller.accountID, sessionID: sessionID, refreshToken: refreshToken, amr: live.amr,
@@ -441,7 +441,7 @@ final class FactorService: Sendable {
             guard let set = try await self.recoverySet(caller.accountID, db: db) else { throw Self.notFound }
             try await FactorRepository(db: db).replaceCodes(
                 factorID: set.id, digests: self.storedDigests(codes, setID: set.id))
-            try await ThrottleRepository(db: db).clear(keyAndBelow: Self.recoveryThrottleKey(set.id))
+            try await Throttles(db: db).clear(keyAndBelow: Self.recoveryThrottleKey(set.id))
             try await trail.within(db).record(
                 caller.client.event(
                     .recoveryCodesGenerated, accountID: caller.accountID,
@@ -497,7 +497,7 @@ final class FactorService: Sendable {
                 caller.client.event(
                     .recoveryCodeUsed, accountID: caller.accountID,
                     detail: ["factor_id": set.id, "remaining": String(remaining)]))
-            try await ThrottleRepository(db: db).clear(keyAndBelow: setKey)
+            try await Throttles(db: db).clear(keyAndBelow: setKey)
             let (issued, user) = try await raise(caller, factorID: set.id, method: "mfa/recovery_code", db: db)
             try await mail.mailer.enqueue(
                 .recoveryCodeUsed(remaining: remaining), to: try await caller.currentEmail(db: db), db: db)

@@ -123,3 +123,10 @@ final class MailQueue: Service, Sendable {
         min(300, pow(2, Double(max(0, attempt - 1))))
     }
 }
+
+extension MailQueue {
+    /// Drops every mail still waiting for `email`, inside the caller's transaction (its account is being deleted).
+    static func dropWaiting(for email: String, db: any SQLDatabase) async throws {
+        try await MailQueueRepository(db: db).deleteAll(recipientDigest: Secrets.emailDigest(email))
+    }
+}

@@ -128,7 +128,7 @@ public struct Mailer: Sendable {
         guard !recipient.hasSuffix("@" + AccountRecord.anonymousDomain) else { return }
         var tag = locale
         if tag == nil {
-            tag = Self.locale(in: try await AccountRepository(db: db).find(email: recipient)?.userMetadata)
+            tag = Self.locale(in: try await AccountDirectory(db: db).find(email: recipient)?.userMetadata)
         }
         try await queue.enqueue(render(template, to: recipient, locale: Self.language(tag, in: templates)), db: db)
     }

@@ -151,7 +151,7 @@ struct PasskeyService: Sendable {
                 credentialID: Secrets.base64URL(Data(assertion.credentialID))),
             passkey.companyID == nil, Data(userHandle) == Data(passkey.accountID.utf8)
         else { throw await refuse("unknown_credential", nil, Self.unknownCredential) }
-        guard let account = try await AccountRepository(db: store.database).find(id: passkey.accountID) else {
+        guard let account = try await AccountDirectory(db: store.database).find(id: passkey.accountID) else {
             throw await refuse("unknown_credential", nil, Self.unknownCredential)
         }
         let verified = try await verify(assertion, challenge: challenge, passkey: passkey, client: client)
@@ -171,7 +171,7 @@ struct PasskeyService: Sendable {
                     passkey.id, checkedCount: passkey.signCount, newCount: Int64(verified.newSignCount),
                     backedUp: verified.backedUp, now: now)
             else { throw Self.verificationFailed(.signCountRegressed) }
-            try await AccountRepository(db: db).recordSignIn(account.id, at: now, rehashed: nil, replacing: nil)
+            try await AccountDirectory(db: db).recordSignIn(account.id, at: now)
             try await trail.within(db).record(
                 client.event(
                     .signedIn, accountID: account.id, detail: ["method": "passkey", "passkey_id": passkey.id]))
@@ -307,7 +307,7 @@ struct PasskeyService: Sendable {
         let username: String?
         if company.policy.requiresCredential {
             guard
-                let credential = try await CredentialRepository(db: store.database).find(
+                let credential = try await CompanyCredentials(db: store.database).find(
                     cid, accountID: caller.accountID)
             else {
                 await trail.record(
@@ -488,7 +488,7 @@ struct PasskeyService: Sendable {
             try await profiles.mail.transactionQueuingMail { [clock, profiles] db in
                 let repository = PasskeyRepository(db: db)
                 // The account row is locked first, so two registrations of one account are counted one after the other.
-                _ = try await AccountRepository(db: db).findLocked(id: accountID)
+                _ = try await AccountDirectory(db: db).findLocked(id: accountID)
                 guard
                     try await repository.passkeys(accountID: accountID, companyID: companyID).count
                         < Self.maximumPasskeys

@@ -48,8 +48,7 @@ struct InstanceBus: Sendable {
 
     /// Inside the transaction: other instances hear of it when, and only if, it commits.
     func announce(_ message: Message, db: any SQLDatabase) async throws {
-        guard case .postgres = store.location else { return }
-        try await NotificationRepository(db: db).notify(message.payload)
+        try await store.announce(message.payload, db: db)
     }
 
     /// After the commit: this instance's subscribers.
