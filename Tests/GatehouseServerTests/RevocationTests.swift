@@ -23,7 +23,7 @@ struct RevocationTests {
         let id = try sessionID(access)
         let cached = try await LiveServer.eventually(timeout: .seconds(60)) {
             try await h.client.get(path, bearer: access).status == 200
-                && h.server.services.accounts.sessions.cache.session(id) != nil
+                && h.server.services.parts.sessions.cache.session(id) != nil
         }
         #expect(cached)
     }
@@ -216,7 +216,7 @@ struct RevocationTests {
                 let sessionID = try Self.sessionID(a.access)
                 let warm = try await LiveServer.eventually(timeout: .seconds(60)) {
                     try await there.user(a.access).status == 200
-                        && other.services.accounts.sessions.cache.session(sessionID) != nil
+                        && other.services.parts.sessions.cache.session(sessionID) != nil
                 }
                 #expect(warm)
                 #expect(try await h.client.logout(a.access, scope: "global").status == 204)

@@ -34,7 +34,7 @@ final class API: APIProtocol {
     let users: UserReader
 
     init(_ services: GatehouseServices) throws {
-        let env = services.accounts
+        let env = services.parts
         access = Access(
             sessions: env.sessions, trail: env.trail, store: env.store,
             serviceKeys: ServiceKeys(

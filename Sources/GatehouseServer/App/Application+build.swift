@@ -18,7 +18,7 @@ public struct GatehouseServices: Sendable {
     /// Seals what the store keeps secret (signing keys, server keys, queued mail).
     public let box: SecretBox
     let mailQueue: MailQueue
-    let accounts: AccountsEnvironment
+    let parts: SharedParts
     /// Live subscribers and the bus that reaches them on every instance.
     let bus: InstanceBus
     let sync: SyncService
@@ -68,7 +68,7 @@ public struct GatehouseServices: Sendable {
         self.sync = SyncService(
             store: store, clock: clock, secrets: secrets, sessions: sessions, bus: bus,
             liveCheckInterval: .milliseconds(Int64(configuration.sync.liveCheckInterval * 1000)))
-        self.accounts = AccountsEnvironment(
+        self.parts = SharedParts(
             store: store, clock: clock, settings: settings,
             sessions: sessions, trail: trail, keys: keys,
             mailer: Mailer(

@@ -20,7 +20,7 @@ struct PageRoutes: Sendable {
 
     /// Each page group, with the services it uses from those the API holds.
     init(_ api: API, _ services: GatehouseServices) {
-        let env = services.accounts
+        let env = services.parts
         let kit = PageKit(
             templates: services.templates, publicURL: env.publicURL, trail: env.trail, access: api.access,
             tokens: api.tokens, passkeysOn: api.passkeys.settings.enabled)

@@ -2,9 +2,11 @@ import Foundation
 import HTTPTypes
 import Logging
 
-/// What the account and session endpoints share, assembled once by `GatehouseServices`. Services do not take it
-/// whole: each takes the dependencies and the parts it uses (`mail`, `throttling`, `passwords`, `users`).
-struct AccountsEnvironment: Sendable {
+/// The parts the features' services are built from, assembled once by `GatehouseServices` (the store, the clock, the
+/// settings, sessions, the audit trail, keys, mail, secrets, hashing, limits) with the ones built from them (`mail`,
+/// `throttling`, `passwords`, `users`). No service takes it whole: `API` and `PageRoutes` hand each service exactly
+/// the parts it uses.
+struct SharedParts: Sendable {
     let store: Store
     let clock: any GatehouseClock
     let settings: AuthSettings
