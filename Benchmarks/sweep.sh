@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The sweeper's benchmark (README, "A bounded store"): does a store stay bounded after a million refresh rotations,
-# and does refresh stay as fast as on a fresh store? Two runs of the release binary on SQLite, each on a fresh data
+# The sweeper's benchmark (docs/operators.md, "A bounded store"): does a store stay bounded after a million refresh
+# rotations, and does refresh stay as fast as on a fresh store? Two runs of the release binary on SQLite, each on a fresh data
 # folder seeded by Benchmarks/sweep.py with DEVICES live sessions and BENCH sessions whose tokens wrk rotates:
 #   fresh:   no history; wrk refresh for SECONDS.
 #   history: every device refreshed every 15 minutes ROTATIONS times (DEVICES × ROTATIONS rotated tokens and as many

@@ -8,7 +8,9 @@ struct Gatehouse: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Identity, tenancy and sync server.",
         version: GatehouseVersion.current,
-        subcommands: [Serve.self, Migrate.self, Backup.self, Keys.self, Companies.self, Users.self, Mail.self]
+        subcommands: [
+            Serve.self, Migrate.self, Backup.self, Keys.self, Companies.self, Users.self, Mail.self, Settings.self,
+        ]
     )
 
     /// Parses and runs; usage and configuration errors print one line and exit 2, run-time failures exit 1.

@@ -26,10 +26,6 @@ struct ServerOptions: ParsableArguments {
     /// Every setting with its variable and default, as `--help` lists them.
     static let help = ArgumentHelp(
         "Settings: --name value or --name=value. Each is also a GATEHOUSE_* variable; a flag wins over its variable.",
-        discussion: Setting.allCases.map { setting in
-            let meaning = setting.meaning.replacingOccurrences(of: "`", with: "")
-            let defaultValue = setting.defaultValue.markdown.replacingOccurrences(of: "`", with: "")
-            return "\(setting.flag) <value>: \(meaning) (\(setting.environmentName), default \(defaultValue))"
-        }.joined(separator: "\n"),
+        discussion: Setting.allCases.map(\.plainLine).joined(separator: "\n"),
         valueName: "setting")
 }

@@ -132,8 +132,8 @@ struct CommandLineTests {
 }
 
 extension CommandLineTests {
-    /// A usable value for every flag the README documents; a flag added to the README without one here fails the
-    /// test below, so the table and the binary cannot drift apart again.
+    /// A usable value for every flag the configuration reference (docs/configuration.md) documents; a flag added there
+    /// without one here fails the test below, so the reference and the binary cannot drift apart again.
     static func sampleValues(folder: URL) -> [String: String] {
         [
             "--host": "127.0.0.1", "--port": "0", "--data-dir": folder.appendingPathComponent("data").path,
@@ -156,13 +156,10 @@ extension CommandLineTests {
         ]
     }
 
-    @Test("F16 the binary starts with every flag in the README's table")
-    func readmeFlags() async throws {
-        let readme = try String(
-            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
-                "../../README.md"),
-            encoding: .utf8)
-        let rows = readme.matches(of: /\| `(--[a-z0-9-]+)` \| `(GATEHOUSE_[A-Z0-9_]+)` \|/).map {
+    @Test("F16 the binary starts with every flag in the configuration reference's table")
+    func referenceFlags() async throws {
+        let reference = try SettingsTests.committedReference()
+        let rows = reference.matches(of: /\| `(--[a-z0-9-]+)` \| `(GATEHOUSE_[A-Z0-9_]+)` \|/).map {
             (String($0.1), String($0.2))
         }
         #expect(rows.count >= 20)

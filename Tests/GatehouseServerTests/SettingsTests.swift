@@ -4,24 +4,30 @@ import Testing
 
 @Suite("Settings")
 struct SettingsTests {
-    /// README.md's configuration table: the rows between its header and the first line that is not a row.
-    static func readmeTable() throws -> [String] {
-        let readme = try String(
+    /// docs/configuration.md as committed.
+    static func committedReference() throws -> String {
+        try String(
             contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
-                "../../README.md"),
+                "../../docs/configuration.md"),
             encoding: .utf8)
-        let lines = readme.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        let header = try #require(lines.firstIndex(of: "| flag | variable | default | meaning |"))
-        return Array(lines[(header + 2)...].prefix { $0.hasPrefix("|") })
     }
 
-    @Test("README.md's configuration table is the list of settings, row for row")
-    func readmeTable() throws {
-        let expected = Setting.allCases.map {
-            "| `\($0.flag)` | `\($0.environmentName)` | \($0.defaultValue.markdown) | \($0.meaning) |"
-        }
-        let rows = try Self.readmeTable()
-        #expect(rows == expected, "README.md's table should read:\n\(expected.joined(separator: "\n"))")
+    @Test("docs/configuration.md is what the list of settings prints, line for line")
+    func configurationReference() throws {
+        let committed = try Self.committedReference().split(separator: "\n", omittingEmptySubsequences: false)
+        let expected = Setting.markdownReference.split(separator: "\n", omittingEmptySubsequences: false)
+        let firstDifference =
+            zip(committed, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+            ?? min(committed.count, expected.count)
+        // A Bool, so that a failure prints the message and the first difference, not both files whole.
+        let upToDate = committed == expected
+        #expect(
+            upToDate,
+            """
+            docs/configuration.md is not what Settings.swift declares (first difference at line \(firstDifference + 1): \
+            "\(firstDifference < expected.count ? expected[firstDifference] : "<end of file>")" expected). \
+            Regenerate it: \(Setting.referenceCommand)
+            """)
     }
 
     @Test("each documented default value is the default", arguments: Setting.allCases)

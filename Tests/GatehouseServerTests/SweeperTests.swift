@@ -5,7 +5,7 @@ import Testing
 @testable import GatehouseServer
 
 /// The sweeper deletes what no request can use any more, and nothing a request could still use: each test moves the
-/// clock, sweeps, and checks both sides through the router (README, "A bounded store").
+/// clock, sweeps, and checks both sides through the router (docs/operators.md, "A bounded store").
 @Suite("The store stays bounded")
 struct SweeperTests {
     /// A sweeper on the harness's store and clock, with the server's settings unless changed.

@@ -267,13 +267,13 @@ struct SyncRulesTests {
 
     @Test("Bus messages round-trip through their NOTIFY payload")
     func busPayloads() {
-        for message: SyncBus.Message in [
+        for message: InstanceBus.Message in [
             .committed(companyID: "c1", seq: 9), .accessChanged(companyID: "c1", accountID: "a1"),
             .companyEnded(companyID: "c1"),
         ] {
-            #expect(SyncBus.Message(payload: message.payload) == message)
+            #expect(InstanceBus.Message(payload: message.payload) == message)
         }
-        #expect(SyncBus.Message(payload: "c x notanumber") == nil)
-        #expect(SyncBus.Message(payload: "") == nil)
+        #expect(InstanceBus.Message(payload: "c x notanumber") == nil)
+        #expect(InstanceBus.Message(payload: "") == nil)
     }
 }

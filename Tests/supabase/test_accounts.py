@@ -1,5 +1,5 @@
 """Account flows as an app built on Supabase's official Python client sees them, against the real server: each test
-asserts what the client returns or raises, which is what GoTrue's wire format gives it (see /auth/v1 in the README).
+asserts what the client returns or raises, which is what GoTrue's wire format gives it (see docs/api.md).
 """
 
 import pytest

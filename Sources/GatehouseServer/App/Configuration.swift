@@ -107,7 +107,7 @@ extension GatehouseConfiguration {
     }
 }
 
-/// Account and session policy (docs/security.md). Defaults are documented in the README.
+/// Account and session policy (docs/security.md). Defaults are documented in docs/configuration.md.
 public struct AuthSettings: Sendable, Equatable {
     /// Access token lifetime, seconds.
     public var accessTokenLifetime: TimeInterval = 15 * 60
@@ -152,7 +152,7 @@ public struct AuthSettings: Sendable, Equatable {
     public init() {}
 }
 
-/// Company records and their change log (README, "Company records that sync").
+/// Company records and their change log (docs/api.md, "Company records that sync").
 public struct SyncSettings: Sendable, Equatable {
     /// Tombstones and mutation results older than this are compacted away, seconds; a device whose token is older
     /// gets the digest exchange instead of the changes it missed.
@@ -168,7 +168,7 @@ public struct SyncSettings: Sendable, Equatable {
     public init() {}
 }
 
-/// The sweeper: what it keeps, and how it paces itself (README, "A bounded store").
+/// The sweeper: what it keeps, and how it paces itself (docs/operators.md, "A bounded store").
 public struct SweepSettings: Sendable, Equatable {
     /// Audit events older than this are deleted, seconds; 0 keeps them all.
     public var auditRetention: TimeInterval = 400 * 24 * 3600

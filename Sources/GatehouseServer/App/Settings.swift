@@ -5,7 +5,8 @@ import Logging
 /// its default, what it means, and how a value is checked and applied.
 ///
 /// `Setting.allCases` is the only list of settings: the command line parses its flags from it, `resolve` reads the
-/// variables from it, `--help` prints it, and a test holds README.md's configuration table equal to it.
+/// variables from it, `--help` prints it, and docs/configuration.md is generated from it
+/// (`gatehouse settings --markdown`; a test holds the file equal to `markdownReference`).
 public struct Setting: Sendable, Hashable, CaseIterable, CustomStringConvertible {
     /// What a setting is when neither its flag nor its variable gives a value.
     public enum Default: Sendable, Hashable {
@@ -13,10 +14,10 @@ public struct Setting: Sendable, Hashable, CaseIterable, CustomStringConvertible
         case value(String, note: String? = nil)
         /// No value: the feature is off, or falls back as the meaning says.
         case unset(note: String? = nil)
-        /// Follows from other settings; Markdown, as the README shows it.
+        /// Follows from other settings; Markdown, as docs/configuration.md shows it.
         case derived(String)
 
-        /// The README's default column.
+        /// The default column of docs/configuration.md.
         public var markdown: String {
             switch self {
             case .value(let value, let note): "`\(value)`" + (note.map { " (\($0))" } ?? "")
@@ -33,7 +34,8 @@ public struct Setting: Sendable, Hashable, CaseIterable, CustomStringConvertible
     /// The flag without its dashes: `data-dir` for `--data-dir`.
     public let rawValue: String
     public let defaultValue: Default
-    /// What the setting does, in Markdown: the README's meaning column, and `--help` without the backticks.
+    /// What the setting does, in Markdown: the meaning column of docs/configuration.md, and `--help` without the
+    /// backticks.
     public let meaning: String
     let apply: Apply
 
@@ -65,7 +67,7 @@ public struct Setting: Sendable, Hashable, CaseIterable, CustomStringConvertible
 }
 
 extension Setting {
-    /// Every setting, in the order of README.md's table and of `--help`.
+    /// Every setting, in the order of docs/configuration.md's table and of `--help`.
     public static let allCases: [Setting] = [
         host, port, dataDir, databaseURL, publicURL, logLevel, logFormat, maxBodySize, smtpURL, mailFrom, siteURL,
         redirectURLs, accessTokenTTL, sessionIdleTimeout, sessionLifetime, appleAudiences, appleJWKSURL,

@@ -118,7 +118,7 @@ public struct Mailer: Sendable {
     /// The name of every mail, as `gatehouse mail preview` takes it.
     public static var names: [String] { Template.samples.map(\.name) }
 
-    /// Queues the mail in the caller's transaction (`SharedParts.transactionQueuingMail` wakes the worker),
+    /// Queues the mail in the caller's transaction (`AccountMail.transactionQueuingMail` wakes the worker),
     /// in `locale` when the caller knows it (a sign-up's own choice, before its account holds it), else in the
     /// language of the account at `recipient`, if there is one.
     func enqueue(

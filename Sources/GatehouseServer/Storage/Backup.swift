@@ -110,7 +110,7 @@ public enum BackupError: Error, CustomStringConvertible {
         switch self {
         case .postgres:
             "the store is PostgreSQL: back it up with pg_dump (pg_dump -Fc), restore with pg_restore; "
-                + "see Backup and restore in the README"
+                + "see Backup and restore in docs/operators.md"
         case .noStore(let path): "no SQLite store at \(path)"
         case .sameFile(let path): "\(path) is the store itself (or one of its files); name another file"
         case .exists(let path): "\(path) exists; pass --force to replace it"

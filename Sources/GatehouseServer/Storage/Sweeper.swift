@@ -3,7 +3,8 @@ import Logging
 import SQLKit
 import ServiceLifecycle
 
-/// When each kind of row stops being of use to any request (README, "A bounded store"), with the clock passed in.
+/// When each kind of row stops being of use to any request (docs/operators.md, "A bounded store"), with the clock
+/// passed in.
 enum SweepRules {
     /// A used or expired mailed code, link or PKCE code is kept a day past its expiry, so that a link opened again
     /// still says it was used rather than that it never existed.

@@ -82,7 +82,7 @@ enum MutationOutcome: Sendable, Equatable {
     case refused(ErrorCode)
 }
 
-/// The pure rules of sync (README, "Company records that sync"): limits, access and the per-field merge. No I/O, so each is tested alone.
+/// The pure rules of sync (docs/api.md, "Company records that sync"): limits, access and the per-field merge. No I/O, so each is tested alone.
 enum SyncRules {
     static let maxFields = 200
     static let maxRecordBytes = 256 * 1024

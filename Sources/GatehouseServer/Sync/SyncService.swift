@@ -4,7 +4,7 @@ import GatehouseAPI
 import OpenAPIRuntime
 import SQLKit
 
-/// Company records and their sync (README, "Company records that sync"): pull from a change token, push with a per-field merge, the digest
+/// Company records and their sync (docs/api.md, "Company records that sync"): pull from a change token, push with a per-field merge, the digest
 /// exchange for tokens older than the retained log, reads for services, and the live stream of pokes.
 struct SyncService: Sendable {
     let store: Store
