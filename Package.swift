@@ -16,7 +16,8 @@ let package = Package(
         .executable(name: "gatehouse-example", targets: ["GatehouseExample"]),
     ],
     // An app that adds this package for `GatehouseClient` turns the server off (`traits: []`), and SwiftPM then leaves
-    // the server's packages out of its resolution (14 packages instead of 43; README, "The first hour with the SDK").
+    // the server's packages, and the OpenAPI generator's, out of its resolution (8 packages instead of 43; the SDK's
+    // guide, "The first hour with the SDK", Sources/GatehouseClient/GatehouseClient.docc/FirstHour.md).
     traits: [
         .trait(name: "Server", description: "The server, its command line and its tests; the SDK needs none of it."),
         .default(enabledTraits: ["Server"]),
@@ -53,19 +54,42 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser", condition: server),
             ]
         ),
+        // The free-form JSON type (JSONValue, JSONFields) that both generated modules map `JSONObject` to.
+        .target(name: "GatehouseJSON"),
+        // The server's types and protocol, generated from openapi.yaml as it builds.
         .target(
             name: "GatehouseAPI",
             dependencies: [
-                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime")
+                "GatehouseJSON",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
             ],
             resources: [.copy("openapi.yaml")],
-            plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
+            plugins: ["GatehouseAPIGenerator"]
+        ),
+        // swift-openapi-generator's build plugin with the generator behind the Server trait: SwiftPM builds the tool of
+        // any build plugin a product reaches, so with the generator's own plugin every app built the generator too.
+        .plugin(
+            name: "GatehouseAPIGenerator",
+            capability: .buildTool(),
+            dependencies: [
+                .product(name: "swift-openapi-generator", package: "swift-openapi-generator", condition: server)
+            ]
+        ),
+        // The SDK's client and the types it uses, generated from the same document but committed (Generated/, by
+        // scripts/generate-client.sh), so that an app builds no generator.
+        .target(
+            name: "GatehouseClientAPI",
+            dependencies: [
+                "GatehouseJSON",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ],
+            exclude: ["openapi-generator-config.yaml"]
         ),
         // The SDK apps link: the generated client over URLSession, and nothing of the server.
         .target(
             name: "GatehouseClient",
             dependencies: [
-                "GatehouseAPI",
+                "GatehouseClientAPI",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -118,6 +142,17 @@ let package = Package(
                 .product(name: "PostgresKit", package: "postgres-kit", condition: server),
             ],
             resources: [.copy("Resources/common-passwords.txt"), .copy("Web/pages"), .copy("Mail/templates")]
+        ),
+        // The SDK's tests that need no server, on the SDK's products only: Tests/sdk-alone builds and runs them with the
+        // Server trait off, none of the server's modules compiled (scripts/sdk-closure.sh).
+        .testTarget(
+            name: "GatehouseClientTests",
+            dependencies: [
+                "GatehouseClient",
+                "GatehouseClientTesting",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ]
         ),
         .testTarget(
             name: "GatehouseServerTests",

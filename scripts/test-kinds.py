@@ -10,7 +10,8 @@ import pathlib
 import re
 import sys
 
-root = pathlib.Path(__file__).resolve().parent.parent / "Tests/GatehouseServerTests"
+tests_folder = pathlib.Path(__file__).resolve().parent.parent / "Tests"
+roots = [tests_folder / "GatehouseServerTests", tests_folder / "GatehouseClientTests"]
 LIVE = re.compile(
     r"live: true|LiveServer\.start|Binary\.start|SMTPSink\.(start|shared)|MailSink\.start|FakeAppleKeys|Process\(\)"
     r"|Self\.(run|serve)\(\[|gatehouseBinary|runOperator"
@@ -19,7 +20,7 @@ ROUTER = re.compile(r"AccountHarness\.(with|start)|\.test\(\.router|RouterServer
 
 
 def tests():
-    for path in sorted(root.glob("*.swift")):
+    for path in sorted(path for root in roots for path in root.glob("*.swift")):
         for segment in re.split(r"\n\s*@Test\b", path.read_text())[1:]:
             segment = segment.split("\n}\n")[0]  # not the helpers after the suite's end
             kind = "live" if LIVE.search(segment) else "router" if ROUTER.search(segment) else "pure"

@@ -11,7 +11,7 @@
 // It asks for each mailed code and each authenticator-app code on standard input, and once for an operator to move
 // the company to the Business tier (sharing needs it). Company passkeys need the server's `--passkeys on` with the
 // relying party of `--passkey-origin` (https://localhost by default); without them Ada uses her password.
-// See the README's "The Swift SDK" section.
+// See the SDK's guide, docs/sdk.md, and its first-hour article.
 import Foundation
 import GatehouseClient
 import GatehouseClientTesting

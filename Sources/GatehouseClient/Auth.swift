@@ -1,7 +1,7 @@
 import Crypto
 import ExtrasBase64
 import Foundation
-import GatehouseAPI
+import GatehouseClientAPI
 import OpenAPIRuntime
 
 /// Accounts: sign-up, the ways to sign in, the session and its events, the account's own settings, and signing out.
@@ -11,32 +11,49 @@ public struct Auth: Sendable {
     let companySessions: SessionManager
     let hub: AuthEventHub
     let pkce: PKCEState
+    let restoration: SessionRestore
 
     /// What happens to the sessions: the one found at launch, sign-ins, refreshes, expiry warnings, company changes,
-    /// the app lock, and sign-outs with their reason. Each call makes a new stream; it starts with the session as it stands once restored.
-    public var events: AsyncStream<AuthEvent> { hub.stream() }
+    /// the app lock, and sign-outs with their reason. Each call makes a new stream. Its first event is
+    /// `initialSession`: the stored session, or nil when there is none, read by the first stream without
+    /// `restoreSession()` (unless a sign-in came first, which the stream hears as `signedIn`). A store that cannot be
+    /// read (a locked Keychain) sends nothing; `restoreSession()` says why.
+    public var events: AsyncStream<AuthEvent> {
+        let stream = hub.stream()
+        restoration.startIfNeeded { [self] () async throws(GatehouseError) in try await readStoredSessions() }
+        return stream
+    }
 
     /// The account's second factors: TOTP apps, recovery codes, and the session's assurance level.
     public var mfa: MFA { MFA(sessions: sessions) }
 
-    /// Loads the sessions kept from an earlier launch (the account's, and the company's it was signed in to).
-    /// Offline, they are kept; the server decides when they end.
+    /// Loads the sessions kept from an earlier launch (the account's, and the company's it was signed in to), and
+    /// answers the account's. `events` reads them by itself; this says whether that worked (`sessionLocked` while
+    /// the Keychain is locked). Once read, they are not read again. Offline, they are kept; the server decides when
+    /// they end.
     @discardableResult
-    public func restoreSession() async throws(GatehouseError) -> Session? {
-        let account = try await sessions.restore()
-        if account != nil { _ = try await companySessions.restore() }
+    public func restoreSession() async throws(GatehouseError) -> AuthSession? {
+        try await restoration.restore { [self] () async throws(GatehouseError) in try await readStoredSessions() }
+        // The session in use now: a reading the first listener finished long ago may have been signed out of since.
+        return await sessions.current
+    }
+
+    /// Reads the stored sessions that were not read yet.
+    private func readStoredSessions() async throws(GatehouseError) -> AuthSession? {
+        let account = try await sessions.restoreIfUnread()
+        if account != nil { _ = try await companySessions.restoreIfUnread() }
         return account
     }
 
     /// The account session in use, if any, as it stands (it may need a refresh).
-    public var currentSession: Session? { get async { await sessions.current } }
+    public var currentSession: AuthSession? { get async { await sessions.current } }
 
     /// An account session good for at least another minute, refreshed first when needed.
-    public func session() async throws(GatehouseError) -> Session { try await sessions.valid() }
+    public func session() async throws(GatehouseError) -> AuthSession { try await sessions.valid() }
 
     /// Renews the account session's tokens now; concurrent calls share one request.
     @discardableResult
-    public func refreshSession() async throws(GatehouseError) -> Session { try await sessions.refresh() }
+    public func refreshSession() async throws(GatehouseError) -> AuthSession { try await sessions.refresh() }
 
     // MARK: The app lock
 
@@ -130,7 +147,8 @@ public struct Auth: Sendable {
     /// Verifies a mailed code and signs in. The first of an email change's two codes (one mailed to each address)
     /// throws `otherAddressPending`: the second completes the change.
     @discardableResult
-    public func verify(email: String, code: String, type: CodeType = .email) async throws(GatehouseError) -> Session {
+    public func verify(email: String, code: String, type: CodeType = .email) async throws(GatehouseError) -> AuthSession
+    {
         let client = self.client
         return try await signIn {
             let answer = try await client.verify(
@@ -146,7 +164,7 @@ public struct Auth: Sendable {
     /// Signs in from a mailed link the app was opened with: the PKCE code in `url` is exchanged with the verifier
     /// this client made when it asked for the mail. A link that carries an error answers it as a `server` error.
     @discardableResult
-    public func handleOpenURL(_ url: URL) async throws(GatehouseError) -> Session {
+    public func handleOpenURL(_ url: URL) async throws(GatehouseError) -> AuthSession {
         let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
         let fragment = URLComponents(string: "?" + (url.fragment ?? ""))?.queryItems ?? []
         if let code = (items + fragment).first(where: { $0.name == "error_code" })?.value {
@@ -171,7 +189,7 @@ public struct Auth: Sendable {
 
     /// Signs in with email and password. A run of wrong passwords makes the server back off: `lockedOut(until:)`.
     @discardableResult
-    public func signIn(email: String, password: String) async throws(GatehouseError) -> Session {
+    public func signIn(email: String, password: String) async throws(GatehouseError) -> AuthSession {
         let client = self.client
         do {
             return try await signIn {
@@ -188,7 +206,7 @@ public struct Auth: Sendable {
     /// Signs in with an Apple identity token. `nonce` is the raw value whose SHA-256 the app gave Apple (see
     /// `AppleNonce`).
     @discardableResult
-    public func signInWithApple(idToken: String, nonce: String?) async throws(GatehouseError) -> Session {
+    public func signInWithApple(idToken: String, nonce: String?) async throws(GatehouseError) -> AuthSession {
         let client = self.client
         return try await signIn {
             try await client.token(
@@ -202,8 +220,8 @@ public struct Auth: Sendable {
     /// the company signed in to.
     func signIn(
         _ body: @Sendable () async throws -> Components.Schemas.Session
-    ) async throws(GatehouseError) -> Session {
-        let signedIn = Session(try await call(body))
+    ) async throws(GatehouseError) -> AuthSession {
+        let signedIn = AuthSession(try await call(body))
         try await companySessions.end(.sessionEnded)
         try await sessions.adopt(signedIn)
         return signedIn
@@ -212,8 +230,8 @@ public struct Auth: Sendable {
     // MARK: The account
 
     /// The signed-in account as the server knows it.
-    public func user() async throws(GatehouseError) -> User {
-        User(try await sessions.authorized { try await $0.getUser().ok.body.json })
+    public func user() async throws(GatehouseError) -> AuthUser {
+        AuthUser(try await sessions.authorized { try await $0.getUser().ok.body.json })
     }
 
     /// Mails a code that authorizes a password or email change; pass it as `nonce` to `updateUser`.
@@ -229,11 +247,11 @@ public struct Auth: Sendable {
     public func updateUser(
         email: String? = nil, password: String? = nil, currentPassword: String? = nil, nonce: String? = nil,
         profile: [String: String]? = nil
-    ) async throws(GatehouseError) -> User {
+    ) async throws(GatehouseError) -> AuthUser {
         let data = profile?.mapValues { $0.isEmpty ? JSONValue.null : .string($0) }
         let body = Components.Schemas.UpdateUserRequest(
             email: email, password: password, currentPassword: currentPassword, nonce: nonce, data: data)
-        return User(try await sessions.authorized { try await $0.updateUser(body: .json(body)).ok.body.json })
+        return AuthUser(try await sessions.authorized { try await $0.updateUser(body: .json(body)).ok.body.json })
     }
 
     /// The account's sessions on every device, newest first as the server lists them.

@@ -2,13 +2,13 @@ import Foundation
 
 /// What happened to the sessions, for the app's UI.
 public enum AuthEvent: Sendable, Equatable {
-    /// The account session found at launch (nil when signed out); also the first event of every new `events`
-    /// stream once the client has restored, carrying the session as it stands then.
-    case initialSession(Session?)
+    /// The account session found at launch (nil when signed out): the first event of every `events` stream, which
+    /// reads the stored session by itself; a stream opened later gets the session as it stands then.
+    case initialSession(AuthSession?)
     /// A new account session from a sign-in.
-    case signedIn(Session)
+    case signedIn(AuthSession)
     /// The account session's tokens were renewed.
-    case refreshed(Session)
+    case refreshed(AuthSession)
     /// The account session ended, and why.
     case signedOut(SignOutReason)
     /// The session ends at `endsAt` whatever the refreshes (its lifetime), five minutes from now by default: the
@@ -38,7 +38,7 @@ public enum SignOutReason: Sendable, Equatable {
 final class AuthEventHub: Sendable {
     private let broadcast = Broadcast<AuthEvent>()
     /// The account session as the events told it; nil inside until the first restore or sign-in.
-    private let known = Locked<Session??>(nil)
+    private let known = Locked<AuthSession??>(nil)
 
     /// A new stream of events.
     func stream() -> AsyncStream<AuthEvent> {

@@ -1,5 +1,5 @@
 import Foundation
-import GatehouseAPI
+import GatehouseClientAPI
 import OpenAPIRuntime
 
 /// The account's companies (its list, new companies, credentials, share links to join) and the company signed in
@@ -46,7 +46,7 @@ public struct Companies: Sendable {
     /// `insufficient_aal` (`GatehouseError.Code.insufficientAal`): verify one with `auth.mfa`, then sign in again.
     @discardableResult
     public func signIn(to companyID: String, username: String? = nil, password: String? = nil)
-        async throws(GatehouseError) -> Session
+        async throws(GatehouseError) -> AuthSession
     {
         let body = Components.Schemas.CompanyLoginRequest(username: username, password: password)
         let wire: Components.Schemas.Session
@@ -62,9 +62,9 @@ public struct Companies: Sendable {
 
     /// Keeps the company session a sign-in answered (by password or passkey), signing out of the company signed in
     /// to.
-    func adopt(_ wire: Components.Schemas.Session, companyID: String) async throws(GatehouseError) -> Session {
+    func adopt(_ wire: Components.Schemas.Session, companyID: String) async throws(GatehouseError) -> AuthSession {
         try await signOut()
-        let session = Session(wire, companyID: companyID)
+        let session = AuthSession(wire, companyID: companyID)
         try await companySessions.adopt(session)
         return session
     }
@@ -207,7 +207,7 @@ public struct Companies: Sendable {
     /// their own manager mask).
     @discardableResult
     public func updateMember(
-        _ accountID: String, role: Role? = nil, deptMask: Int64? = nil, managerMask: Int64? = nil
+        _ accountID: String, role: CompanyRole? = nil, deptMask: Int64? = nil, managerMask: Int64? = nil
     ) async throws(GatehouseError) -> Member {
         let body = Components.Schemas.UpdateMemberRequest(
             role: role.flatMap { .init(rawValue: $0.rawValue) }, deptMask: deptMask, managerMask: managerMask)

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import GatehouseAPI
+import GatehouseClientAPI
 
 /// One company's database on this device and every statement on it, as GRDB's demo app keeps its `AppDatabase`:
 /// `record` holds the server's copy of each record, `pending` the changes saved here and not yet confirmed, `acked`
@@ -199,14 +199,14 @@ struct CompanyDatabase: Sendable {
     // MARK: The server's copy
 
     /// The server's copy with the unsent changes on top, for the records matching `condition`.
-    func overlay(where condition: String, _ arguments: StatementArguments) throws -> [Record] {
+    func overlay(where condition: String, _ arguments: StatementArguments) throws -> [StoreRecord] {
         try queue.read { db in try Self.overlay(db, where: condition, arguments) }
     }
 
     /// The records of `type` as `overlay` reads them, every time a save, a confirmation or a pulled page changes
     /// them (GRDB's `ValueObservation` over `record` and `pending`), each array once; nil once the database closed.
     func observe<Item: Sendable>(
-        type: String, as decode: @escaping @Sendable (Record) throws -> Item
+        type: String, as decode: @escaping @Sendable (StoreRecord) throws -> Item
     ) -> AsyncValueObservation<[Item]>.Iterator? {
         let values = ValueObservation.tracking(regions: [Table("record"), Table("pending")]) { [state] db in
             guard case .open = state.withLock({ $0 }) else { throw Unavailable() }
@@ -241,7 +241,7 @@ struct CompanyDatabase: Sendable {
     }
 
     private static func overlay(_ db: Database, where condition: String, _ arguments: StatementArguments) throws
-        -> [Record]
+        -> [StoreRecord]
     {
         var records: [String: (type: String, fields: [String: FieldValue], mask: Int64?, pending: Bool)] = [:]
         for row in try Row.fetchAll(db, sql: "SELECT * FROM record WHERE \(condition)", arguments: arguments) {
@@ -262,7 +262,7 @@ struct CompanyDatabase: Sendable {
             records[id] = record
         }
         return records.sorted { $0.key < $1.key }.map {
-            Record(
+            StoreRecord(
                 id: $0.key, type: $0.value.type, fields: $0.value.fields, deptMask: $0.value.mask,
                 hasPendingChanges: $0.value.pending)
         }

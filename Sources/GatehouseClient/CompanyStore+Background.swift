@@ -40,8 +40,8 @@ extension CompanyStore {
         return announced > (syncedThrough ?? -1)
     }
 
-    /// Keeps the live stream open while the client is logged in to this company (on Linux, opens it every second for
-    /// its first event: see `LiveEvents`); each new seq wakes the sync.
+    /// Keeps the live stream open while the client is logged in to this company (over URLSession on Linux, opens it
+    /// every second for its first event: see `LiveEvents`); each new seq wakes the sync.
     func runLive(_ liveStream: AsyncStream<Void>) async {
         var delay = gatehouse.retryBase
         for await _ in liveStream {
@@ -66,8 +66,9 @@ extension CompanyStore {
                             wakes.yield()
                         }
                     }
-                    if LiveEvents.firstEventOnly {
-                        // Linux: the stream ended after its first event by design (LiveEvents); ask again soon.
+                    if gatehouse.live.firstEventOnly {
+                        // URLSession on Linux: the stream ended after its first event by design (LiveEvents); ask
+                        // again soon.
                         try? await Task.sleep(for: gatehouse.live.pollInterval)
                         continue
                     }

@@ -1,5 +1,5 @@
 import Foundation
-import GatehouseAPI
+import GatehouseClientAPI
 
 /// The push and pull: the saved changes go up in order, the server's come down by token (or by digest when the
 /// token is older than the server's log), each page applied in one transaction.
@@ -51,6 +51,8 @@ extension CompanyStore {
         } catch let error as GatehouseError {
             switch error {
             case .sessionExpired, .companyAccessRevoked:
+                // A store closed (or wiped) meanwhile has nothing to ask the server.
+                guard isOpen else { throw .companyAccessRevoked }
                 guard try await gatehouse.companies.confirmMembership(companyID) else { throw .companyAccessRevoked }
                 throw .notSignedIn
             default: throw error

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import GatehouseAPI
+import GatehouseClientAPI
 
 /// One company's records on this device, offline first: its own GRDB database holds the server's copy of each record,
 /// the changes saved here and not yet confirmed, and the change token. A save returns at once.
@@ -21,6 +21,8 @@ public actor CompanyStore {
     /// The database file.
     public nonisolated let file: URL
     private var database: CompanyDatabase?
+    /// Whether the store is neither closed nor wiped.
+    var isOpen: Bool { database != nil }
     /// The database as opened, for observations, which end when it closes.
     nonisolated let opened: CompanyDatabase
     let clientID: String
@@ -119,12 +121,12 @@ public actor CompanyStore {
     }
 
     /// The record with `id`, nil when there is none (or it is deleted).
-    public func record(_ id: String) throws(GatehouseError) -> Record? {
+    public func record(_ id: String) throws(GatehouseError) -> StoreRecord? {
         try local { try $0.overlay(where: "id = ?", [id.lowercased()]).first }
     }
 
     /// The records of `type`, by id.
-    public func records(ofType type: String) throws(GatehouseError) -> [Record] {
+    public func records(ofType type: String) throws(GatehouseError) -> [StoreRecord] {
         try local { try $0.overlay(where: "type = ?", [type]) }
     }
 

@@ -1,5 +1,5 @@
 import Foundation
-import GatehouseAPI
+import GatehouseClientAPI
 import OpenAPIRuntime
 import OpenAPIURLSession
 
@@ -52,8 +52,18 @@ public final class GatehouseClient: Sendable {
         self.url = url
         self.retryBase = retryBase
         self.retryMax = retryMax
-        let transport = transport ?? URLSessionTransport(configuration: .init(session: .gatehouse))
         let middlewares = [GatehouseMiddleware(clock: clock)] + middlewares
+        // The live stream goes through the app's transport too; over URLSession it needs one that streams.
+        if let transport {
+            live = LiveEvents(
+                caller: RawCaller(serverURL: url, transport: transport, middlewares: middlewares),
+                firstEventOnly: false)
+        } else {
+            live = LiveEvents(
+                caller: RawCaller(serverURL: url, transport: LiveStreamTransport(), middlewares: middlewares),
+                firstEventOnly: LiveEvents.urlSessionReadsFirstEventOnly)
+        }
+        let transport = transport ?? URLSessionTransport(configuration: .init(session: .gatehouse))
         client = Client(
             serverURL: url, configuration: .init(dateTranscoder: WireDates()), transport: transport,
             middlewares: middlewares)
@@ -67,9 +77,10 @@ public final class GatehouseClient: Sendable {
         let company = SessionManager(
             .company, store: sessionStore.companion(named: "company"), client: client, hub: hub, policy: policy,
             clock: clock)
-        auth = Auth(client: client, sessions: account, companySessions: company, hub: hub, pkce: PKCEState())
+        auth = Auth(
+            client: client, sessions: account, companySessions: company, hub: hub, pkce: PKCEState(),
+            restoration: SessionRestore())
         companies = Companies(client: client, sessions: account, companySessions: company, hub: hub)
-        live = LiveEvents(url: url)
     }
 }
 

@@ -55,7 +55,7 @@ public struct KeychainSessionStore: SessionStore {
 
     /// The stored session, nil when there is none. `sessionLocked` while the keychain cannot be read; a damaged item
     /// is removed and reported.
-    public func load() throws -> Session? {
+    public func load() throws -> AuthSession? {
         guard let item = try find() else { return nil }
         let (session, sealed) = try read(item)
         if item.synchronizable || item.accessibility != accessibility.keychain || (sealer != nil && !sealed) {
@@ -65,7 +65,7 @@ public struct KeychainSessionStore: SessionStore {
     }
 
     /// Stores the session: adds the item, or updates the one there.
-    public func save(_ session: Session) throws {
+    public func save(_ session: AuthSession) throws {
         try write(session)
     }
 
@@ -106,13 +106,13 @@ public struct KeychainSessionStore: SessionStore {
 
     /// The session in `item`, and whether it was sealed. An item that is not one is removed, never left to fail
     /// every launch.
-    private func read(_ item: KeychainItem) throws -> (Session, sealed: Bool) {
-        if let session = try? JSONDecoder().decode(Session.self, from: item.data) { return (session, false) }
+    private func read(_ item: KeychainItem) throws -> (AuthSession, sealed: Bool) {
+        if let session = try? JSONDecoder().decode(AuthSession.self, from: item.data) { return (session, false) }
         guard let sealer, let opened = try? sealer.open(item.data) else {
             let removed = discard(item)
             throw sealer == nil ? KeychainStoreError.invalidData(removed: removed) : .cannotUnseal(removed: removed)
         }
-        guard let session = try? JSONDecoder().decode(Session.self, from: opened) else {
+        guard let session = try? JSONDecoder().decode(AuthSession.self, from: opened) else {
             throw KeychainStoreError.invalidData(removed: discard(item))
         }
         return (session, true)
@@ -125,7 +125,7 @@ public struct KeychainSessionStore: SessionStore {
 
     /// Adds the item; when it is there already, updates it, or for a biometry-bound one deletes and adds it again
     /// (deleting asks for no Face ID; an update may).
-    private func write(_ session: Session) throws {
+    private func write(_ session: AuthSession) throws {
         var data = try JSONEncoder().encode(session)
         if let sealer {
             do { data = try sealer.seal(data) } catch { throw KeychainStoreError.cannotSeal }
@@ -149,7 +149,7 @@ public struct KeychainSessionStore: SessionStore {
 
     /// Saves `session` as asked and deletes the synchronizable original. Best effort: when the write fails, the old
     /// item is put back if it went, and the next load tries again.
-    private func migrate(_ session: Session, from old: KeychainItem) {
+    private func migrate(_ session: AuthSession, from old: KeychainItem) {
         do {
             try write(session)
             if old.synchronizable { _ = items.delete(matching: query(synchronizable: true)) }

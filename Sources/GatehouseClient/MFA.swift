@@ -1,5 +1,5 @@
 import Foundation
-import GatehouseAPI
+import GatehouseClientAPI
 import OpenAPIRuntime
 
 /// A second factor for the account (`client.auth.mfa`), as supabase-swift's `AuthMFA`: TOTP factors (enroll,
@@ -37,7 +37,8 @@ public struct MFA: Sendable {
     /// session aal2 (a new refresh token; the account's other aal1 sessions end). A wrong or already used code throws
     /// `mfa_verification_failed`; a run of wrong codes makes the server back off (`lockedOut(until:)`).
     @discardableResult
-    public func verify(factorID: String, challengeID: String, code: String) async throws(GatehouseError) -> Session {
+    public func verify(factorID: String, challengeID: String, code: String) async throws(GatehouseError) -> AuthSession
+    {
         let body = Components.Schemas.VerifyFactorRequest(challengeId: challengeID, code: code, factorId: factorID)
         do {
             return try await raised {
@@ -50,14 +51,14 @@ public struct MFA: Sendable {
 
     /// A challenge and its verification in one step, for a code the user typed.
     @discardableResult
-    public func challengeAndVerify(factorID: String, code: String) async throws(GatehouseError) -> Session {
+    public func challengeAndVerify(factorID: String, code: String) async throws(GatehouseError) -> AuthSession {
         let challenge = try await challenge(factorID: factorID)
         return try await verify(factorID: factorID, challengeID: challenge.id, code: code)
     }
 
     /// Every factor of the account, verified or not, recovery codes included, as the server lists them now.
     public func listFactors() async throws(GatehouseError) -> [Factor] {
-        User(try await sessions.authorized { try await $0.getUser().ok.body.json }).factors
+        AuthUser(try await sessions.authorized { try await $0.getUser().ok.body.json }).factors
     }
 
     /// Removes a factor (a verified one needs an aal2 session). The sessions it raised fall back to aal1; this one is
@@ -90,7 +91,7 @@ public struct MFA: Sendable {
     /// becomes aal2 and the account is told by mail. Five wrong codes in fifteen minutes lock them
     /// (`mfa_recovery_codes_locked`).
     @discardableResult
-    public func verifyRecoveryCode(_ code: String) async throws(GatehouseError) -> Session {
+    public func verifyRecoveryCode(_ code: String) async throws(GatehouseError) -> AuthSession {
         try await raised { try await $0.verifyRecoveryCode(body: .json(.init(code: code))).ok.body.json }
     }
 
@@ -113,8 +114,8 @@ public struct MFA: Sendable {
     /// Runs a verification and keeps the aal2 session it answers.
     private func raised(
         _ body: @Sendable (Client) async throws -> Components.Schemas.Session
-    ) async throws(GatehouseError) -> Session {
-        let session = Session(try await sessions.authorized(body))
+    ) async throws(GatehouseError) -> AuthSession {
+        let session = AuthSession(try await sessions.authorized(body))
         try await sessions.replace(session)
         return session
     }

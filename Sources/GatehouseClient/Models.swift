@@ -1,8 +1,8 @@
 import Foundation
-import GatehouseAPI
+import GatehouseClientAPI
 
 /// The signed-in account.
-public struct User: Sendable, Equatable {
+public struct AuthUser: Sendable, Equatable {
     /// The account's id.
     public let id: String
     /// Its email address (empty for an Apple account that hid it).
@@ -59,7 +59,7 @@ public enum Tier: String, Sendable, Equatable {
 }
 
 /// What a member is in a company.
-public enum Role: String, Sendable, Equatable {
+public enum CompanyRole: String, Sendable, Equatable {
     /// Owns it: policy, sharing, members.
     case owner
     /// Reads and writes.
@@ -87,7 +87,7 @@ public struct CompanySummary: Sendable, Equatable, Identifiable {
     /// Its logo, when it has one.
     public let logoURL: URL?
     /// What the account is in it.
-    public let role: Role
+    public let role: CompanyRole
     /// How many members it has, the owner included.
     public let memberCount: Int
     /// Whether the account has made its credential (username and password) for it.
@@ -102,7 +102,7 @@ public struct CompanySummary: Sendable, Equatable, Identifiable {
         name = wire.name
         tier = Tier(rawValue: wire.tier.rawValue) ?? .free
         logoURL = wire.logoUrl.flatMap(URL.init(string:))
-        role = Role(rawValue: wire.role.rawValue) ?? .readOnly
+        role = CompanyRole(rawValue: wire.role.rawValue) ?? .readOnly
         memberCount = wire.memberCount
         hasCredential = wire.hasCredential
         requiresCredential = wire.requiresCredential
@@ -111,8 +111,8 @@ public struct CompanySummary: Sendable, Equatable, Identifiable {
 
     /// A summary as the app would list it (for previews and tests of a login flow).
     public init(
-        id: String, name: String, tier: Tier = .free, logoURL: URL? = nil, role: Role = .owner, memberCount: Int = 1,
-        hasCredential: Bool, requiresCredential: Bool = true, requiresMFA: Bool = false
+        id: String, name: String, tier: Tier = .free, logoURL: URL? = nil, role: CompanyRole = .owner,
+        memberCount: Int = 1, hasCredential: Bool, requiresCredential: Bool = true, requiresMFA: Bool = false
     ) {
         self.id = id
         self.name = name
@@ -297,7 +297,7 @@ public struct Member: Sendable, Equatable, Identifiable {
     /// The name they show.
     public let displayName: String
     /// What they are in the company.
-    public let role: Role
+    public let role: CompanyRole
     /// The departments they see (bits).
     public let deptMask: Int64
     /// The departments they manage (bits).
@@ -308,7 +308,7 @@ public struct Member: Sendable, Equatable, Identifiable {
     init(_ wire: Components.Schemas.MemberInfo) {
         id = wire.accountId
         displayName = wire.displayName
-        role = Role(rawValue: wire.role.rawValue) ?? .readOnly
+        role = CompanyRole(rawValue: wire.role.rawValue) ?? .readOnly
         deptMask = wire.deptMask
         managerMask = wire.managerMask
         joinedAt = wire.joinedAt

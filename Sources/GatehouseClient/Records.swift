@@ -1,5 +1,5 @@
 import Foundation
-import GatehouseAPI
+import GatehouseClientAPI
 
 /// One value of a record's field, as the server keeps it: nothing nested.
 public enum FieldValue: Sendable, Equatable, Hashable {
@@ -58,7 +58,7 @@ public enum FieldValue: Sendable, Equatable, Hashable {
 }
 
 /// A record of a company as this device holds it: the server's copy with the device's unsent edits on top.
-public struct Record: Sendable, Equatable, Identifiable {
+public struct StoreRecord: Sendable, Equatable, Identifiable {
     /// The record's id: a UUID made by the device that created it.
     public let id: String
     /// The app's type for it ("Client", "Appointment", …).

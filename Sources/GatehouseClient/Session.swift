@@ -1,7 +1,7 @@
 import Foundation
 
 /// A signed-in session: the tokens and who they belong to.
-public struct Session: Codable, Sendable, Equatable {
+public struct AuthSession: Codable, Sendable, Equatable {
     /// The short-lived bearer token.
     public let accessToken: String
     /// The single-use token that gets the next pair.
@@ -40,9 +40,9 @@ public struct Session: Codable, Sendable, Equatable {
 /// Where the session is kept between launches. Errors are the app's to see: the SDK never swallows them.
 public protocol SessionStore: Sendable {
     /// The stored session, or nil when there is none.
-    func load() throws -> Session?
+    func load() throws -> AuthSession?
     /// Stores `session`, replacing any other.
-    func save(_ session: Session) throws
+    func save(_ session: AuthSession) throws
     /// Forgets the session.
     func remove() throws
     /// A second store beside this one, for the session named `name` (the company session is `"company"`). Asked
@@ -66,17 +66,17 @@ public struct FileSessionStore: SessionStore {
     }
 
     /// The session in the file, or nil when there is no file.
-    public func load() throws -> Session? {
+    public func load() throws -> AuthSession? {
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }
         do {
-            return try JSONDecoder().decode(Session.self, from: try Data(contentsOf: url))
+            return try JSONDecoder().decode(AuthSession.self, from: try Data(contentsOf: url))
         } catch {
             throw GatehouseError.sessionStore("cannot read \(url.lastPathComponent): \(error.localizedDescription)")
         }
     }
 
     /// Writes the session to a new 0600 file in a 0700 folder and moves it into place.
-    public func save(_ session: Session) throws {
+    public func save(_ session: AuthSession) throws {
         do {
             let folder = url.deletingLastPathComponent()
             try FileManager.default.createDirectory(

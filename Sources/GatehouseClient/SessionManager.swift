@@ -1,5 +1,5 @@
 import Foundation
-import GatehouseAPI
+import GatehouseClientAPI
 
 /// Keeps one session of a client (the account's, or the company's it is signed in to): carries out what its
 /// `SessionStateMachine` decides — the store, the events, one refresh request at a time that concurrent callers
@@ -14,7 +14,7 @@ actor SessionManager {
     private let hub: AuthEventHub
     private let clock: any SessionClock
     /// The refresh in flight and the refresh token it sent.
-    private var inflight: (token: String, task: Task<Session, any Error>)?
+    private var inflight: (token: String, task: Task<AuthSession, any Error>)?
     /// The timer the machine asked for.
     private var timer: Task<Void, Never>?
 
@@ -32,14 +32,21 @@ actor SessionManager {
     deinit { timer?.cancel() }
 
     /// The session in use, if any, as it stands (it may need a refresh).
-    var current: Session? { machine.session }
+    var current: AuthSession? { machine.session }
 
     /// Whether the app's lock screen is up.
     var isLocked: Bool { machine.isLocked }
 
-    /// Loads the stored session at launch; offline or not, it is kept until the server says otherwise.
-    func restore() throws(GatehouseError) -> Session? {
-        let stored: Session?
+    /// Loads the stored session at launch, unless it was read already or a sign-in came first; answers the session
+    /// in use. Offline or not, it is kept until the server says otherwise.
+    func restoreIfUnread() throws(GatehouseError) -> AuthSession? {
+        guard machine.state == .unknown else { return machine.session }
+        return try restore()
+    }
+
+    /// Loads the stored session.
+    private func restore() throws(GatehouseError) -> AuthSession? {
+        let stored: AuthSession?
         do {
             stored = try store.load()
         } catch {
@@ -50,10 +57,10 @@ actor SessionManager {
     }
 
     /// Takes a new session from a sign-in; a store failure is thrown after the session is in use.
-    func adopt(_ new: Session) throws(GatehouseError) { try apply(.signedIn(new)) }
+    func adopt(_ new: AuthSession) throws(GatehouseError) { try apply(.signedIn(new)) }
 
     /// Takes the same session raised by a second factor (new tokens, aal2): told as `refreshed`, as a refresh is.
-    func replace(_ raised: Session) throws(GatehouseError) { try apply(.raised(raised)) }
+    func replace(_ raised: AuthSession) throws(GatehouseError) { try apply(.raised(raised)) }
 
     /// Ends the session locally, and says why.
     func end(_ reason: SignOutReason) throws(GatehouseError) { try apply(.signedOut(reason)) }
@@ -65,13 +72,13 @@ actor SessionManager {
     func unlock() { try? apply(.unlock) }
 
     /// A session whose access token is good for at least the refresh margin, refreshing when needed.
-    func valid() async throws(GatehouseError) -> Session { try await tokens(forceRefresh: false) }
+    func valid() async throws(GatehouseError) -> AuthSession { try await tokens(forceRefresh: false) }
 
     /// Renews the tokens. Concurrent callers share one request. A network failure keeps the session; the server's
     /// verdict (revoked, expired, reused) ends it.
-    func refresh() async throws(GatehouseError) -> Session { try await tokens(forceRefresh: true) }
+    func refresh() async throws(GatehouseError) -> AuthSession { try await tokens(forceRefresh: true) }
 
-    private func tokens(forceRefresh: Bool) async throws(GatehouseError) -> Session {
+    private func tokens(forceRefresh: Bool) async throws(GatehouseError) -> AuthSession {
         switch machine.token(forceRefresh: forceRefresh, now: clock.now) {
         case .use(let session): return session
         case .notSignedIn: throw .notSignedIn
@@ -83,13 +90,13 @@ actor SessionManager {
     }
 
     /// Starts the one refresh request of `session`.
-    private func start(_ session: Session) -> Task<Session, any Error> {
+    private func start(_ session: AuthSession) -> Task<AuthSession, any Error> {
         let task = Task { try await self.exchange(session) }
         inflight = (session.refreshToken, task)
         return task
     }
 
-    private static func value(of task: Task<Session, any Error>) async throws(GatehouseError) -> Session {
+    private static func value(of task: Task<AuthSession, any Error>) async throws(GatehouseError) -> AuthSession {
         do {
             return try await task.value
         } catch let error as GatehouseError {
@@ -101,10 +108,10 @@ actor SessionManager {
 
     /// Sends `sent`'s refresh token and tells the machine the answer. A session that changed meanwhile (raised by a
     /// second factor, or signed in again) is the answer then, whatever the request's fate.
-    private func exchange(_ sent: Session) async throws -> Session {
+    private func exchange(_ sent: AuthSession) async throws -> AuthSession {
         defer { if inflight?.token == sent.refreshToken { inflight = nil } }
         let client = self.client
-        let renewed: Session
+        let renewed: AuthSession
         do throws(GatehouseError) {
             let answer = try await call {
                 try await client.token(
@@ -112,7 +119,7 @@ actor SessionManager {
                     body: .json(.RefreshGrant(.init(refreshToken: sent.refreshToken)))
                 ).ok.body.json
             }
-            renewed = Session(answer, companyID: sent.companyID)
+            renewed = AuthSession(answer, companyID: sent.companyID)
         } catch {
             try? apply(.refreshFailed(from: sent, error))
             if let newer = machine.session, newer.refreshToken != sent.refreshToken { return newer }
@@ -189,7 +196,7 @@ actor SessionManager {
     }
 }
 
-extension Session {
+extension AuthSession {
     init(_ wire: Components.Schemas.Session, companyID: String? = nil) {
         self.init(
             accessToken: wire.accessToken, refreshToken: wire.refreshToken,

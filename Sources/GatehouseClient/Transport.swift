@@ -1,5 +1,5 @@
 import Foundation
-import GatehouseAPI
+import GatehouseClientAPI
 import HTTPTypes
 import OpenAPIRuntime
 

@@ -4,11 +4,11 @@ import GatehouseClient
 /// A session kept in memory only: for tests and previews, where nothing should outlive the process.
 public final class MemorySessionStore: SessionStore, @unchecked Sendable {
     private let lock = NSLock()
-    private var session: Session?
+    private var session: AuthSession?
     private var companions: [String: MemorySessionStore] = [:]
 
     /// An empty store, or one holding `session`.
-    public init(_ session: Session? = nil) { self.session = session }
+    public init(_ session: AuthSession? = nil) { self.session = session }
 
     /// Another memory store, the same one each time for `name`.
     public func companion(named name: String) -> any SessionStore {
@@ -21,9 +21,9 @@ public final class MemorySessionStore: SessionStore, @unchecked Sendable {
     }
 
     /// The session held, if any.
-    public func load() throws -> Session? { lock.withLock { session } }
+    public func load() throws -> AuthSession? { lock.withLock { session } }
     /// Holds `session`.
-    public func save(_ session: Session) throws { lock.withLock { self.session = session } }
+    public func save(_ session: AuthSession) throws { lock.withLock { self.session = session } }
     /// Forgets the session.
     public func remove() throws { lock.withLock { session = nil } }
 }

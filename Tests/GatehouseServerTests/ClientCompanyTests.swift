@@ -4,13 +4,14 @@ import Testing
 
 @testable import GatehouseClient
 
-/// The SDK's companies and company store against a live server: the seeds' path, and the sync failure modes.
+/// The SDK's companies and company store against the server's router in process (the live stream included): the
+/// seeds' path, and the sync failure modes.
 @Suite("GatehouseClient companies and the company store")
 struct ClientCompanyTests {
     @Test("The seeds' path: create, credential, login, share, preview, accept, members, switching, lockout")
     func companiesPath() async throws {
-        try await AccountHarness.with(live: true) { h in
-            let owner = try AppDevice(h.server.baseURL)
+        try await AccountHarness.with { h in
+            let owner = try AppDevice(h)
             try await owner.signUp(h, "owner")
             let events = Recorder(owner.client.auth.events)
             let company = try await owner.client.companies.create(name: "Acme Ltd")
@@ -30,7 +31,7 @@ struct ClientCompanyTests {
             let share = try await owner.client.companies.createShare(permission: .readWrite, maxUses: 3)
             let link = try #require(share.url)
 
-            let guest = try AppDevice(h.server.baseURL)
+            let guest = try AppDevice(h)
             try await guest.signUp(h, "guest")
             let preview = try await guest.client.companies.previewShare(link)
             #expect(preview.companyName == "Acme Ltd" && preview.permission == .readWrite)
@@ -91,7 +92,7 @@ struct ClientCompanyTests {
 
     @Test("Saves return at once, reach the other device live, and different fields edited offline both survive")
     func liveAndDifferentFields() async throws {
-        try await AccountHarness.with(live: true) { h in
+        try await AccountHarness.with { h in
             let (owner, guest, cid) = try await sharedCompany(h)
             let ownerStore = try await owner.store(cid)
             let guestStore = try await guest.store(cid)
@@ -129,7 +130,7 @@ struct ClientCompanyTests {
 
     @Test("The same field edited offline on two devices: the server's value stays on both; the loser hears of it")
     func sameFieldConflict() async throws {
-        try await AccountHarness.with(live: true) { h in
+        try await AccountHarness.with { h in
             let (owner, guest, cid) = try await sharedCompany(h)
             let ownerStore = try await owner.store(cid)
             let guestStore = try await guest.store(cid)
@@ -162,7 +163,7 @@ struct ClientCompanyTests {
 
     @Test("Changes larger together than the server's body limit go up in smaller batches; none is lost")
     func batchesOverTheBodyLimit() async throws {
-        try await AccountHarness.with(live: true) { h in
+        try await AccountHarness.with { h in
             let (owner, guest, cid) = try await sharedCompany(h)
             let ownerStore = try await owner.store(cid)
             let guestStore = try await guest.store(cid)
@@ -183,7 +184,7 @@ struct ClientCompanyTests {
 
     @Test("The app is killed mid-push and relaunched: the retried push loses nothing and applies nothing twice")
     func killedMidPush() async throws {
-        try await AccountHarness.with(live: true) { h in
+        try await AccountHarness.with { h in
             let (owner, _, cid) = try await sharedCompany(h)
             var store = try await owner.store(cid)
             owner.network.dropPushAnswers(1)
@@ -196,7 +197,7 @@ struct ClientCompanyTests {
             let applied = try await Self.serverSeqs(h, cid, owner)
             await store.close()
 
-            let relaunched = try owner.relaunched(h.server.baseURL)
+            let relaunched = try owner.relaunched()
             try await relaunched.client.auth.restoreSession()
             store = try await relaunched.store(cid)
             try await store.sync()
@@ -209,7 +210,7 @@ struct ClientCompanyTests {
 
     @Test("A member removed while offline: the device wipes the company's local data when it reconnects")
     func removedWhileOffline() async throws {
-        try await AccountHarness.with(live: true) { h in
+        try await AccountHarness.with { h in
             let (owner, guest, cid) = try await sharedCompany(h)
             let guestStore = try await guest.store(cid)
             let id = try await guestStore.save(type: "Client", fields: ["name": .string("Ada")])

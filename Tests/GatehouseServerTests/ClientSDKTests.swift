@@ -27,8 +27,8 @@ struct ClientSDKTests {
     /// A store whose writes fail, as a full disk or a locked keychain does.
     struct FailingStore: SessionStore {
         struct Full: Error {}
-        func load() throws -> Session? { nil }
-        func save(_ session: Session) throws { throw Full() }
+        func load() throws -> AuthSession? { nil }
+        func save(_ session: AuthSession) throws { throw Full() }
         func remove() throws {}
         func companion(named name: String) -> any SessionStore { self }
     }
@@ -47,7 +47,7 @@ struct ClientSDKTests {
     }
 
     /// Signs up through the SDK and confirms with the mailed code.
-    private static func signedUp(_ h: AccountHarness, _ client: GatehouseClient) async throws -> (String, Session) {
+    private static func signedUp(_ h: AccountHarness, _ client: GatehouseClient) async throws -> (String, AuthSession) {
         let email = AccountHarness.newEmail("sdk")
         try await client.auth.signUp(email: email, password: "correct horse battery")
         let code = try #require(try await h.mail(to: email, subject: "Confirm your email").code)
@@ -128,7 +128,7 @@ struct ClientSDKTests {
             let account = try await h.confirmedAccount(email)
             // The SDK's time is its own clock, moved by this test: no wait here depends on the wall clock.
             let clock = ManualSessionClock(h.clock.now)
-            let signedUp = Session(
+            let signedUp = AuthSession(
                 accessToken: account.access, refreshToken: account.refresh, expiresAt: clock.now + 5,
                 userID: account.userID, email: email)
             let store = MemorySessionStore(signedUp)

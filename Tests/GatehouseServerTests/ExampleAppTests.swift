@@ -2,9 +2,9 @@ import Foundation
 import GatehouseServer
 import Testing
 
-/// The SDK's example app (Examples/GatehouseExample), run as the README runs it, against a live server with passkeys
-/// on: the codes come from the mail the server sent, the authenticator app's from the factor's secret at the server's
-/// clock, and the tier from the operator.
+/// The SDK's example app (Examples/GatehouseExample), run as the SDK's guide runs it, against a live server with
+/// passkeys on: the codes come from the mail the server sent, the authenticator app's from the factor's secret at the
+/// server's clock, and the tier from the operator.
 @Suite("The SDK's example app")
 struct ExampleAppTests {
     static let executable: URL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()

@@ -5,7 +5,12 @@ import Foundation
 public enum KeychainStoreError: Error, Sendable, Hashable, LocalizedError, CustomStringConvertible {
     /// What the store was doing.
     public enum Operation: String, Sendable, Hashable {
-        case read, save, remove
+        /// Loading the session (`SecItemCopyMatching`).
+        case read
+        /// Storing the session (`SecItemAdd`, then `SecItemUpdate`, or for a biometry-bound item a delete and an add).
+        case save
+        /// Deleting the session (`SecItemDelete`).
+        case remove
     }
 
     /// The user cancelled the Face ID or Touch ID prompt of a biometry-bound session: it is kept; ask again when the

@@ -1,6 +1,6 @@
 import ExtrasBase64
 import Foundation
-import GatehouseAPI
+import GatehouseClientAPI
 import OpenAPIRuntime
 
 /// Makes and uses passkeys for the SDK: the system's on Apple platforms (`PlatformPasskeyAuthenticator`), or

@@ -1,5 +1,5 @@
 import Foundation
-import GatehouseAPI
+import GatehouseClientAPI
 import OpenAPIRuntime
 
 // Passkeys, when the server has them on (else `passkey_disabled`): account passkeys to sign in without a password,
@@ -33,7 +33,7 @@ extension Auth {
     /// the server does not know (deleted, or a company's) throws `webauthn_credential_not_found`.
     @discardableResult
     public func signInWithPasskey(using authenticator: some PasskeyAuthenticator) async throws(GatehouseError)
-        -> Session
+        -> AuthSession
     {
         let client = self.client
         let challenge = try await call { try await client.passkeyAuthenticationOptions().ok.body.json }
@@ -97,7 +97,7 @@ extension Companies {
     /// that requires a second factor refuses an aal1 account session (`insufficient_aal`).
     @discardableResult
     public func signInWithPasskey(to companyID: String, using authenticator: some PasskeyAuthenticator)
-        async throws(GatehouseError) -> Session
+        async throws(GatehouseError) -> AuthSession
     {
         let challenge = try await sessions.authorized {
             try await $0.companyPasskeyLoginOptions(path: .init(cid: companyID)).ok.body.json

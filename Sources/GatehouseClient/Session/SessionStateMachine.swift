@@ -12,7 +12,7 @@ import Foundation
 /// - Only the server's verdict ends the session: `sessionExpired` (a revoked, expired, reused or unknown refresh
 ///   token, a banned or deleted account) or `companyAccessRevoked`.
 /// - `expiringSoon` is told once, `expiryWarning` before the session's absolute end (the server's
-///   `session_expires_at`, `Session.endsAt`). A session without one is never warned of: it ends when a refresh is
+///   `session_expires_at`, `AuthSession.endsAt`). A session without one is never warned of: it ends when a refresh is
 ///   refused.
 /// - While the app is locked nothing runs by itself (no timer, no warning); callers may still ask for tokens.
 ///   Unlocking catches up on what fell due.
@@ -44,25 +44,25 @@ struct SessionStateMachine: Sendable {
         /// No session.
         case signedOut
         /// A session whose next refresh is due `refreshMargin` before its access token expires.
-        case active(Session)
+        case active(AuthSession)
         /// One refresh in flight, sending this session's refresh token.
-        case refreshing(Session)
+        case refreshing(AuthSession)
         /// The last refresh failed without a verdict; the next one is due at `retryAt`.
-        case backingOff(Session, retryAt: Date)
+        case backingOff(AuthSession, retryAt: Date)
     }
 
     /// What happens to the session.
     enum Input: Sendable, Equatable {
         /// The store was read at launch.
-        case restored(Session?)
+        case restored(AuthSession?)
         /// A sign-in answered a new session.
-        case signedIn(Session)
+        case signedIn(AuthSession)
         /// The same session with new tokens from a second factor (aal2).
-        case raised(Session)
+        case raised(AuthSession)
         /// The refresh that sent `from`'s refresh token answered `to`.
-        case refreshed(from: Session, to: Session)
+        case refreshed(from: AuthSession, to: AuthSession)
         /// The refresh that sent `from`'s refresh token failed.
-        case refreshFailed(from: Session, GatehouseError)
+        case refreshFailed(from: AuthSession, GatehouseError)
         /// The timer the machine asked for went off.
         case tick
         /// The app signed out, or the server ended the session outside a refresh.
@@ -78,11 +78,11 @@ struct SessionStateMachine: Sendable {
         /// Tell the app.
         case announce(AuthEvent)
         /// Keep this session in the store.
-        case persist(Session)
+        case persist(AuthSession)
         /// Forget the stored session.
         case removeStored
         /// Send one refresh request with this session's refresh token; answer `refreshed` or `refreshFailed`.
-        case refresh(Session)
+        case refresh(AuthSession)
         /// Send `tick` at this moment (replacing the timer asked for before).
         case wake(at: Date)
         /// No timer is needed.
@@ -92,9 +92,9 @@ struct SessionStateMachine: Sendable {
     /// What a caller that needs the session's tokens does.
     enum TokenAnswer: Sendable, Equatable {
         /// Use this session as it is.
-        case use(Session)
+        case use(AuthSession)
         /// Start the refresh of this session (the machine is `refreshing` now) and wait for it.
-        case startRefresh(Session)
+        case startRefresh(AuthSession)
         /// Wait for the refresh in flight.
         case awaitRefresh
         /// There is no session.
@@ -127,7 +127,7 @@ struct SessionStateMachine: Sendable {
     }
 
     /// The session in use, whatever is happening to it.
-    var session: Session? {
+    var session: AuthSession? {
         switch state {
         case .unknown, .signedOut: nil
         case .active(let session), .refreshing(let session), .backingOff(let session, _): session
@@ -231,12 +231,12 @@ struct SessionStateMachine: Sendable {
     }
 
     /// Whether `session`'s access token has `refreshMargin` or less left at `now`.
-    private func isDue(_ session: Session, at now: Date) -> Bool {
+    private func isDue(_ session: AuthSession, at now: Date) -> Bool {
         session.expires(within: policy.refreshMargin, of: now)
     }
 
     /// When `expiringSoon` is due for `session`, if it has an end not yet warned of.
-    private func warningAt(_ session: Session) -> Date? {
+    private func warningAt(_ session: AuthSession) -> Date? {
         guard let endsAt = session.endsAt, warnedEnd != endsAt else { return nil }
         return endsAt.addingTimeInterval(-policy.expiryWarning)
     }
@@ -267,7 +267,7 @@ struct SessionStateMachine: Sendable {
     }
 
     /// When the next refresh of `session` is due, if one is to come by itself.
-    private func nextAttempt(of session: Session) -> Date? {
+    private func nextAttempt(of session: AuthSession) -> Date? {
         switch state {
         case .active: session.expiresAt.addingTimeInterval(-policy.refreshMargin)
         case .backingOff(_, let retryAt): retryAt

@@ -1,8 +1,8 @@
 import Foundation
-import GatehouseAPI
+import GatehouseClientAPI
 
 /// One of the app's record types, kept in a company's records as `recordType` with a field per stored property, so
-/// SwiftUI views read and observe values of the app's own types instead of `Record`'s raw fields.
+/// SwiftUI views read and observe values of the app's own types instead of `StoreRecord`'s raw fields.
 ///
 /// ```swift
 /// struct Client: CompanyRecord {
@@ -79,7 +79,7 @@ enum RecordCoding {
     }
 
     /// `record` as an `R`.
-    static func decode<R: CompanyRecord>(_ type: R.Type, from record: Record) throws(GatehouseError) -> R {
+    static func decode<R: CompanyRecord>(_ type: R.Type, from record: StoreRecord) throws(GatehouseError) -> R {
         var object = record.fields.mapValues(\.plain)
         object["id"] = .string(record.id)
         let decoder = JSONDecoder()

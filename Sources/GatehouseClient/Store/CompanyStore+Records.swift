@@ -47,8 +47,8 @@ extension CompanyStore {
         }
     }
 
-    /// The records of `type` as they change, as `Record`s (with `hasPendingChanges`).
-    public nonisolated func observeRecords(ofType type: String) -> RecordObservation<Record> {
+    /// The records of `type` as they change, as `StoreRecord`s (with `hasPendingChanges`).
+    public nonisolated func observeRecords(ofType type: String) -> RecordObservation<StoreRecord> {
         RecordObservation(database: opened, type: type) { record throws(GatehouseError) in record }
     }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import GatehouseAPI
+import GatehouseClientAPI
 import HTTPTypes
 import OpenAPIRuntime
 
@@ -248,6 +248,17 @@ struct RawCaller: Sendable {
         var request = HTTPRequest(method: .post, scheme: nil, authority: nil, path: path)
         request.headerFields[.contentType] = "application/json; charset=utf-8"
         request.headerFields[.accept] = "application/json"
+        let (response, answer) = try await send(request, body: HTTPBody(body), operationID: operationID)
+        guard response.status.code == 200, let answer else {
+            throw GatehouseError.server(
+                status: response.status.code, code: "unexpected_answer", message: "The server answered no page")
+        }
+        return Array(try await Data(collecting: answer, upTo: 64 << 20))
+    }
+
+    /// Sends `request` through the middlewares and the transport; the answer's body as the transport hands it over,
+    /// which may still be arriving.
+    func send(_ request: HTTPRequest, body: HTTPBody?, operationID: String) async throws -> (HTTPResponse, HTTPBody?) {
         var next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?) = {
             [transport] in try await transport.send($0, body: $1, baseURL: $2, operationID: operationID)
         }
@@ -255,11 +266,6 @@ struct RawCaller: Sendable {
             let inner = next
             next = { try await middleware.intercept($0, body: $1, baseURL: $2, operationID: operationID, next: inner) }
         }
-        let (response, answer) = try await next(request, HTTPBody(body), serverURL)
-        guard response.status.code == 200, let answer else {
-            throw GatehouseError.server(
-                status: response.status.code, code: "unexpected_answer", message: "The server answered no page")
-        }
-        return Array(try await Data(collecting: answer, upTo: 64 << 20))
+        return try await next(request, body, serverURL)
     }
 }

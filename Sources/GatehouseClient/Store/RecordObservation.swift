@@ -12,7 +12,7 @@ public struct RecordObservation<Item: Sendable>: AsyncSequence, Sendable {
 
     let database: CompanyDatabase
     let type: String
-    let decode: @Sendable (Record) throws(GatehouseError) -> Item
+    let decode: @Sendable (StoreRecord) throws(GatehouseError) -> Item
 
     /// Starts the observation.
     public func makeAsyncIterator() -> AsyncIterator {

@@ -4,8 +4,9 @@ import GatehouseServer
 import Testing
 
 /// A Gatehouse on a fresh store with a clock the test moves. By default it answers through its router in this
-/// process and mails into memory (`RouterServer`, `MemoryMailbox`); `live: true` starts it on a loopback port mailing
-/// through a real SMTP server, for what needs the socket (the SDK over URLSession, the live event stream).
+/// process and mails into memory (`RouterServer`, `MemoryMailbox`), and the SDK talks to it through the same router
+/// (`sdkTransport`, the live event stream included); `live: true` starts it on a loopback port mailing through a real
+/// SMTP server, for what needs the socket (the SDK over URLSession, a server that goes away and comes back).
 struct AccountHarness {
     let server: any TestServer
     let client: AuthClient
@@ -15,7 +16,7 @@ struct AccountHarness {
     let mailbox: any Mailbox
 
     /// What the SDK sends its requests through: the router in process, or (live) URLSession to the port.
-    var sdkTransport: RouterClientTransport? { server is RouterServer ? RouterClientTransport(http: http) : nil }
+    var sdkTransport: RouterClientTransport? { (server as? RouterServer).map(RouterClientTransport.init) }
 
     static func start(live: Bool = false, _ configure: (inout GatehouseConfiguration) -> Void = { _ in }) async throws
         -> AccountHarness

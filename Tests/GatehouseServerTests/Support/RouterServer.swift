@@ -64,6 +64,9 @@ final class RouterServer: TestServer, Transport {
 
     enum RouterServerError: Error { case notReady }
 
+    /// A response body's parts as the router writes them.
+    typealias BodyParts = AsyncThrowingStream<ByteBuffer, any Error>
+
     /// Stops the application's services and waits until they have.
     func stop() async throws {
         await group.triggerGracefulShutdown()
@@ -84,27 +87,45 @@ final class RouterServer: TestServer, Transport {
         let bytes = (body ?? rawBody).map { ByteBuffer(string: $0) }
         if let bytes { fields[.contentLength] = String(bytes.readableBytes) }
         let target = Self.target(url)
-        let request = Request(
-            head: HTTPRequest(
+        let (head, parts) = await respond(
+            to: HTTPRequest(
                 method: HTTPRequest.Method(method.rawValue) ?? .get, scheme: "http", authority: target.authority,
                 path: target.path, headerFields: fields),
-            body: RequestBody(buffer: bytes ?? ByteBuffer()))
+            body: bytes ?? ByteBuffer())
+        var collected = ByteBuffer()
+        for try await var part in parts { collected.writeBuffer(&part) }
+        var replyHeaders: [String: String] = [:]
+        for field in head.headerFields { replyHeaders[field.name.canonicalName] = field.value }
+        replyHeaders["server"] = "Gatehouse"
+        return HTTPReply(status: head.status.code, headers: replyHeaders, body: String(buffer: collected))
+    }
+
+    /// Hands one request to the router, as the server would from a connection, and answers the response's head and
+    /// its body as the router writes it: a stream's (the live event stream) part by part, until the reader stops
+    /// reading, which stops the writing as a closed connection would.
+    func respond(to head: HTTPRequest, body: ByteBuffer) async -> (HTTPResponse, BodyParts) {
         let requestLogger = logger.with(metadataKey: "hb.request.id", value: "\(UUID().uuidString.prefix(8))")
         let context = AppRequestContext(
             source: ApplicationRequestContextSource(channel: channel, logger: requestLogger))
         let response: Response
         do {
-            response = try await responder.respond(to: request, context: context)
+            response = try await responder.respond(
+                to: Request(head: head, body: RequestBody(buffer: body)), context: context)
         } catch {
             // As the server does: an error no middleware answered is a bare 500.
             response = Response(status: .internalServerError)
         }
-        let collector = BodyCollector()
-        try await response.body.write(collector)
-        var replyHeaders: [String: String] = [:]
-        for field in response.headers { replyHeaders[field.name.canonicalName] = field.value }
-        replyHeaders["server"] = "Gatehouse"
-        return HTTPReply(status: response.status.code, headers: replyHeaders, body: String(buffer: collector.bytes))
+        let (parts, feed) = AsyncThrowingStream.makeStream(of: ByteBuffer.self)
+        let writing = Task {
+            do {
+                try await response.body.write(BodyFeed(feed))
+                feed.finish()
+            } catch {
+                feed.finish(throwing: error)
+            }
+        }
+        feed.onTermination = { _ in writing.cancel() }
+        return (HTTPResponse(status: response.status, headerFields: response.headers), parts)
     }
 
     /// The authority and the path (with its query) of a URL a test names, absolute or not.
@@ -118,12 +139,12 @@ final class RouterServer: TestServer, Transport {
     }
 }
 
-/// Collects a response body as the connection would write it.
-private final class BodyCollector: ResponseBodyWriter, @unchecked Sendable {
-    private let buffer = NIOLockedValueBox(ByteBuffer())
-    var bytes: ByteBuffer { buffer.withLockedValue { $0 } }
-    func write(_ part: ByteBuffer) async throws { buffer.withLockedValue { $0.writeImmutableBuffer(part) } }
-    func finish(_ trailingHeaders: HTTPFields?) async throws {}
+/// Hands a response body's parts to a stream as the connection would write them.
+private struct BodyFeed: ResponseBodyWriter {
+    let feed: AsyncThrowingStream<ByteBuffer, any Error>.Continuation
+    init(_ feed: AsyncThrowingStream<ByteBuffer, any Error>.Continuation) { self.feed = feed }
+    func write(_ part: ByteBuffer) async throws { feed.yield(part) }
+    func finish(_ trailingHeaders: HTTPFields?) async throws { feed.finish() }
 }
 
 extension Logger {

@@ -3,7 +3,7 @@ import GatehouseClientTesting
 import GatehouseServer
 import HTTPTypes
 import NIOConcurrencyHelpers
-import NIOHTTP1
+import NIOCore
 import OpenAPIRuntime
 import Testing
 
@@ -40,26 +40,31 @@ final class DeviceNetwork: ClientMiddleware, Sendable {
 }
 
 /// The SDK's requests handed to the server's router in this process (`RouterServer`), in place of URLSession: the
-/// generated client, its middlewares and the SDK's session handling all run; only the socket is left out.
+/// generated client, its middlewares and the SDK's session handling all run; only the socket is left out. Answers
+/// arrive as the router writes them, so the live event stream streams through it too.
 struct RouterClientTransport: ClientTransport {
-    let http: any Transport
+    let server: RouterServer
 
     func send(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String) async throws
         -> (HTTPResponse, HTTPBody?)
     {
-        var url = baseURL.absoluteString
-        if url.hasSuffix("/") { url.removeLast() }
-        url += request.path ?? "/"
-        var text: String?
-        if let body { text = String(decoding: try await Data(collecting: body, upTo: 16 << 20), as: UTF8.self) }
-        let reply = try await http.send(
-            HTTPMethod(rawValue: request.method.rawValue), url, body: nil, rawBody: text,
-            headers: request.headerFields.map { ($0.name.rawName, $0.value) })
-        var fields = HTTPFields()
-        for (name, value) in reply.headers {
-            if let name = HTTPField.Name(name) { fields[name] = value }
+        var head = request
+        head.scheme = "http"
+        head.authority = baseURL.host.map { host in baseURL.port.map { "\(host):\($0)" } ?? host }
+        var prefix = baseURL.path
+        if prefix.hasSuffix("/") { prefix.removeLast() }
+        head.path = prefix + (request.path ?? "/")
+        var bytes = ByteBuffer()
+        if let body {
+            bytes = ByteBuffer(bytes: try await Data(collecting: body, upTo: 16 << 20))
+            head.headerFields[.contentLength] = String(bytes.readableBytes)
         }
-        return (HTTPResponse(status: .init(code: reply.status), headerFields: fields), HTTPBody(reply.body))
+        let (response, parts) = await server.respond(to: head, body: bytes)
+        return (
+            response,
+            HTTPBody(
+                parts.map { ArraySlice($0.readableBytesView) }, length: .unknown, iterationBehavior: .single)
+        )
     }
 }
 
@@ -69,20 +74,33 @@ struct AppDevice {
     let network: DeviceNetwork
     let sessions: any SessionStore
     let folder: URL
+    /// What its requests go through: the server's router in process, or URLSession when nil.
+    let transport: RouterClientTransport?
 
-    init(_ base: String, sessions: any SessionStore = MemorySessionStore(), folder: URL? = nil) throws {
+    /// A device of the harness's server, through its router (or over URLSession when the server is live).
+    init(_ h: AccountHarness, sessions: any SessionStore = MemorySessionStore(), folder: URL? = nil) throws {
+        try self.init(h.server.baseURL, transport: h.sdkTransport, sessions: sessions, folder: folder)
+    }
+
+    init(
+        _ base: String, transport: RouterClientTransport? = nil, sessions: any SessionStore = MemorySessionStore(),
+        folder: URL? = nil
+    ) throws {
         network = DeviceNetwork()
         self.sessions = sessions
+        self.transport = transport
         self.folder =
             folder
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-app-\(UUID().uuidString)")
         client = GatehouseClient(
             url: try #require(URL(string: base)), sessionStore: sessions, refreshMargin: 60, middlewares: [network],
-            retryBase: .milliseconds(50), retryMax: .milliseconds(400))
+            retryBase: .milliseconds(50), retryMax: .milliseconds(400), transport: transport)
     }
 
     /// The same device launched again: a new client over the same session store and folder.
-    func relaunched(_ base: String) throws -> AppDevice { try AppDevice(base, sessions: sessions, folder: folder) }
+    func relaunched() throws -> AppDevice {
+        try AppDevice(client.url.absoluteString, transport: transport, sessions: sessions, folder: folder)
+    }
 
     /// Signs up by mailed code, as the seeds do.
     @discardableResult
@@ -132,7 +150,7 @@ final class Recorder<Event: Sendable>: Sendable {
 
 /// An owner and a guest in one Business company, both logged in to it through the SDK.
 func sharedCompany(_ h: AccountHarness) async throws -> (owner: AppDevice, guest: AppDevice, cid: String) {
-    let owner = try AppDevice(h.server.baseURL)
+    let owner = try AppDevice(h)
     try await owner.signUp(h, "owner")
     let company = try await owner.client.companies.create(name: "Acme Ltd")
     #expect(try await Operator(store: h.server.services.store).setTier(company.id, .business))
@@ -140,7 +158,7 @@ func sharedCompany(_ h: AccountHarness) async throws -> (owner: AppDevice, guest
         in: company.id, username: "olive", password: "blue tractor 42")
     try await owner.client.companies.signIn(to: company.id, username: "olive", password: "blue tractor 42")
     let link = try #require(try await owner.client.companies.createShare(permission: .readWrite).url)
-    let guest = try AppDevice(h.server.baseURL)
+    let guest = try AppDevice(h)
     try await guest.signUp(h, "guest")
     _ = try await guest.client.companies.acceptShare(link)
     _ = try await guest.client.companies.createCredential(in: company.id, username: "gus", password: "green tractor 17")

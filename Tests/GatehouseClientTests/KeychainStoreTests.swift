@@ -8,10 +8,10 @@ import Testing
 /// locked device, biometry, migration out of weaker items, and sealing. No Keychain, no server, no clock.
 @Suite("Keychain session store")
 struct KeychainStoreTests {
-    static let session = Session(
+    static let session = AuthSession(
         accessToken: "access-token-1", refreshToken: "refresh-token-1",
         expiresAt: Date(timeIntervalSince1970: 2_000_000_000), userID: "user-1", email: "ada@example.com")
-    static let renewed = Session(
+    static let renewed = AuthSession(
         accessToken: "access-token-2", refreshToken: "refresh-token-2",
         expiresAt: Date(timeIntervalSince1970: 2_000_003_600), userID: "user-1", email: "ada@example.com")
 
@@ -31,7 +31,7 @@ struct KeychainStoreTests {
             synchronizable: synchronizable)
     }
 
-    static func json(_ session: Session) throws -> Data { try JSONEncoder().encode(session) }
+    static func json(_ session: AuthSession) throws -> Data { try JSONEncoder().encode(session) }
 
     // MARK: Seed 004's KeychainAuthStateStore tests
 
@@ -41,7 +41,7 @@ struct KeychainStoreTests {
         try Self.store(keychain).save(Self.session)
         let item = try #require(keychain.items.first)
         #expect(keychain.items.count == 1)
-        #expect(try JSONDecoder().decode(Session.self, from: item.data) == Self.session)
+        #expect(try JSONDecoder().decode(AuthSession.self, from: item.data) == Self.session)
         #expect(try Self.store(keychain).load() == Self.session)
     }
 
@@ -310,7 +310,7 @@ struct KeychainStoreTests {
         try Self.store(keychain, sealer: sealer).save(Self.session)
         let stored = try #require(keychain.items.first?.data)
         #expect(stored.range(of: Data("access-token-1".utf8)) == nil)
-        #expect((try? JSONDecoder().decode(Session.self, from: stored)) == nil)
+        #expect((try? JSONDecoder().decode(AuthSession.self, from: stored)) == nil)
         let sameKey = try SoftwareSessionSealer(rawRepresentation: sealer.rawRepresentation)
         #expect(try Self.store(keychain, sealer: sameKey).load() == Self.session)
     }
@@ -334,7 +334,7 @@ struct KeychainStoreTests {
         let sealer = SoftwareSessionSealer()
         #expect(try Self.store(keychain, sealer: sealer).load() == Self.session)
         let stored = try #require(keychain.items.first?.data)
-        #expect(try JSONDecoder().decode(Session.self, from: sealer.open(stored)) == Self.session)
+        #expect(try JSONDecoder().decode(AuthSession.self, from: sealer.open(stored)) == Self.session)
     }
 
     @Test("A sealed box altered by one byte does not open")

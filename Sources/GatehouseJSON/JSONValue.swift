@@ -51,5 +51,6 @@ public enum JSONValue: Codable, Sendable, Equatable, Hashable {
     }
 }
 
-/// A free-form JSON object: the document's `JSONObject` (profile data, app metadata), generated as this type.
+/// A free-form JSON object: the document's `JSONObject` (profile data, app metadata), generated as this type by the
+/// server's GatehouseAPI and the SDK's GatehouseClientAPI alike, which is why it has a module of its own.
 public typealias JSONFields = [String: JSONValue]

@@ -7,8 +7,10 @@ import Testing
 /// code uses, each with one of the reasons Apple lists, and that says it does not track.
 @Suite("SDK packaging")
 struct SDKPackagingTests {
-    static let manifest = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Sources/GatehouseClient/PrivacyInfo.xcprivacy")
+    /// The source's manifest (this file's path through Tests/sdk-alone's link resolved to the repository's).
+    static let manifest = URL(fileURLWithPath: #filePath).resolvingSymlinksInPath().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Sources/GatehouseClient/PrivacyInfo.xcprivacy")
 
     /// Apple's required-reason API categories and the reasons each allows ("Describing use of required reason API").
     static let reasons: [String: Set<String>] = [

@@ -1,5 +1,4 @@
 import Foundation
-import GatehouseAPI
 import GatehouseClientTesting
 import Testing
 
@@ -53,7 +52,7 @@ struct ClientRulesTests {
         let companion = try #require(file.companion(named: "company") as? FileSessionStore)
         #expect(companion.url.path == "/tmp/app/session-company.json")
         let memory = MemorySessionStore()
-        let session = Session(
+        let session = AuthSession(
             accessToken: "a", refreshToken: "r", expiresAt: Date(), userID: "u", email: nil, companyID: "c")
         try memory.companion(named: "company").save(session)
         #expect(try memory.companion(named: "company").load() == session)

@@ -14,8 +14,8 @@ struct SessionMachineTests {
     /// A session issued at `t0` whose access token lasts an hour (`n` makes its tokens its own).
     static func session(
         _ n: Int, expiresIn: TimeInterval = 3600, endsIn: TimeInterval? = nil, company: String? = nil
-    ) -> Session {
-        Session(
+    ) -> AuthSession {
+        AuthSession(
             accessToken: "access-\(n)", refreshToken: "refresh-\(n)", expiresAt: t0.addingTimeInterval(expiresIn),
             userID: "user-1", email: "ada@example.com", companyID: company, endsAt: endsIn.map(t0.addingTimeInterval))
     }
@@ -269,86 +269,9 @@ struct SessionMachineTests {
 
 // MARK: - Seed 004's authentication flow, through the client over a scripted transport
 
-/// A clock that stands still until the test moves it: sleepers wake when it passes their deadline.
-final class ManualSessionClock: SessionClock, @unchecked Sendable {
-    private struct Sleeper {
-        let id: UUID
-        let deadline: Date
-        let continuation: CheckedContinuation<Void, any Error>
-    }
-
-    private let lock = NSLock()
-    private var current: Date
-    private var sleepers: [Sleeper] = []
-    private var watchers: [CheckedContinuation<Date, Never>] = []
-
-    init(_ start: Date = SessionMachineTests.t0) { current = start }
-
-    var now: Date { lock.withLock { current } }
-
-    func sleep(until deadline: Date) async throws {
-        let id = UUID()
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let woken: [CheckedContinuation<Date, Never>] = lock.withLock {
-                    if Task.isCancelled {
-                        continuation.resume(throwing: CancellationError())
-                        return []
-                    }
-                    if deadline <= current {
-                        continuation.resume()
-                        return []
-                    }
-                    sleepers.append(Sleeper(id: id, deadline: deadline, continuation: continuation))
-                    let waiting = watchers
-                    watchers = []
-                    return waiting
-                }
-                let earliest = lock.withLock { sleepers.map(\.deadline).min() } ?? deadline
-                for watcher in woken { watcher.resume(returning: earliest) }
-            }
-        } onCancel: {
-            let cancelled = lock.withLock {
-                let found = sleepers.first { $0.id == id }
-                sleepers.removeAll { $0.id == id }
-                return found
-            }
-            cancelled?.continuation.resume(throwing: CancellationError())
-        }
-    }
-
-    /// Moves the clock to `date`, waking every sleeper whose deadline it reaches.
-    func advance(to date: Date) {
-        let due = lock.withLock {
-            current = max(current, date)
-            let due = sleepers.filter { $0.deadline <= current }
-            sleepers.removeAll { $0.deadline <= current }
-            return due
-        }
-        for sleeper in due { sleeper.continuation.resume() }
-    }
-
-    /// The earliest deadline anyone sleeps toward, once someone does: the next moment the client acts by itself.
-    func nextWake() async -> Date {
-        await withCheckedContinuation { continuation in
-            let earliest: Date? = lock.withLock {
-                guard let earliest = sleepers.map(\.deadline).min() else {
-                    watchers.append(continuation)
-                    return nil
-                }
-                return earliest
-            }
-            if let earliest { continuation.resume(returning: earliest) }
-        }
-    }
-
-    /// How many sleep now.
-    var sleeping: Int { lock.withLock { sleepers.count } }
-}
-
 @Suite("Authentication flow, scripted (seed 004)", .timeLimit(.minutes(1)))
 struct AuthenticationFlowTests {
-    let clock = ManualSessionClock()
+    let clock = ManualSessionClock(SessionMachineTests.t0)
     let server = ScriptedTransport { Issue.record("no reply scripted for \($0)") }
     let store = MemorySessionStore()
     let client: GatehouseClient
@@ -363,7 +286,7 @@ struct AuthenticationFlowTests {
 
     /// Signs in as Ada: an access token for an hour, the session for `endsIn` seconds when given.
     @discardableResult
-    func signIn(endsIn: TimeInterval? = nil) async throws -> Session {
+    func signIn(endsIn: TimeInterval? = nil) async throws -> AuthSession {
         server.answer(
             "token",
             ScriptedTransport.session(

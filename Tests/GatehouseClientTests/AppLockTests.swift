@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseClientTesting
 import Testing
 
 @testable import GatehouseClient
@@ -270,7 +271,7 @@ struct AppLockTests {
     @Test("The model: a restored session asks at once; concurrent unlocks share one evaluation")
     @MainActor
     func modelCoalesces() async {
-        let device = FakeDevice(outcomes: [.cancelled(.user)])
+        let device = ScriptedBiometrics(outcomes: [.cancelled(.user)])
         let model = AppLockModel(evaluator: device)
         await model.sessionRestored()
         #expect(device.asked == [.biometrics])
@@ -290,7 +291,7 @@ struct AppLockTests {
     @MainActor
     func modelNotifies() async {
         let clock = ManualClock()
-        let device = FakeDevice()
+        let device = ScriptedBiometrics()
         let model = AppLockModel(
             configuration: AppLock.Configuration(gracePeriod: .seconds(30)), evaluator: device, now: { clock.now })
         var notifications = model.notifications.makeAsyncIterator()
@@ -310,62 +311,6 @@ struct AppLockTests {
         await model.settled()
         #expect(await notifications.next() == .unlocked)
         #expect(device.asked == [.biometrics])
-    }
-}
-
-/// A device for the app lock: what it says of its biometrics, and the answers it gives in turn (success once they
-/// run out); it can hold an evaluation until released.
-final class FakeDevice: AppLockEvaluator, Sendable {
-    private struct State {
-        var availability: BiometricAvailability
-        var outcomes: [AppLock.Outcome]
-        var asked: [AppLock.Policy] = []
-        var holding = false
-        var waiting: [CheckedContinuation<Void, Never>] = []
-    }
-
-    private let state: Locked<State>
-
-    init(_ availability: BiometricAvailability = .available(.faceID), outcomes: [AppLock.Outcome] = []) {
-        state = Locked(State(availability: availability, outcomes: outcomes))
-    }
-
-    /// What it says of its biometrics.
-    var offered: BiometricAvailability {
-        get { state.withLock { $0.availability } }
-        set { state.withLock { $0.availability = newValue } }
-    }
-
-    /// The policies asked for, in order.
-    var asked: [AppLock.Policy] { state.withLock { $0.asked } }
-
-    /// The next answers to give.
-    func answer(_ outcomes: AppLock.Outcome...) { state.withLock { $0.outcomes += outcomes } }
-
-    /// Holds evaluations until `release()`.
-    func hold() { state.withLock { $0.holding = true } }
-
-    func release() {
-        let waiting = state.withLock { state in
-            state.holding = false
-            defer { state.waiting = [] }
-            return state.waiting
-        }
-        for continuation in waiting { continuation.resume() }
-    }
-
-    func availability() -> BiometricAvailability { offered }
-
-    func evaluate(_ policy: AppLock.Policy, localizedReason: String) async -> AppLock.Outcome {
-        state.withLock { $0.asked.append(policy) }
-        await withCheckedContinuation { continuation in
-            let held = state.withLock { state in
-                if state.holding { state.waiting.append(continuation) }
-                return state.holding
-            }
-            if !held { continuation.resume() }
-        }
-        return state.withLock { $0.outcomes.isEmpty ? .success : $0.outcomes.removeFirst() }
     }
 }
 

@@ -1,0 +1,2 @@
+// The free-form JSON type the generated types use, for every module that imports this one.
+@_exported public import GatehouseJSON
