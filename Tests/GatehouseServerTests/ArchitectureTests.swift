@@ -28,6 +28,10 @@ struct ArchitectureTests {
         return files.sorted { $0.0 < $1.0 }
     }
 
+    /// `regex` with `\b` at every change between a word character and another: Unicode's default word boundaries
+    /// run on across a period between letters, so `XRepository.member` would read as one word and be missed.
+    static func word<Output>(_ regex: Regex<Output>) -> Regex<Output> { regex.wordBoundaryKind(.simple) }
+
     /// "File.swift → XRepository" for every use of a repository outside its folder and `Storage/`.
     static func crossings() throws -> Set<String> {
         let files = try sources()
@@ -43,7 +47,7 @@ struct ArchitectureTests {
         for (path, text) in files {
             let folder = String(path.prefix { $0 != "/" })
             guard folder != "Storage" else { continue }
-            for match in text.matches(of: /\b([A-Z][A-Za-z]*Repository)\b/) {
+            for match in text.matches(of: Self.word(/\b([A-Z][A-Za-z]*Repository)\b/)) {
                 let name = String(match.1)
                 if let home = owner[name], home != folder { found.insert("\(path) → \(name)") }
             }
@@ -72,7 +76,7 @@ struct ArchitectureTests {
         }
         var found: Set<String> = []
         for (path, text) in files where lowerLayers.contains(String(path.prefix { $0 != "/" })) {
-            for match in text.matches(of: /\b([A-Z][A-Za-z]*)\b/) where owner[String(match.1)] != nil {
+            for match in text.matches(of: Self.word(/\b([A-Z][A-Za-z]*)\b/)) where owner[String(match.1)] != nil {
                 found.insert("\(path) → \(match.1)")
             }
         }
@@ -96,11 +100,14 @@ struct ArchitectureTests {
     }
 
     /// Today's: the mailer reads the recipient's language from the account and renders with the pages' templates;
-    /// two migrations take a code's length from the feature that makes it.
+    /// two migrations take a code's length from the feature that makes it, and migration 6 writes the refresh
+    /// rotation's trigger, which is kept beside the rule it enforces (`Sessions/RefreshRotation.swift`).
     static let reachingUpToday: Set<String> = [
         "Mail/Mailer.swift → AccountDirectory",
+        "Mail/Mailer.swift → AccountRecord",
         "Mail/Mailer.swift → Templates",
         "Storage/Migrations.swift → PKCE",
+        "Storage/Migrations.swift → RefreshRotationSQL",
         "Storage/Migrations.swift → TOTP",
     ]
 }

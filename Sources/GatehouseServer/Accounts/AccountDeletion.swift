@@ -21,7 +21,7 @@ struct AccountDeletion: Sendable {
     /// Deletes the caller's account. Refused while it owns companies (the answer lists them: transfer or delete them
     /// first). In one transaction: every session ends (and leaves every instance's cache), the account row goes with
     /// its identities, codes, credentials and memberships (the schema cascades), its sync receipts and the mail still
-    /// queued for it go, the trail forgets the person (`AuditRepository.forget`), and a tombstone without personal data is written. The
+    /// queued for it go, the trail forgets the person (`AuditTrail.Within.forget`), and a tombstone without personal data is written. The
     /// confirmation mail is queued in the same transaction, so it goes out exactly when the deletion happened.
     func delete(_ caller: Caller, proof: Proof) async throws {
         let client = caller.client

@@ -317,7 +317,11 @@ struct CompanyRepository {
     /// The name other members see: the profile's display name, or first and last name, cut to
     /// `displayNameLength`; never the email.
     static func displayName(_ metadataJSON: String) -> String {
-        let metadata = (try? JSONDecoder().decode([String: JSONValue].self, from: Data(metadataJSON.utf8))) ?? [:]
+        displayName((try? JSONDecoder().decode([String: JSONValue].self, from: Data(metadataJSON.utf8))) ?? [:])
+    }
+
+    /// The same, from the profile as the account holds it.
+    static func displayName(_ metadata: [String: JSONValue]) -> String {
         var name = metadata["display_name"]?.stringValue ?? ""
         if name.isEmpty {
             name = [metadata["first_name"]?.stringValue, metadata["last_name"]?.stringValue].compactMap { $0 }

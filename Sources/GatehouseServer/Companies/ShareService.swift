@@ -112,7 +112,7 @@ struct ShareService: Sendable {
         let inviter = try await AccountDirectory(db: store.database).find(id: link.createdBy)
         let preview = Schemas.SharePreview(
             companyName: company.name, logoUrl: company.logoURL,
-            inviterName: inviter.map { CompanyRepository.displayName(AccountRepository.encode($0.userMetadata)) }
+            inviterName: inviter.map { CompanyRepository.displayName($0.userMetadata) }
                 ?? "Member",
             permission: Schemas.Permission(link.permission))
         return (preview, link.expiresAt)
