@@ -24,6 +24,8 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
@@ -132,6 +134,8 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird", condition: server),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird", condition: server),
                 .product(name: "JWTKit", package: "jwt-kit", condition: server),
+                .product(name: "SwiftASN1", package: "swift-asn1", condition: server),
+                .product(name: "X509", package: "swift-certificates", condition: server),
                 .product(name: "Logging", package: "swift-log", condition: server),
                 .product(name: "Metrics", package: "swift-metrics", condition: server),
                 .product(name: "Mustache", package: "swift-mustache", condition: server),
@@ -168,6 +172,8 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio", condition: server),
                 .product(name: "JWTKit", package: "jwt-kit", condition: server),
                 .product(name: "SQLKit", package: "sql-kit", condition: server),
+                .product(name: "SwiftASN1", package: "swift-asn1", condition: server),
+                .product(name: "X509", package: "swift-certificates", condition: server),
             ],
             exclude: ["Support/smtp_sink.py"]
         ),

@@ -44,21 +44,30 @@ struct Companies: AsyncParsableCommand {
     }
 
     struct SetTier: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "set-tier", abstract: "Set a company's tier.")
+        static let configuration = CommandConfiguration(
+            commandName: "set-tier",
+            abstract: "Set a company's tier as an override, or hand it back to its App Store subscription.",
+            discussion: """
+                A tier set here holds whatever App Store notifications say later; `app-store` ends the override, and \
+                the company's subscriptions decide again (Free when none is active).
+                """)
         @Argument(help: "The company id.") var id: String
-        @Argument(help: "free, business or enterprise.") var tier: String
+        @Argument(help: "free, business, enterprise, or app-store.") var tier: String
+        @Option(help: "Why, for the audit trail.") var reason: String?
         @OptionGroup var options: ServerOptions
         func validate() throws {
-            guard CompanyTier(rawValue: tier) != nil else {
-                throw ValidationError("tier must be free, business or enterprise")
+            guard CompanyTier(rawValue: tier) != nil || tier == "app-store" else {
+                throw ValidationError("tier must be free, business, enterprise or app-store")
             }
         }
         func run() async throws {
-            let set = try await withOperator(options, missing: "no company \(id)") { op -> CompanyTier? in
-                guard let tier = CompanyTier(rawValue: tier), try await op.setTier(id, tier) else { return nil }
-                return tier
+            let set = try await withOperator(options, missing: "no company \(id)") { op -> String? in
+                guard let tier = CompanyTier(rawValue: tier) else {
+                    return try await op.releaseTier(id).map { "\($0.rawValue) (from its App Store subscription)" }
+                }
+                return try await op.setTier(id, tier, reason: reason) ? tier.rawValue : nil
             }
-            print("company \(id) is now \(set.rawValue)")
+            print("company \(id) is now \(set)")
         }
     }
 }

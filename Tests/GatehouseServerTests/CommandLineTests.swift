@@ -153,6 +153,10 @@ extension CommandLineTests {
             "--anonymous-retention": "86400", "--passkeys": "on", "--passkey-rp-id": "127.0.0.1",
             "--passkey-origins": "http://127.0.0.1:8080,https://app.example.com", "--passkey-rp-name": "Example",
             "--apple-app-ids": "ABCDE12345.com.example.app",
+            "--app-store-bundle-ids": "com.example.app", "--app-store-app-id": "1234567890",
+            "--app-store-environments": "Production,Sandbox",
+            "--app-store-products": "com.example.business=business,com.example.enterprise=enterprise",
+            "--app-store-root-certificates": AppStoreFixtures.shared.rootFile,
         ]
     }
 

@@ -1691,6 +1691,12 @@ extension Components {
             package var memberCount: Swift.Int
             /// - Remark: Generated from `#/components/schemas/CompanyDetail/created_at`.
             package var createdAt: Foundation.Date
+            /// What the app sets as a purchase's `appAccountToken`, so the purchase counts for this company and no other.
+            ///
+            /// - Remark: Generated from `#/components/schemas/CompanyDetail/app_account_token`.
+            package var appAccountToken: Swift.String
+            /// - Remark: Generated from `#/components/schemas/CompanyDetail/subscription`.
+            package var subscription: Components.Schemas.CompanySubscription
             /// Creates a new `CompanyDetail`.
             ///
             /// - Parameters:
@@ -1707,6 +1713,8 @@ extension Components {
             ///   - managersCanShare:
             ///   - memberCount:
             ///   - createdAt:
+            ///   - appAccountToken: What the app sets as a purchase's `appAccountToken`, so the purchase counts for this company and no other.
+            ///   - subscription:
             package init(
                 id: Swift.String,
                 name: Swift.String,
@@ -1720,7 +1728,9 @@ extension Components {
                 sessionLifetime: Swift.Int,
                 managersCanShare: Swift.Bool,
                 memberCount: Swift.Int,
-                createdAt: Foundation.Date
+                createdAt: Foundation.Date,
+                appAccountToken: Swift.String,
+                subscription: Components.Schemas.CompanySubscription
             ) {
                 self.id = id
                 self.name = name
@@ -1735,6 +1745,8 @@ extension Components {
                 self.managersCanShare = managersCanShare
                 self.memberCount = memberCount
                 self.createdAt = createdAt
+                self.appAccountToken = appAccountToken
+                self.subscription = subscription
             }
             package enum CodingKeys: String, CodingKey {
                 case id
@@ -1750,7 +1762,81 @@ extension Components {
                 case managersCanShare = "managers_can_share"
                 case memberCount = "member_count"
                 case createdAt = "created_at"
+                case appAccountToken = "app_account_token"
+                case subscription
             }
+        }
+        /// The company's tier and where it comes from. With `tier_source` app_store, the newest App Store subscription's state and dates follow; operator means an operator set the tier, which notifications do not change until the operator hands it back. A tier that falls keeps every member and record: what the lower tier forbids (new share links, participants past its limit) stops.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/CompanySubscription`.
+        package struct CompanySubscription: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CompanySubscription/tier`.
+            package var tier: Components.Schemas.Tier
+            /// - Remark: Generated from `#/components/schemas/CompanySubscription/tier_source`.
+            package var tierSource: Components.Schemas.TierSource?
+            /// - Remark: Generated from `#/components/schemas/CompanySubscription/state`.
+            package var state: Components.Schemas.SubscriptionState?
+            /// - Remark: Generated from `#/components/schemas/CompanySubscription/product_id`.
+            package var productId: Swift.String?
+            /// Production, Sandbox, Xcode or LocalTesting.
+            ///
+            /// - Remark: Generated from `#/components/schemas/CompanySubscription/environment`.
+            package var environment: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/CompanySubscription/expires_at`.
+            package var expiresAt: Foundation.Date?
+            /// - Remark: Generated from `#/components/schemas/CompanySubscription/grace_period_expires_at`.
+            package var gracePeriodExpiresAt: Foundation.Date?
+            /// Creates a new `CompanySubscription`.
+            ///
+            /// - Parameters:
+            ///   - tier:
+            ///   - tierSource:
+            ///   - state:
+            ///   - productId:
+            ///   - environment: Production, Sandbox, Xcode or LocalTesting.
+            ///   - expiresAt:
+            ///   - gracePeriodExpiresAt:
+            package init(
+                tier: Components.Schemas.Tier,
+                tierSource: Components.Schemas.TierSource? = nil,
+                state: Components.Schemas.SubscriptionState? = nil,
+                productId: Swift.String? = nil,
+                environment: Swift.String? = nil,
+                expiresAt: Foundation.Date? = nil,
+                gracePeriodExpiresAt: Foundation.Date? = nil
+            ) {
+                self.tier = tier
+                self.tierSource = tierSource
+                self.state = state
+                self.productId = productId
+                self.environment = environment
+                self.expiresAt = expiresAt
+                self.gracePeriodExpiresAt = gracePeriodExpiresAt
+            }
+            package enum CodingKeys: String, CodingKey {
+                case tier
+                case tierSource = "tier_source"
+                case state
+                case productId = "product_id"
+                case environment
+                case expiresAt = "expires_at"
+                case gracePeriodExpiresAt = "grace_period_expires_at"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/TierSource`.
+        @frozen package enum TierSource: String, Codable, Hashable, Sendable, CaseIterable {
+            case appStore = "app_store"
+            case _operator = "operator"
+        }
+        /// - Remark: Generated from `#/components/schemas/SubscriptionState`.
+        @frozen package enum SubscriptionState: String, Codable, Hashable, Sendable, CaseIterable {
+            case active = "active"
+            case gracePeriod = "grace_period"
+            case billingRetry = "billing_retry"
+            case expired = "expired"
+            case refunded = "refunded"
+            case revoked = "revoked"
         }
         /// - Remark: Generated from `#/components/schemas/CreateCompanyRequest`.
         package struct CreateCompanyRequest: Codable, Hashable, Sendable {

@@ -23,6 +23,7 @@ final class API: APIProtocol {
     let admin: AdminService
     let companies: CompanyService
     let shares: ShareService
+    let subscriptions: SubscriptionService
     let credentials: CredentialService
     let factors: FactorService
     let passkeys: PasskeyService
@@ -73,6 +74,7 @@ final class API: APIProtocol {
         shares = ShareService(
             store: env.store, clock: env.clock, settings: env.settings, trail: env.trail,
             publicURL: env.publicURL, throttling: throttling)
+        subscriptions = services.subscriptions
         credentials = CredentialService(
             store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, trail: env.trail,
             hasher: env.hasher,

@@ -22,6 +22,8 @@ public struct GatehouseServices: Sendable {
     /// Live subscribers and the bus that reaches them on every instance.
     let bus: InstanceBus
     let sync: SyncService
+    /// Company tiers bought in the app.
+    let subscriptions: SubscriptionService
     /// The pages' and mails' templates, the operator's overrides included.
     public let templates: Templates
 
@@ -68,17 +70,34 @@ public struct GatehouseServices: Sendable {
         self.sync = SyncService(
             store: store, clock: clock, secrets: secrets, sessions: sessions, bus: bus,
             liveCheckInterval: .milliseconds(Int64(configuration.sync.liveCheckInterval * 1000)))
+        let mailer = Mailer(
+            queue: mailQueue, from: configuration.mailFrom, templates: templates,
+            expiresMinutes: settings.codeLifetimeMinutes)
+        self.subscriptions = SubscriptionService(
+            store: store, clock: clock, trail: trail, mailer: mailer,
+            verifier: try Self.appStoreVerifier(configuration.appStore), products: configuration.appStore.products,
+            logger: logger)
         self.parts = SharedParts(
             store: store, clock: clock, settings: settings,
             sessions: sessions, trail: trail, keys: keys,
-            mailer: Mailer(
-                queue: mailQueue, from: configuration.mailFrom, templates: templates,
-                expiresMinutes: settings.codeLifetimeMinutes),
+            mailer: mailer,
             secrets: secrets,
             hasher: PasswordHasher(), limiter: RateLimiter(clock: clock),
             apple: AppleIdentityVerifier(jwksURL: settings.appleJWKSURL, audiences: settings.appleAudiences),
             publicURL: publicURL, logger: logger,
             redirects: RedirectAllowList(settings.redirectAllowList, site: settings.siteURL ?? publicURL))
+    }
+
+    /// The App Store's signature checks, when purchases are on. Production needs the App Apple ID, which its
+    /// notifications must name.
+    static func appStoreVerifier(_ settings: AppStoreSettings) throws -> AppStoreVerifier? {
+        guard settings.enabled else { return nil }
+        if settings.environments.contains(AppStoreEnvironment.production.rawValue), settings.appAppleID == nil {
+            throw ConfigurationError(
+                "--app-store-app-id is required when --app-store-environments accepts Production (its default)")
+        }
+        return try AppStoreVerifier(
+            settings: settings, addedRoots: try AppStoreVerifier.certificates(files: settings.rootCertificateFiles))
     }
 
     /// SMTP when a URL is configured, else the development outbox under the data directory.

@@ -49,6 +49,8 @@ public struct GatehouseConfiguration: Sendable, Equatable {
     public var passkeys = PasskeySettings()
     /// `TEAMID.bundle.id` of the apps `/.well-known/apple-app-site-association` names; empty answers 404.
     public var appleAppIDs: [String] = []
+    /// In-app purchases of company tiers: which apps, environments and products count, and whose signatures.
+    public var appStore = AppStoreSettings()
 
     public init() {}
 
@@ -81,6 +83,25 @@ public struct PasskeySettings: Sendable, Equatable {
     public var relyingPartyName = "Gatehouse"
 
     public init() {}
+}
+
+/// Company tiers bought in the app (StoreKit 2 and App Store Server Notifications V2): off until bundle ids are set.
+public struct AppStoreSettings: Sendable, Equatable {
+    /// The apps whose signed transactions and notifications are accepted; empty turns purchases off.
+    public var bundleIDs: [String] = []
+    /// The App Apple ID, which Production notifications must name.
+    public var appAppleID: Int64?
+    /// The environments accepted: Production by default; Sandbox, Xcode and LocalTesting only when listed.
+    public var environments: [String] = ["Production"]
+    /// Which product buys which tier.
+    public var products: [String: CompanyTier] = [:]
+    /// Files of certificates (PEM or DER) trusted beside Apple Root CA - G3.
+    public var rootCertificateFiles: [String] = []
+
+    public init() {}
+
+    /// Whether purchases are on.
+    public var enabled: Bool { !bundleIDs.isEmpty }
 }
 
 /// A setting that cannot be used; the message names the setting and never echoes a secret.

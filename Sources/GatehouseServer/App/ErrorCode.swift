@@ -7,6 +7,24 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case anonymousProviderDisabled = "anonymous_provider_disabled"
     /// An anonymous user asked for what needs a permanent account (companies, shares): confirm an email first.
     case anonymousNotAllowed = "anonymous_not_allowed"
+    /// In-app purchases are off (`--app-store-bundle-ids` unset).
+    case appStoreDisabled = "app_store_disabled"
+    /// Signed App Store data that is not a JWS of the shape Apple signs.
+    case appStoreMalformed = "app_store_malformed"
+    /// A purchase whose `appAccountToken` is not this company's purchase token.
+    case appStoreOtherCompany = "app_store_other_company"
+    /// A product that `--app-store-products` does not list.
+    case appStoreProductUnknown = "app_store_product_unknown"
+    /// An original transaction already bound to another company.
+    case appStoreTransactionClaimed = "app_store_transaction_claimed"
+    /// A transaction upgraded to another product: the upgrade's transaction counts instead.
+    case appStoreTransactionSuperseded = "app_store_transaction_superseded"
+    /// Signed App Store data whose algorithm, certificate chain or signature does not verify.
+    case appStoreUntrusted = "app_store_untrusted"
+    /// Signed App Store data for another app (bundle id or App Apple ID).
+    case appStoreWrongApp = "app_store_wrong_app"
+    /// Signed App Store data from an environment the server does not accept.
+    case appStoreWrongEnvironment = "app_store_wrong_environment"
     /// The PKCE verifier does not match the challenge.
     case badCodeVerifier = "bad_code_verifier"
     /// The body is not JSON of the expected shape (the field is named, the value never echoed).

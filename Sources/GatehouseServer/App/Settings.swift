@@ -74,7 +74,8 @@ extension Setting {
         trustedProxies, codeFailuresPerDay, metricsToken, encryptionKeys, syncRetention, templatesDir, appURL,
         appStoreURL, idleTimeout, liveStreamsPerSession, liveStreamsPerInstance, auditRetention,
         sessionRetention, passwordReauthentication, secureEmailChange, revealAccounts, anonymousUsers,
-        anonymousRetention, passkeys, passkeyRPID, passkeyOrigins, passkeyRPName, appleAppIDs,
+        anonymousRetention, passkeys, passkeyRPID, passkeyOrigins, passkeyRPName, appleAppIDs, appStoreBundleIDs,
+        appStoreAppID, appStoreEnvironments, appStoreProducts, appStoreRootCertificates,
     ]
 
     public static let host = Setting("host", default: .value("127.0.0.1"), meaning: "address to listen on") {
@@ -511,6 +512,80 @@ extension Setting {
             }
         }
         config.appleAppIDs = ids
+    }
+
+    public static let appStoreBundleIDs = Setting(
+        "app-store-bundle-ids", default: .unset(note: "purchases off: the subscription endpoints answer 404"),
+        meaning: """
+            comma-separated bundle ids whose StoreKit 2 transactions and App Store Server Notifications buy company \
+            tiers
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        let ids = list(value)
+        for id in ids where !id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-") }) {
+            throw ConfigurationError("\(source) must list bundle ids such as com.example.app, got '\(id)'")
+        }
+        config.appStore.bundleIDs = ids
+    }
+
+    public static let appStoreAppID = Setting(
+        "app-store-app-id", default: .unset(note: "required when Production is accepted"),
+        meaning: "the App Apple ID (a number from App Store Connect) that Production notifications must name"
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard let id = Int64(value), id > 0 else {
+            throw ConfigurationError("\(source) must be the App Apple ID, a positive number, got '\(value)'")
+        }
+        config.appStore.appAppleID = id
+    }
+
+    public static let appStoreEnvironments = Setting(
+        "app-store-environments", default: .value("Production"),
+        meaning: """
+            comma-separated App Store environments whose signed data counts: `Production`, `Sandbox`, `Xcode`, \
+            `LocalTesting`
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        let environments = list(value)
+        for environment in environments where AppStoreEnvironment(rawValue: environment) == nil {
+            throw ConfigurationError(
+                "\(source) must list Production, Sandbox, Xcode or LocalTesting, got '\(environment)'")
+        }
+        guard !environments.isEmpty else { throw ConfigurationError("\(source) must name at least one environment") }
+        config.appStore.environments = environments
+    }
+
+    public static let appStoreProducts = Setting(
+        "app-store-products", default: .unset(),
+        meaning: """
+            which product buys which tier: `productId=tier,…` (tiers `business`, `enterprise`); a product not listed \
+            is refused with `app_store_product_unknown`
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        var products: [String: CompanyTier] = [:]
+        for pair in list(value) {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2, !parts[0].isEmpty, let tier = CompanyTier(rawValue: parts[1]), tier != .free
+            else {
+                throw ConfigurationError(
+                    "\(source) must list productId=tier pairs, tier business or enterprise, got '\(pair)'")
+            }
+            products[parts[0]] = tier
+        }
+        config.appStore.products = products
+    }
+
+    public static let appStoreRootCertificates = Setting(
+        "app-store-root-certificates", default: .unset(note: "Apple Root CA - G3 only"),
+        meaning: """
+            comma-separated PEM or DER files of certificates trusted beside the built-in Apple Root CA - G3: \
+            Xcode's StoreKit testing certificate, or a test root
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        let files = list(value)
+        for file in files where !FileManager.default.isReadableFile(atPath: file) {
+            throw ConfigurationError("\(source) names a file that cannot be read: '\(file)'")
+        }
+        config.appStore.rootCertificateFiles = files
     }
 
     private static func onOff(_ value: String, source: String) throws(ConfigurationError) -> Bool {

@@ -57,6 +57,27 @@ extension API {
         return .ok(.init(body: .json(page)))
     }
 
+    // MARK: Tiers bought in the app
+
+    func reportPurchase(_ input: Operations.ReportPurchase.Input) async throws -> Operations.ReportPurchase.Output {
+        let caller = try await access.company(input.path.cid)
+        switch input.body {
+        case .json(let body):
+            return .ok(.init(body: .json(try await subscriptions.report(body.signedTransaction, by: caller))))
+        }
+    }
+
+    func appStoreNotification(_ input: Operations.AppStoreNotification.Input) async throws
+        -> Operations.AppStoreNotification.Output
+    {
+        let client = try access.client()
+        switch input.body {
+        case .json(let body):
+            try await subscriptions.notify(body.signedPayload, client: client)
+            return .ok(.init(body: .json(.init())))
+        }
+    }
+
     // MARK: Share links
 
     func listShares(_ input: Operations.ListShares.Input) async throws -> Operations.ListShares.Output {

@@ -18,6 +18,18 @@ struct CompanyDirectory {
         try await companies.company(companyID)
     }
 
+    /// The company whose purchase token (an App Store `appAccountToken`) is `token`.
+    func company(appAccountToken token: String) async throws -> CompanyRecord? {
+        try await companies.company(appAccountToken: token)
+    }
+
+    /// Sets a company's tier and where it came from; `reason` is an operator's.
+    func setTier(_ companyID: String, _ tier: CompanyTier, source: TierSource?, reason: String?, now: Date)
+        async throws
+    {
+        try await companies.setTier(companyID, tier, source: source, reason: reason, now: now)
+    }
+
     /// The companies `accountID` owns, by name.
     func owned(by accountID: String) async throws -> [(id: String, name: String)] {
         try await companies.owned(by: accountID)

@@ -12,6 +12,12 @@ struct CompanyRecord: Sendable {
     var policy: CompanyPolicy
     let createdAt: Date
     var updatedAt: Date
+    /// Who set the tier: nil for a company that never had a subscription or an operator's choice.
+    var tierSource: TierSource? = nil
+    /// The operator's reason for an override.
+    var tierReason: String? = nil
+    /// The UUID an app sets as a purchase's `appAccountToken`: a purchase counts for this company only.
+    var appAccountToken: String = Secrets.identifier()
 }
 
 /// A share link as stored (its token only as a digest).
@@ -66,6 +72,7 @@ struct CompanyRepository {
     private static let companyColumns = [
         "id", "name", "logo_url", "owner_id", "tier", "requires_credential", "password_min_length",
         "session_idle_timeout", "session_lifetime", "managers_can_share", "created_at", "updated_at", "requires_mfa",
+        "tier_source", "tier_reason", "app_account_token",
     ]
 
     func insert(_ company: CompanyRecord) async throws {
@@ -76,7 +83,8 @@ struct CompanyRepository {
                 SQLBind(Int64(company.policy.passwordMinLength)), SQLBind(Int64(company.policy.sessionIdleTimeout)),
                 SQLBind(Int64(company.policy.sessionLifetime)), SQLBind(company.policy.managersCanShare ? 1 : 0),
                 SQLBind(company.createdAt.epochMilliseconds), SQLBind(company.updatedAt.epochMilliseconds),
-                SQLBind(company.policy.requiresMFA ? 1 : 0)
+                SQLBind(company.policy.requiresMFA ? 1 : 0), SQLBind(company.tierSource?.rawValue),
+                SQLBind(company.tierReason), SQLBind(company.appAccountToken)
             )
             .run()
     }
@@ -96,6 +104,7 @@ struct CompanyRepository {
             .set("session_lifetime", to: Int64(company.policy.sessionLifetime))
             .set("managers_can_share", to: company.policy.managersCanShare ? 1 : 0)
             .set("requires_mfa", to: company.policy.requiresMFA ? 1 : 0)
+            .set("tier_source", to: company.tierSource?.rawValue).set("tier_reason", to: company.tierReason)
             .set("updated_at", to: company.updatedAt.epochMilliseconds)
             .where("id", .equal, company.id)
             .run()
@@ -105,6 +114,20 @@ struct CompanyRepository {
     func delete(_ companyID: String, now: Date) async throws {
         try await SessionChanges(db: db).end(.wholeCompany(companyID), now: now)
         try await db.delete(from: "companies").where("id", .equal, companyID).run()
+    }
+
+    /// The company whose purchase token is `token`.
+    func company(appAccountToken token: String) async throws -> CompanyRecord? {
+        try await db.select().columns(Self.companyColumns).from("companies").where("app_account_token", .equal, token)
+            .first().map(Self.decodeCompany)
+    }
+
+    func setTier(_ companyID: String, _ tier: CompanyTier, source: TierSource?, reason: String?, now: Date)
+        async throws
+    {
+        try await db.update("companies").set("tier", to: tier.rawValue).set("tier_source", to: source?.rawValue)
+            .set("tier_reason", to: reason).set("updated_at", to: now.epochMilliseconds)
+            .where("id", .equal, companyID).run()
     }
 
     /// Every company with its settings, for operators.
@@ -397,7 +420,10 @@ struct CompanyRepository {
                 managersCanShare: try row.decode(column: "managers_can_share", as: Int.self) != 0,
                 requiresMFA: try row.decode(column: "requires_mfa", as: Int.self) != 0),
             createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)),
-            updatedAt: Date(epochMilliseconds: try row.decode(column: "updated_at", as: Int64.self)))
+            updatedAt: Date(epochMilliseconds: try row.decode(column: "updated_at", as: Int64.self)),
+            tierSource: try row.decode(column: "tier_source", as: String?.self).flatMap(TierSource.init(rawValue:)),
+            tierReason: try row.decode(column: "tier_reason", as: String?.self),
+            appAccountToken: try row.decode(column: "app_account_token", as: String.self))
     }
 
     private static func decodeMembership(_ row: any SQLRow) throws -> Membership {

@@ -89,7 +89,9 @@ struct CompanyService: Sendable {
             requiresMfa: company.policy.requiresMFA, passwordMinLength: company.policy.passwordMinLength,
             sessionIdleTimeout: Int(company.policy.sessionIdleTimeout),
             sessionLifetime: Int(company.policy.sessionLifetime), managersCanShare: company.policy.managersCanShare,
-            memberCount: try await companies.memberCount(companyID), createdAt: company.createdAt)
+            memberCount: try await companies.memberCount(companyID), createdAt: company.createdAt,
+            appAccountToken: company.appAccountToken,
+            subscription: try await SubscriptionDirectory(db: store.database).view(of: company))
     }
 
     /// Renames or changes policy; the owner only.

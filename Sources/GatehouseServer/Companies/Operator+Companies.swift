@@ -34,18 +34,16 @@ extension Operator {
         return text
     }
 
-    /// Sets a company's tier; false when there is no such company.
-    public func setTier(_ id: String, _ tier: CompanyTier) async throws -> Bool {
+    /// Sets a company's tier as an override (source `operator`, with the operator's reason) that App Store
+    /// notifications do not undo until `releaseTier` hands it back; false when there is no such company.
+    public func setTier(_ id: String, _ tier: CompanyTier, reason: String? = nil) async throws -> Bool {
         try await store.transaction { db in
             let companies = CompanyRepository(db: db)
-            guard var company = try await companies.company(id) else { return false }
-            let old = company.tier
-            company.tier = tier
-            company.updatedAt = Date()
-            try await companies.update(company)
-            try await trail.within(db).record(
-                AuditEvent(
-                    .tierChanged, companyID: id, detail: ["from": old.rawValue, "to": tier.rawValue, "by": "operator"]))
+            guard let company = try await companies.company(id) else { return false }
+            try await companies.setTier(id, tier, source: .operator, reason: reason, now: Date())
+            var detail = ["from": company.tier.rawValue, "to": tier.rawValue, "by": "operator"]
+            if let reason { detail["reason"] = reason }
+            try await trail.within(db).record(AuditEvent(.tierChanged, companyID: id, detail: detail))
             return true
         }
     }

@@ -36,6 +36,9 @@ public struct Mailer: Sendable {
         /// factor added with a stolen session does not go unseen.
         case signInMethodAdded(SignInMethod, name: String)
         case signInMethodRemoved(SignInMethod, name: String)
+        /// A company's App Store subscription stopped giving its tier: `state` is expired, billing_retry, refunded
+        /// or revoked.
+        case subscriptionEnded(company: String, state: String)
 
         /// Its templates' file name: `magic_link` for `LOCALE/magic_link.{subject,text,html}.mustache`.
         var name: String {
@@ -54,6 +57,7 @@ public struct Mailer: Sendable {
             case .recoveryCodeUsed: "recovery_code_used"
             case .signInMethodAdded: "sign_in_method_added"
             case .signInMethodRemoved: "sign_in_method_removed"
+            case .subscriptionEnded: "subscription_ended"
             }
         }
 
@@ -73,6 +77,7 @@ public struct Mailer: Sendable {
             case .recoveryCodeUsed(let remaining): ["remaining": String(remaining)]
             case .signInMethodAdded(let method, let name), .signInMethodRemoved(let method, let name):
                 method.variables.merging(["name": name]) { $1 }
+            case .subscriptionEnded(let company, let state): ["company": company, state: "yes"]
             }
         }
 
@@ -92,6 +97,7 @@ public struct Mailer: Sendable {
             .recoveryCodeUsed(remaining: 9),
             .signInMethodAdded(.passkey, name: "iCloud Keychain"),
             .signInMethodRemoved(.authenticator, name: "Authenticator app"),
+            .subscriptionEnded(company: "Acme Corp", state: "refunded"),
         ]
 
         private static func sampleLink(_ type: String) -> String {

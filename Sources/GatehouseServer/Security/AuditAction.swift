@@ -58,6 +58,13 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case signupCodeResent = "signup_code_resent"
     case signupExistingEmail = "signup_existing_email"
     case tierChanged = "tier_changed"
+    /// App Store subscriptions: a purchase the app reported, a notification applied (or refused), and one that
+    /// changed nothing because newer signed data was already applied. The detail names the source, the notification
+    /// type and the transaction ids, never the signed data.
+    case subscriptionReported = "subscription_reported"
+    case subscriptionNotified = "subscription_notified"
+    case subscriptionRefused = "subscription_refused"
+    case subscriptionStale = "subscription_stale"
     case tokenRefreshed = "token_refreshed"
     case tokenRejected = "token_rejected"
     /// `gatehouse users import` wrote the account.

@@ -514,5 +514,44 @@ public enum Migrations {
             try await db.create(index: "passkey_challenges_created").on("passkey_challenges").column("created_at")
                 .run()
         },
+        Migration(version: 11, name: "company tiers bought in the app: purchase tokens, subscriptions, notifications") {
+            db in
+            // Where a company's tier came from (`app_store`, `operator`, or NULL for never set), an operator's reason,
+            // and the UUID an app sets as a purchase's `appAccountToken`, one per company.
+            try await db.alter(table: "companies").column("tier_source", type: .text).run()
+            try await db.alter(table: "companies").column("tier_reason", type: .text).run()
+            try await db.alter(table: "companies").column("app_account_token", type: .text).run()
+            for row in try await db.select().column("id").from("companies").all() {
+                try await db.update("companies").set("app_account_token", to: Secrets.identifier())
+                    .where("id", .equal, try row.decode(column: "id", as: String.self)).run()
+            }
+            try await db.create(index: "companies_app_account_token").unique().on("companies")
+                .column("app_account_token").run()
+            // One row per original transaction, bound to the company that first presented it and never to another
+            // (no foreign key: a deleted company keeps its binding, so its purchase cannot buy a tier elsewhere).
+            try await db.create(table: "app_store_subscriptions")
+                .column("original_transaction_id", type: .text, .primaryKey(autoIncrement: false))
+                .column("company_id", type: .text, .notNull)
+                .column("environment", type: .text, .notNull)
+                .column("product_id", type: .text, .notNull)
+                .column("tier", type: .text, .notNull)
+                .column("state", type: .text, .notNull)
+                .column("transaction_id", type: .text, .notNull)
+                .column("expires_at", type: .bigint)
+                .column("grace_expires_at", type: .bigint)
+                .column("signed_at", type: .bigint, .notNull)
+                .column("updated_at", type: .bigint, .notNull)
+                .run()
+            try await db.create(index: "app_store_subscriptions_company").on("app_store_subscriptions")
+                .column("company_id").run()
+            // Notifications applied, by Apple's `notificationUUID`: each is applied once.
+            try await db.create(table: "app_store_notifications")
+                .column("notification_uuid", type: .text, .primaryKey(autoIncrement: false))
+                .column("type", type: .text, .notNull)
+                .column("received_at", type: .bigint, .notNull)
+                .run()
+            try await db.create(index: "app_store_notifications_received").on("app_store_notifications")
+                .column("received_at").run()
+        },
     ]
 }

@@ -32,6 +32,8 @@ enum SweepKind: String, CaseIterable, Sendable {
     case unfinishedFactors = "unfinished_factors"
     /// Passkey challenges (they live five minutes), past the codes' margin.
     case passkeyChallenges = "passkey_challenges"
+    /// App Store notifications applied more than 30 days ago (Apple retries for about three).
+    case appStoreNotifications = "app_store_notifications"
 
     var table: String {
         switch self {
@@ -47,6 +49,7 @@ enum SweepKind: String, CaseIterable, Sendable {
         case .factorChallenges: "mfa_challenges"
         case .unfinishedFactors: "mfa_factors"
         case .passkeyChallenges: "passkey_challenges"
+        case .appStoreNotifications: "app_store_notifications"
         }
     }
 
@@ -54,6 +57,7 @@ enum SweepKind: String, CaseIterable, Sendable {
         switch self {
         case .rotatedTokens, .identityTokens: "token_hash"
         case .throttles: "key"
+        case .appStoreNotifications: "notification_uuid"
         default: "id"
         }
     }
@@ -72,6 +76,7 @@ struct SweepCutoffs: Sendable, Equatable {
     /// Nil when audit events are kept forever.
     let auditBefore: Int64?
     var anonymousIdleBefore: Int64 = .min
+    var appStoreNotificationsBefore: Int64 = .min
 }
 
 /// All SQL of the sweeper. A batch is found by a plain read (no write lock held while the store is searched), then
@@ -175,6 +180,8 @@ struct SweepRepository {
             return "created_at < \(bind: c.codesExpiredBefore)"
         case .unfinishedFactors:
             return "status = 'unverified' AND created_at < \(bind: c.codesExpiredBefore)"
+        case .appStoreNotifications:
+            return "received_at < \(bind: c.appStoreNotificationsBefore)"
         case .audit:
             // Never reached with no retention: the sweeper skips the kind.
             return "occurred_at < \(bind: c.auditBefore ?? Int64.min)"

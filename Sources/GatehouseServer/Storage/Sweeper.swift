@@ -11,6 +11,8 @@ enum SweepRules {
     static let spentCodeMargin: TimeInterval = 24 * 3600
     /// The longest window of any failure or cooldown record (`FailureBackoff.Rule.codes`: a day).
     static let throttleWindow: TimeInterval = 24 * 3600
+    /// An applied App Store notification is remembered 30 days: Apple retries one for about three.
+    static let appStoreNotificationRetention: TimeInterval = 30 * 24 * 3600
 
     /// How long a rotated refresh token is kept: a day, as GoTrue's cleanup keeps revoked tokens, or four
     /// access-token lifetimes if that is longer, and never less than the reuse grace. A device whose token was stolen
@@ -34,7 +36,8 @@ enum SweepRules {
             mailCreatedBefore: before(MailQueue.giveUpAfter + spentCodeMargin),
             throttlesIdleBefore: before(max(throttleWindow, auth.resendCooldown)),
             auditBefore: sweep.auditRetention > 0 ? before(sweep.auditRetention) : nil,
-            anonymousIdleBefore: before(sweep.anonymousRetention))
+            anonymousIdleBefore: before(sweep.anonymousRetention),
+            appStoreNotificationsBefore: before(appStoreNotificationRetention))
     }
 }
 
