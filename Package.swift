@@ -175,7 +175,7 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1", condition: server),
                 .product(name: "X509", package: "swift-certificates", condition: server),
             ],
-            exclude: ["Support/smtp_sink.py"]
+            exclude: ["Support/smtp_sink.py", "Support/app_store_peer.py"]
         ),
     ],
     swiftLanguageModes: [.v6]

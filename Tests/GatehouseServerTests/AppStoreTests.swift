@@ -313,4 +313,64 @@ struct AppStoreTests {
             #expect(state["state"] as? String == "expired")
         }
     }
+
+    // MARK: Apple's own library as a peer
+
+    static let peerScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Support/app_store_peer.py").path
+
+    static func peer(_ arguments: [String]) throws -> ProcessOutcome {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", peerScript] + arguments
+        return try process.runToEnd()
+    }
+
+    @Test("Apple's Python App Store Server Library verifies the tests' signed data, and the server applies its shape")
+    func applesLibrary() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let f = Self.fixtures
+        // Our fixtures, given the test root, pass the library's SignedDataVerifier (Production, online checks off).
+        let rootDER = folder.path + "/root.der"
+        try Data(try AppStoreFixtures.der(f.root)).write(to: URL(fileURLWithPath: rootDER))
+        let token = UUID().uuidString.lowercased()
+        let transaction = AppStoreFixtures.transaction(token: token, original: "3000000000000001")
+        let signed: [String: String] = [
+            "transaction": try f.sign(transaction),
+            "renewal": try f.sign(AppStoreFixtures.renewalInfo(original: "3000000000000001")),
+            "notification": try f.notification("SUBSCRIBED", subtype: "INITIAL_BUY", transaction: transaction),
+        ]
+        let fixtures = folder.path + "/fixtures.json"
+        try JSONSerialization.data(withJSONObject: signed).write(to: URL(fileURLWithPath: fixtures))
+        let verified = try Self.peer(["verify", rootDER, fixtures])
+        #expect(verified.status == 0, "\(verified.stderr)")
+        let decoded = (try? JSONSerialization.jsonObject(with: Data(verified.stdout.utf8))) as? [String: Any] ?? [:]
+        #expect(decoded["appAccountToken"] as? String == token)
+        #expect(decoded["productId"] as? String == AppStoreFixtures.business)
+        #expect(decoded["notificationType"] as? String == "SUBSCRIBED")
+        // And what a chain of the peer's own, signed with PyJWT in the library's shape, says is applied.
+        #expect(try Self.peer(["chain", folder.path]).status == 0)
+        try await AccountHarness.with({
+            f.configure(&$0)
+            $0.appStore.rootCertificateFiles.append(folder.path + "/root.pem")
+        }) { h in
+            var owner = try await h.person("peer")
+            let cid = try await h.company("Peer Co", owner: &owner, tier: .free)
+            let detail = try await h.client.get("/v1/companies/\(cid)", bearer: owner.company?.access)
+            let token = try #require(detail.json["app_account_token"] as? String)
+            let signing = try Self.peer(["sign", folder.path, token])
+            #expect(signing.status == 0, "\(signing.stderr)")
+            let notification = try String(contentsOfFile: folder.path + "/notification.jws", encoding: .utf8)
+            let reply = try await Self.notify(h, notification)
+            #expect(reply.status == 200, "\(reply.body)")
+            var state = try await Self.subscription(h, cid, owner)
+            #expect(state["tier"] as? String == "business" && state["state"] as? String == "active")
+            let transaction = try String(contentsOfFile: folder.path + "/transaction.jws", encoding: .utf8)
+            let reported = try await Self.report(h, cid, transaction, bearer: owner.company?.access)
+            #expect(reported.status == 200, "\(reported.body)")
+            state = try await Self.subscription(h, cid, owner)
+            #expect(state["product_id"] as? String == AppStoreFixtures.business)
+        }
+    }
 }

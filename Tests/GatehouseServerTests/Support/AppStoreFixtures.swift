@@ -185,6 +185,14 @@ struct AppStoreFixtures: Sendable {
             try extensions.append(Certificate.Extension(BasicConstraints.notCertificateAuthority, critical: true))
             try extensions.append(Certificate.Extension(KeyUsage(digitalSignature: true), critical: true))
         }
+        // Key identifiers, which a strict verifier (OpenSSL's X509_STRICT, as Apple's Python library sets) requires.
+        try extensions.append(
+            Certificate.Extension(SubjectKeyIdentifier(hash: .init(key.publicKey)), critical: false))
+        try extensions.append(
+            Certificate.Extension(
+                AuthorityKeyIdentifier(
+                    keyIdentifier: SubjectKeyIdentifier(hash: .init(issuerKey.publicKey)).keyIdentifier),
+                critical: false))
         // Apple's markers are ASN.1 NULL, not critical.
         if let marker {
             try extensions.append(Certificate.Extension(oid: marker, critical: false, value: [0x05, 0x00]))
