@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import SQLKit
 import Testing
@@ -371,6 +372,80 @@ struct AppStoreTests {
             #expect(reported.status == 200, "\(reported.body)")
             state = try await Self.subscription(h, cid, owner)
             #expect(state["product_id"] as? String == AppStoreFixtures.business)
+        }
+    }
+
+    @Test("reconcile asks a fake of the App Store Server API, which checks the JWT, and repairs a missed expiry")
+    func reconcile() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let key = P256.Signing.PrivateKey()
+        try key.pemRepresentation.write(toFile: folder.path + "/key.p8", atomically: true, encoding: .utf8)
+        try key.publicKey.pemRepresentation.write(toFile: folder.path + "/key.pub", atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "python3", Self.peerScript, "fake-api", folder.path, folder.path + "/key.pub", "issuer-1", "KEY123",
+            AppStoreFixtures.bundleID,
+        ]
+        let output = Pipe()
+        let input = Pipe()
+        process.standardOutput = output
+        process.standardInput = input
+        var lines = output.lines().makeAsyncIterator()
+        try process.start()
+        defer {
+            // The fake stops when its stdin closes (a runner may start children with SIGTERM ignored).
+            try? input.fileHandleForWriting.close()
+            if process.isRunning { process.terminate() }
+        }
+        let port = try #require(Int(await lines.next() ?? ""), "the fake API did not start")
+        try await AccountHarness.with({
+            Self.fixtures.configure(&$0)
+            $0.appStore.issuerID = "issuer-1"
+            $0.appStore.keyID = "KEY123"
+            $0.appStore.keyFile = folder.path + "/key.p8"
+            $0.appStore.apiURL = "http://127.0.0.1:\(port)"
+        }) { h in
+            var owner = try await h.person("reconciled")
+            let cid = try await h.company("Reconciled Co", owner: &owner, tier: .free)
+            let detail = try await h.client.get("/v1/companies/\(cid)", bearer: owner.company?.access)
+            let token = try #require(detail.json["app_account_token"] as? String)
+            let bought = AppStoreFixtures.transaction(token: token, original: "5550001", signed: h.clock.now)
+            #expect(
+                try await Self.report(h, cid, try Self.fixtures.sign(bought), bearer: owner.company?.access).status
+                    == 200)
+            // The subscription lapsed and the EXPIRED notification never came; the API knows.
+            let now = h.clock.now
+            let lapsed = AppStoreFixtures.transaction(
+                token: token, original: "5550001", expires: now.addingTimeInterval(-60), signed: now)
+            let statuses: [String: Any] = [
+                "environment": "Production", "bundleId": AppStoreFixtures.bundleID,
+                "appAppleId": AppStoreFixtures.appAppleID,
+                "data": [
+                    [
+                        "subscriptionGroupIdentifier": "21000001",
+                        "lastTransactions": [
+                            [
+                                "originalTransactionId": "5550001", "status": 2,
+                                "signedTransactionInfo": try Self.fixtures.sign(lapsed),
+                                "signedRenewalInfo": try Self.fixtures.sign(
+                                    AppStoreFixtures.renewalInfo(original: "5550001", signed: now)),
+                            ]
+                        ],
+                    ]
+                ],
+            ]
+            try JSONSerialization.data(withJSONObject: statuses).write(
+                to: URL(fileURLWithPath: folder.path + "/5550001.json"))
+            let report = try await h.server.services.reconcileAppStore()
+            #expect(report == ["\(cid)  5550001  expired  repaired (was active)"])
+            #expect(await lines.next() == "answered /inApps/v1/subscriptions/5550001", "the fake accepted the JWT")
+            let state = try await Self.subscription(h, cid, owner)
+            #expect(state["state"] as? String == "expired" && state["tier"] as? String == "free")
+            _ = try await h.mail(to: owner.email, subject: "The subscription of Reconciled Co has ended")
+            // Run again, nothing is left to repair.
+            #expect(try await h.server.services.reconcileAppStore() == ["\(cid)  5550001  expired  unchanged"])
         }
     }
 }

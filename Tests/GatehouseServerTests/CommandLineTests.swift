@@ -157,6 +157,8 @@ extension CommandLineTests {
             "--app-store-environments": "Production,Sandbox",
             "--app-store-products": "com.example.business=business,com.example.enterprise=enterprise",
             "--app-store-root-certificates": AppStoreFixtures.shared.rootFile,
+            "--app-store-issuer-id": "57246542-96fe-1a63-e053-0824d011072a", "--app-store-key-id": "2X9R4HXF34",
+            "--app-store-key-file": AppStoreFixtures.shared.rootFile, "--app-store-api-url": "http://127.0.0.1:9",
         ]
     }
 

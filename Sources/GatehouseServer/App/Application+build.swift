@@ -88,6 +88,13 @@ public struct GatehouseServices: Sendable {
             redirects: RedirectAllowList(settings.redirectAllowList, site: settings.siteURL ?? publicURL))
     }
 
+    /// `gatehouse app-store reconcile`: asks the App Store Server API about every subscribed company and repairs what
+    /// missed notifications left wrong; one line per subscription.
+    public func reconcileAppStore() async throws -> [String] {
+        let api = try await AppStoreServerAPI(settings: configuration.appStore)
+        return try await subscriptions.reconcile(api: api)
+    }
+
     /// The App Store's signature checks, when purchases are on. Production needs the App Apple ID, which its
     /// notifications must name.
     static func appStoreVerifier(_ settings: AppStoreSettings) throws -> AppStoreVerifier? {

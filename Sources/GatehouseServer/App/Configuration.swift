@@ -97,6 +97,12 @@ public struct AppStoreSettings: Sendable, Equatable {
     public var products: [String: CompanyTier] = [:]
     /// Files of certificates (PEM or DER) trusted beside Apple Root CA - G3.
     public var rootCertificateFiles: [String] = []
+    /// The App Store Server API, for `gatehouse app-store reconcile`: the issuer id and the in-app purchase key (its
+    /// id and its .p8 file) from App Store Connect, and a base URL replacing Apple's.
+    public var issuerID: String?
+    public var keyID: String?
+    public var keyFile: String?
+    public var apiURL: String?
 
     public init() {}
 

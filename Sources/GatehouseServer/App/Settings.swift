@@ -75,7 +75,8 @@ extension Setting {
         appStoreURL, idleTimeout, liveStreamsPerSession, liveStreamsPerInstance, auditRetention,
         sessionRetention, passwordReauthentication, secureEmailChange, revealAccounts, anonymousUsers,
         anonymousRetention, passkeys, passkeyRPID, passkeyOrigins, passkeyRPName, appleAppIDs, appStoreBundleIDs,
-        appStoreAppID, appStoreEnvironments, appStoreProducts, appStoreRootCertificates,
+        appStoreAppID, appStoreEnvironments, appStoreProducts, appStoreRootCertificates, appStoreIssuerID,
+        appStoreKeyID, appStoreKeyFile, appStoreAPIURL,
     ]
 
     public static let host = Setting("host", default: .value("127.0.0.1"), meaning: "address to listen on") {
@@ -586,6 +587,38 @@ extension Setting {
             throw ConfigurationError("\(source) names a file that cannot be read: '\(file)'")
         }
         config.appStore.rootCertificateFiles = files
+    }
+
+    public static let appStoreIssuerID = Setting(
+        "app-store-issuer-id", default: .unset(note: "`gatehouse app-store reconcile` refuses to run"),
+        meaning: "the issuer id of the team's App Store Connect API keys, for `gatehouse app-store reconcile`"
+    ) { config, value, _ in config.appStore.issuerID = value }
+
+    public static let appStoreKeyID = Setting(
+        "app-store-key-id", default: .unset(note: "`gatehouse app-store reconcile` refuses to run"),
+        meaning: "the id of the team's in-app purchase key, for `gatehouse app-store reconcile`"
+    ) { config, value, _ in config.appStore.keyID = value }
+
+    public static let appStoreKeyFile = Setting(
+        "app-store-key-file", default: .unset(note: "`gatehouse app-store reconcile` refuses to run"),
+        meaning: "the in-app purchase key's `.p8` file (PEM), which signs the App Store Server API's tokens"
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard FileManager.default.isReadableFile(atPath: value) else {
+            throw ConfigurationError("\(source) names a file that cannot be read: '\(value)'")
+        }
+        config.appStore.keyFile = value
+    }
+
+    public static let appStoreAPIURL = Setting(
+        "app-store-api-url", default: .derived("Apple's, by the subscription's environment"),
+        meaning: """
+            the App Store Server API's base URL, replacing `https://api.storekit.itunes.apple.com` (Production) and \
+            `https://api.storekit-sandbox.itunes.apple.com` (Sandbox): a proxy, or a test's fake
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        var url = try httpURL(value, source: source)
+        while url.hasSuffix("/") { url.removeLast() }
+        config.appStore.apiURL = url
     }
 
     private static func onOff(_ value: String, source: String) throws(ConfigurationError) -> Bool {

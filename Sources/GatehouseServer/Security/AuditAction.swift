@@ -65,6 +65,8 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case subscriptionNotified = "subscription_notified"
     case subscriptionRefused = "subscription_refused"
     case subscriptionStale = "subscription_stale"
+    /// `gatehouse app-store reconcile` applied what the App Store Server API says of a subscription.
+    case subscriptionReconciled = "subscription_reconciled"
     case tokenRefreshed = "token_refreshed"
     case tokenRejected = "token_rejected"
     /// `gatehouse users import` wrote the account.

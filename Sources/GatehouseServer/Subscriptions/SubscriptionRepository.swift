@@ -23,16 +23,10 @@ struct SubscriptionRepository {
             .where("company_id", .equal, companyID).orderBy("signed_at", .descending).all().map(Self.decode)
     }
 
-    /// Every company with a subscription, for reconciliation.
-    func subscribedCompanies() async throws -> [(companyID: String, originalTransactionID: String)] {
-        try await db.select().columns("company_id", "original_transaction_id").from("app_store_subscriptions")
-            .orderBy("company_id").all()
-            .map {
-                (
-                    try $0.decode(column: "company_id", as: String.self),
-                    try $0.decode(column: "original_transaction_id", as: String.self)
-                )
-            }
+    /// Every subscription bound to a company, for reconciliation.
+    func all() async throws -> [SubscriptionRecord] {
+        try await db.select().columns(Self.columns).from("app_store_subscriptions")
+            .orderBy("company_id").orderBy("original_transaction_id").all().map(Self.decode)
     }
 
     /// Binds an original transaction to its company for good (the first writer wins; false when it was already

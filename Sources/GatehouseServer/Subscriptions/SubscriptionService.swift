@@ -150,6 +150,80 @@ struct SubscriptionService: Sendable {
         }
     }
 
+    // MARK: Reconciliation
+
+    /// Asks the App Store Server API about every bound subscription and applies what it says, through the same
+    /// rules as a notification (newer signed data wins), so missed notifications are repaired. One line per
+    /// subscription: company, original transaction, the state it has now, and what happened.
+    func reconcile(api: AppStoreServerAPI) async throws -> [String] {
+        guard let verifier else { throw Self.disabled }
+        var lines: [String] = []
+        for bound in try await SubscriptionRepository(db: store.database).all() {
+            let prefix = "\(bound.companyID)  \(bound.originalTransactionID)"
+            guard let environment = AppStoreEnvironment(rawValue: bound.environment),
+                [.production, .sandbox].contains(environment)
+            else {
+                lines.append("\(prefix)  \(bound.state.rawValue)  skipped: \(bound.environment) has no server API")
+                continue
+            }
+            do {
+                let statuses = try await api.statuses(
+                    originalTransactionID: bound.originalTransactionID, environment: environment, now: clock.now)
+                let last = statuses.data.flatMap(\.lastTransactions).filter {
+                    $0.originalTransactionId == bound.originalTransactionID
+                }
+                guard let last = last.first else {
+                    lines.append("\(prefix)  \(bound.state.rawValue)  unchanged: the API does not know it")
+                    continue
+                }
+                lines.append("\(prefix)  " + (try await reconcile(bound, last, verifier: verifier)))
+            } catch let refusal as AppStoreRefusal {
+                lines.append("\(prefix)  \(bound.state.rawValue)  failed: \(Self.apiError(refusal).message)")
+            } catch let failure as AppStoreServerAPI.Failure {
+                lines.append("\(prefix)  \(bound.state.rawValue)  failed: \(failure)")
+            }
+        }
+        return lines
+    }
+
+    private func reconcile(
+        _ bound: SubscriptionRecord, _ last: AppStoreServerAPI.Statuses.Last, verifier: AppStoreVerifier
+    ) async throws -> String {
+        let transaction = try await verifier.transaction(last.signedTransactionInfo)
+        let renewal = try await last.signedRenewalInfo.asyncMap(verifier.renewalInfo)
+        guard let tier = products[transaction.productId] else {
+            return "\(bound.state.rawValue)  failed: product \(transaction.productId) is not in --app-store-products"
+        }
+        // The status settles what the dates alone cannot, as a notification's type does.
+        let type: NotificationType? =
+            switch last.status {
+            case 2: .expired
+            case 3, 4: .didFailToRenew
+            case 5: .revoke
+            default: nil
+            }
+        let now = clock.now
+        let state = SubscriptionRules.state(of: transaction, renewal: renewal, notification: type, now: now)
+        let event = AuditEvent(
+            .subscriptionReconciled, companyID: bound.companyID,
+            detail: [
+                "source": "reconcile", "status": String(last.status), "transaction_id": transaction.transactionId,
+                "original_transaction_id": transaction.originalTransactionId,
+            ])
+        let change = Change(
+            transaction: transaction, renewal: renewal, tier: tier, state: state, companyID: bound.companyID)
+        let outcome = try await store.transaction { [self] db in
+            try await apply(change, event: event, now: now, db: db)
+        }
+        switch outcome {
+        case .applied:
+            return state == bound.state && transaction.transactionId == bound.transactionID
+                ? "\(state.rawValue)  unchanged" : "\(state.rawValue)  repaired (was \(bound.state.rawValue))"
+        case .stale: return "\(bound.state.rawValue)  unchanged: newer signed data is stored"
+        case .claimed: return "\(bound.state.rawValue)  failed: bound to another company"
+        }
+    }
+
     // MARK: Applying a change
 
     /// What signed data says of one subscription.

@@ -6,6 +6,11 @@ verify ROOT_DER JSON_FILE
 chain OUT_DIR
     Makes a chain of its own (root; intermediate and leaf with Apple's markers) with `cryptography`: root.pem, and the
     leaf's key and the x5c for `sign`, in OUT_DIR.
+fake-api RESPONSES_DIR PUBLIC_KEY_PEM ISSUER_ID KEY_ID BUNDLE_ID
+    A local fake of the App Store Server API's Get All Subscription Statuses: checks each request's JWT as Apple
+    documents it (ES256 with the key's id as `kid`, `typ` JWT, `iss`, `aud` appstoreconnect-v1, `bid`, at most an
+    hour), then answers RESPONSES_DIR/<transactionId>.json (404 when there is none). Prints its port, then one line
+    per request.
 sign OUT_DIR APP_ACCOUNT_TOKEN
     Signs with that chain, with PyJWT as the library's tests do, a transaction and a SUBSCRIBED notification in the
     shape of the library's documentation and test resources: transaction.jws and notification.jws in OUT_DIR.
@@ -134,9 +139,65 @@ def sign(out_dir, token):
         f.write(signed(notification))
 
 
+def fake_api(responses, public_key_path, issuer, key_id, bundle_id):
+    import http.server
+    import os
+
+    with open(public_key_path, "rb") as f:
+        public_key = serialization.load_pem_public_key(f.read())
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def answer(self, status, body):
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            prefix = "/inApps/v1/subscriptions/"
+            authorization = self.headers.get("Authorization", "")
+            try:
+                token = authorization.removeprefix("Bearer ")
+                header = jwt.get_unverified_header(token)
+                claims = jwt.decode(token, public_key, algorithms=["ES256"], audience="appstoreconnect-v1",
+                                    issuer=issuer, options={"require": ["iat", "exp", "iss", "aud", "bid"]})
+                if header.get("kid") != key_id or header.get("typ") != "JWT":
+                    raise ValueError("kid or typ")
+                if claims["bid"] != bundle_id or claims["exp"] - claims["iat"] > 3600:
+                    raise ValueError("bid or lifetime")
+            except Exception as e:
+                print(f"refused {self.path}: {e}", flush=True)
+                return self.answer(401, {"errorCode": 4010000, "errorMessage": "Unauthenticated"})
+            if not self.path.startswith(prefix):
+                return self.answer(404, {"errorCode": 4040000})
+            path = os.path.join(responses, self.path[len(prefix):] + ".json")
+            if not os.path.exists(path):
+                print(f"unknown {self.path}", flush=True)
+                return self.answer(404, {"errorCode": 4040010, "errorMessage": "Transaction id not found."})
+            print(f"answered {self.path}", flush=True)
+            with open(path) as f:
+                self.answer(200, json.load(f))
+
+    # A test runner may start children with SIGTERM ignored: stop on SIGTERM, and when the test closes stdin.
+    import signal
+    import threading
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "verify":
         verify(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "fake-api":
+        fake_api(*sys.argv[2:7])
     elif sys.argv[1] == "chain":
         chain(sys.argv[2])
     else:
