@@ -13,7 +13,7 @@ import Testing
 @Suite("Sync under kill -9")
 struct SyncFaultTests {
     /// A store for the binary: a fresh SQLite file under the data folder, or a fresh PostgreSQL database.
-    private static func databaseURL() async throws -> String? {
+    static func databaseURL() async throws -> String? {
         guard let url = TestStore.postgresURL, var components = URLComponents(string: url) else { return nil }
         let name = "f_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
         try await TestStore.asAdmin("CREATE DATABASE \(ident: String(name))")
@@ -21,11 +21,13 @@ struct SyncFaultTests {
         return components.string
     }
 
-    private static func start(port: Int, data: URL, databaseURL: String?, sinkPort: Int) async throws -> Process {
+    static func start(
+        port: Int, data: URL, databaseURL: String?, sinkPort: Int, extra: [String] = []
+    ) async throws -> Process {
         var arguments = [
             "serve", "--port", String(port), "--data-dir", data.path, "--public-url", "http://127.0.0.1:\(port)",
             "--smtp-url", "smtp://127.0.0.1:\(sinkPort)", "--log-level", "error",
-        ]
+        ] + extra
         if let databaseURL { arguments += ["--database-url", databaseURL] }
         let process = CommandLineTests.process(arguments, environment: [:], in: nil)
         process.standardError = FileHandle.nullDevice
@@ -183,7 +185,7 @@ struct SyncFaultTests {
 }
 
 /// Sends SIGKILL to the binary once, from whichever thread fires it first.
-private final class KillSwitch: Sendable {
+final class KillSwitch: Sendable {
     private let pid: pid_t
     private let fired = NIOLockedValueBox(false)
 
@@ -201,7 +203,7 @@ private final class KillSwitch: Sendable {
 /// Reads an answer as AsyncHTTPClient's accumulator does, and fires the kill switch the moment its status line
 /// arrives, on the client's event loop. Killing from the test's task instead waited for a free thread, and on a loaded
 /// machine the store had answered every push in flight by then (CI once saw no answer lost in 20 rounds).
-private final class KillOnFirstAnswer: HTTPClientResponseDelegate {
+final class KillOnFirstAnswer: HTTPClientResponseDelegate {
     typealias Response = HTTPClient.Response
     private let accumulator: ResponseAccumulator
     private let killSwitch: KillSwitch
