@@ -24,10 +24,11 @@ struct SyncFaultTests {
     static func start(
         port: Int, data: URL, databaseURL: String?, sinkPort: Int, extra: [String] = []
     ) async throws -> Process {
-        var arguments = [
-            "serve", "--port", String(port), "--data-dir", data.path, "--public-url", "http://127.0.0.1:\(port)",
-            "--smtp-url", "smtp://127.0.0.1:\(sinkPort)", "--log-level", "error",
-        ] + extra
+        var arguments =
+            [
+                "serve", "--port", String(port), "--data-dir", data.path, "--public-url", "http://127.0.0.1:\(port)",
+                "--smtp-url", "smtp://127.0.0.1:\(sinkPort)", "--log-level", "error",
+            ] + extra
         if let databaseURL { arguments += ["--database-url", databaseURL] }
         let process = CommandLineTests.process(arguments, environment: [:], in: nil)
         process.standardError = FileHandle.nullDevice
