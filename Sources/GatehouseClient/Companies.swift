@@ -134,6 +134,19 @@ public struct Companies: Sendable {
         Company(try await inCompany { try await $0.getCompany(path: .init(cid: $1)).ok.body.json })
     }
 
+    /// Reports a StoreKit 2 purchase made for this company (owner): `signedTransaction` is the verified
+    /// transaction's `jwsRepresentation`, bought with this company's ``Company/appAccountToken``. The server verifies
+    /// it as Apple's App Store Server Library does and answers the tier it now gives; reporting it twice changes
+    /// nothing.
+    @discardableResult
+    public func reportPurchase(signedTransaction: String) async throws(GatehouseError) -> CompanySubscription {
+        let body = Components.Schemas.ReportPurchaseRequest(signedTransaction: signedTransaction)
+        return CompanySubscription(
+            try await inCompany {
+                try await $0.reportPurchase(path: .init(cid: $1), body: .json(body)).ok.body.json
+            })
+    }
+
     /// Renames the company or changes its policy (owner).
     @discardableResult
     public func update(_ change: CompanyUpdate) async throws(GatehouseError) -> Company {

@@ -163,6 +163,11 @@ public struct Company: Sendable, Equatable, Identifiable {
     public let memberCount: Int
     /// When it was made.
     public let createdAt: Date
+    /// What the app sets as a purchase's `appAccountToken` (StoreKit's `Product.PurchaseOption.appAccountToken`), so
+    /// that the purchase counts for this company and no other.
+    public let appAccountToken: UUID?
+    /// The tier's source and the App Store subscription behind it.
+    public let subscription: CompanySubscription
 
     init(_ wire: Components.Schemas.CompanyDetail) {
         id = wire.id
@@ -178,6 +183,57 @@ public struct Company: Sendable, Equatable, Identifiable {
         managersCanShare = wire.managersCanShare
         memberCount = wire.memberCount
         createdAt = wire.createdAt
+        appAccountToken = UUID(uuidString: wire.appAccountToken)
+        subscription = CompanySubscription(wire.subscription)
+    }
+}
+
+/// A company's tier, where it comes from, and the App Store subscription behind it (docs/app-store.md).
+public struct CompanySubscription: Sendable, Equatable {
+    /// Who set the tier.
+    public enum Source: String, Sendable {
+        /// A subscription bought in the app.
+        case appStore = "app_store"
+        /// An operator, whose choice holds whatever the App Store says until they hand it back.
+        case `operator`
+    }
+
+    /// Where a subscription stands.
+    public enum State: String, Sendable {
+        /// Paid and running.
+        case active
+        /// Billing failed; Apple retries and the company keeps its tier until the grace period ends.
+        case gracePeriod = "grace_period"
+        /// Billing failed; Apple retries, and the company is on the Free tier meanwhile.
+        case billingRetry = "billing_retry"
+        /// Ended.
+        case expired
+        /// Apple refunded it.
+        case refunded
+        /// Family Sharing access was withdrawn.
+        case revoked
+    }
+
+    /// The company's tier now.
+    public let tier: Tier
+    /// Who set it; nil for a company that never had a subscription or an operator's choice.
+    public let source: Source?
+    /// The newest subscription's state, if it ever had one.
+    public let state: State?
+    /// The product bought.
+    public let productID: String?
+    /// When the paid period ends.
+    public let expiresAt: Date?
+    /// When the grace period ends, while billing is retried.
+    public let gracePeriodExpiresAt: Date?
+
+    init(_ wire: Components.Schemas.CompanySubscription) {
+        tier = Tier(rawValue: wire.tier.rawValue) ?? .free
+        source = wire.tierSource.flatMap { Source(rawValue: $0.rawValue) }
+        state = wire.state.flatMap { State(rawValue: $0.rawValue) }
+        productID = wire.productId
+        expiresAt = wire.expiresAt
+        gracePeriodExpiresAt = wire.gracePeriodExpiresAt
     }
 }
 

@@ -8,6 +8,32 @@ import Testing
 /// seeds' path, and the sync failure modes.
 @Suite("GatehouseClient companies and the company store")
 struct ClientCompanyTests {
+    @Test("A purchase made for the company: its token, the report, the tier and its source on the company model")
+    func purchase() async throws {
+        try await AccountHarness.with({ AppStoreFixtures.shared.configure(&$0) }) { h in
+            let owner = try AppDevice(h)
+            try await owner.signUp(h, "buyer")
+            let company = try await owner.client.companies.create(name: "Bought Ltd")
+            _ = try await owner.client.companies.createCredential(
+                in: company.id, username: "olive", password: "blue tractor 42")
+            try await owner.client.companies.signIn(to: company.id, username: "olive", password: "blue tractor 42")
+            let before = try await owner.client.companies.details()
+            #expect(before.subscription.tier == .free && before.subscription.source == nil)
+            let token = try #require(before.appAccountToken)
+            let jws = try AppStoreFixtures.shared.sign(AppStoreFixtures.transaction(token: token.uuidString))
+            let subscription = try await owner.client.companies.reportPurchase(signedTransaction: jws)
+            #expect(subscription.tier == .business && subscription.source == .appStore)
+            #expect(subscription.state == .active && subscription.productID == AppStoreFixtures.business)
+            let after = try await owner.client.companies.details()
+            #expect(after.tier == .business && after.subscription == subscription)
+            // A purchase made for another company is refused, with the server's code.
+            let other = try AppStoreFixtures.shared.sign(AppStoreFixtures.transaction(token: UUID().uuidString))
+            await #expect(throws: GatehouseError.self) {
+                try await owner.client.companies.reportPurchase(signedTransaction: other)
+            }
+        }
+    }
+
     @Test("The seeds' path: create, credential, login, share, preview, accept, members, switching, lockout")
     func companiesPath() async throws {
         try await AccountHarness.with { h in

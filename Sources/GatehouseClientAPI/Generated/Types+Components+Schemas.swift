@@ -1838,6 +1838,23 @@ extension Components {
             case refunded = "refunded"
             case revoked = "revoked"
         }
+        /// - Remark: Generated from `#/components/schemas/ReportPurchaseRequest`.
+        package struct ReportPurchaseRequest: Codable, Hashable, Sendable {
+            /// StoreKit 2's `Transaction.jwsRepresentation`.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ReportPurchaseRequest/signed_transaction`.
+            package var signedTransaction: Swift.String
+            /// Creates a new `ReportPurchaseRequest`.
+            ///
+            /// - Parameters:
+            ///   - signedTransaction: StoreKit 2's `Transaction.jwsRepresentation`.
+            package init(signedTransaction: Swift.String) {
+                self.signedTransaction = signedTransaction
+            }
+            package enum CodingKeys: String, CodingKey {
+                case signedTransaction = "signed_transaction"
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/CreateCompanyRequest`.
         package struct CreateCompanyRequest: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/CreateCompanyRequest/name`.

@@ -12912,6 +12912,338 @@ package enum Operations {
             }
         }
     }
+    /// Report a StoreKit 2 purchase for this company (owner); the company's tier follows it.
+    ///
+    /// The body carries `Transaction.jwsRepresentation`, signed by the App Store. It counts when it verifies as Apple's App Store Server Library verifies it, names this company's `app_account_token` as its `appAccountToken`, and is for a product `--app-store-products` lists. Its original transaction is then bound to this company for good. Codes: app_store_disabled (404), app_store_malformed, app_store_untrusted, app_store_wrong_app, app_store_wrong_environment (400), forbidden, app_store_other_company (403), app_store_transaction_claimed, app_store_transaction_superseded (409), app_store_product_unknown (422).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/companies/{cid}/subscription`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)`.
+    package enum ReportPurchase {
+        package static let id: Swift.String = "reportPurchase"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/subscription/POST/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/subscription/POST/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                package init(cid: Components.Parameters.CompanyID) {
+                    self.cid = cid
+                }
+            }
+            package var path: Operations.ReportPurchase.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/subscription/POST/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ReportPurchase.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ReportPurchase.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.ReportPurchase.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/subscription/POST/requestBody`.
+            @frozen package enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/subscription/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.ReportPurchaseRequest)
+            }
+            package var body: Operations.ReportPurchase.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            package init(
+                path: Operations.ReportPurchase.Input.Path,
+                headers: Operations.ReportPurchase.Input.Headers = .init(),
+                body: Operations.ReportPurchase.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/subscription/POST/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/companies/{cid}/subscription/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.CompanySubscription)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.CompanySubscription {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.ReportPurchase.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.ReportPurchase.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ReportPurchase.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.ReportPurchase.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            package var conflict: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            package var contentTooLarge: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            package var unprocessableContent: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// A batch of mutations (at most 1,000), applied in one transaction; per field, the server's value wins only where it changed since the mutation's base.
     ///
     /// Idempotent per (client_id, mid): a mutation sent again returns its first result and applies nothing. Each result is `applied`, `merged` (`rejected_fields` holds the server's value of each field it kept) or `refused` with a code: read_only, invalid_record_id, invalid_record_type, invalid_field_name, invalid_field_value, too_many_fields, record_too_large, record_deleted, type_mismatch, dept_mask_forbidden, record_forbidden.

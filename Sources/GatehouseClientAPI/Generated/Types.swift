@@ -284,6 +284,14 @@ package protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/companies/{cid}/transfer`.
     /// - Remark: Generated from `#/paths//v1/companies/{cid}/transfer/post(transferOwnership)`.
     func transferOwnership(_ input: Operations.TransferOwnership.Input) async throws -> Operations.TransferOwnership.Output
+    /// Report a StoreKit 2 purchase for this company (owner); the company's tier follows it.
+    ///
+    /// The body carries `Transaction.jwsRepresentation`, signed by the App Store. It counts when it verifies as Apple's App Store Server Library verifies it, names this company's `app_account_token` as its `appAccountToken`, and is for a product `--app-store-products` lists. Its original transaction is then bound to this company for good. Codes: app_store_disabled (404), app_store_malformed, app_store_untrusted, app_store_wrong_app, app_store_wrong_environment (400), forbidden, app_store_other_company (403), app_store_transaction_claimed, app_store_transaction_superseded (409), app_store_product_unknown (422).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/companies/{cid}/subscription`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)`.
+    func reportPurchase(_ input: Operations.ReportPurchase.Input) async throws -> Operations.ReportPurchase.Output
     /// A batch of mutations (at most 1,000), applied in one transaction; per field, the server's value wins only where it changed since the mutation's base.
     ///
     /// Idempotent per (client_id, mid): a mutation sent again returns its first result and applies nothing. Each result is `applied`, `merged` (`rejected_fields` holds the server's value of each field it kept) or `refused` with a code: read_only, invalid_record_id, invalid_record_type, invalid_field_name, invalid_field_value, too_many_fields, record_too_large, record_deleted, type_mismatch, dept_mask_forbidden, record_forbidden.
@@ -965,6 +973,24 @@ extension APIProtocol {
         body: Operations.TransferOwnership.Input.Body
     ) async throws -> Operations.TransferOwnership.Output {
         try await transferOwnership(Operations.TransferOwnership.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Report a StoreKit 2 purchase for this company (owner); the company's tier follows it.
+    ///
+    /// The body carries `Transaction.jwsRepresentation`, signed by the App Store. It counts when it verifies as Apple's App Store Server Library verifies it, names this company's `app_account_token` as its `appAccountToken`, and is for a product `--app-store-products` lists. Its original transaction is then bound to this company for good. Codes: app_store_disabled (404), app_store_malformed, app_store_untrusted, app_store_wrong_app, app_store_wrong_environment (400), forbidden, app_store_other_company (403), app_store_transaction_claimed, app_store_transaction_superseded (409), app_store_product_unknown (422).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/companies/{cid}/subscription`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)`.
+    package func reportPurchase(
+        path: Operations.ReportPurchase.Input.Path,
+        headers: Operations.ReportPurchase.Input.Headers = .init(),
+        body: Operations.ReportPurchase.Input.Body
+    ) async throws -> Operations.ReportPurchase.Output {
+        try await reportPurchase(Operations.ReportPurchase.Input(
             path: path,
             headers: headers,
             body: body

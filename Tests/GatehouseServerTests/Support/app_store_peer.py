@@ -6,6 +6,9 @@ verify ROOT_DER JSON_FILE
 chain OUT_DIR
     Makes a chain of its own (root; intermediate and leaf with Apple's markers) with `cryptography`: root.pem, and the
     leaf's key and the x5c for `sign`, in OUT_DIR.
+bulk OUT_DIR APP_ACCOUNT_TOKEN COUNT
+    COUNT SUBSCRIBED notifications with that chain, each of its own subscription, one request body per line in
+    OUT_DIR/notifications.jsonl (Benchmarks/app-store.sh).
 fake-api RESPONSES_DIR PUBLIC_KEY_PEM ISSUER_ID KEY_ID BUNDLE_ID
     A local fake of the App Store Server API's Get All Subscription Statuses: checks each request's JWT as Apple
     documents it (ES256 with the key's id as `kid`, `typ` JWT, `iss`, `aud` appstoreconnect-v1, `bid`, at most an
@@ -139,6 +142,34 @@ def sign(out_dir, token):
         f.write(signed(notification))
 
 
+def bulk(out_dir, token, count):
+    with open(f"{out_dir}/leaf.key", "rb") as f:
+        leaf_key = serialization.load_pem_private_key(f.read(), password=None)
+    with open(f"{out_dir}/x5c.json") as f:
+        x5c = json.load(f)
+    now = int(time.time() * 1000)
+    with open(f"{out_dir}/notifications.jsonl", "w") as out:
+        for n in range(int(count)):
+            transaction = {
+                "originalTransactionId": f"6{n:015d}", "transactionId": f"7{n:015d}", "bundleId": BUNDLE_ID,
+                "productId": BUSINESS, "purchaseDate": now, "originalPurchaseDate": now,
+                "expiresDate": now + 30 * 86400 * 1000, "quantity": 1, "type": "Auto-Renewable Subscription",
+                "appAccountToken": token, "inAppOwnershipType": "PURCHASED", "signedDate": now,
+                "environment": "Production", "transactionReason": "PURCHASE",
+            }
+            notification = {
+                "notificationType": "SUBSCRIBED", "subtype": "INITIAL_BUY", "notificationUUID": str(uuid.uuid4()),
+                "data": {
+                    "environment": "Production", "appAppleId": APP_APPLE_ID, "bundleId": BUNDLE_ID,
+                    "signedTransactionInfo": jwt.encode(transaction, leaf_key, algorithm="ES256", headers={"x5c": x5c}),
+                    "status": 1,
+                },
+                "version": "2.0", "signedDate": now,
+            }
+            signed = jwt.encode(notification, leaf_key, algorithm="ES256", headers={"x5c": x5c})
+            out.write(json.dumps({"signedPayload": signed}) + "\n")
+
+
 def fake_api(responses, public_key_path, issuer, key_id, bundle_id):
     import http.server
     import os
@@ -196,6 +227,8 @@ def fake_api(responses, public_key_path, issuer, key_id, bundle_id):
 if __name__ == "__main__":
     if sys.argv[1] == "verify":
         verify(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "bulk":
+        bulk(sys.argv[2], sys.argv[3], sys.argv[4])
     elif sys.argv[1] == "fake-api":
         fake_api(*sys.argv[2:7])
     elif sys.argv[1] == "chain":
