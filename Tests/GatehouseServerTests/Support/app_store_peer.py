@@ -7,8 +7,8 @@ chain OUT_DIR
     Makes a chain of its own (root; intermediate and leaf with Apple's markers) with `cryptography`: root.pem, and the
     leaf's key and the x5c for `sign`, in OUT_DIR.
 bulk OUT_DIR APP_ACCOUNT_TOKEN COUNT
-    COUNT SUBSCRIBED notifications with that chain, each of its own subscription, one request body per line in
-    OUT_DIR/notifications.jsonl (Benchmarks/app-store.sh).
+    COUNT DID_RENEW notifications with that chain, renewals of 16 subscriptions in turn, each newer than the one
+    before it, one request body per line in OUT_DIR/notifications.jsonl (Benchmarks/app-store.sh).
 fake-api RESPONSES_DIR PUBLIC_KEY_PEM ISSUER_ID KEY_ID BUNDLE_ID
     A local fake of the App Store Server API's Get All Subscription Statuses: checks each request's JWT as Apple
     documents it (ES256 with the key's id as `kid`, `typ` JWT, `iss`, `aud` appstoreconnect-v1, `bid`, at most an
@@ -150,21 +150,22 @@ def bulk(out_dir, token, count):
     now = int(time.time() * 1000)
     with open(f"{out_dir}/notifications.jsonl", "w") as out:
         for n in range(int(count)):
+            signed_date = now - int(count) + n
             transaction = {
-                "originalTransactionId": f"6{n:015d}", "transactionId": f"7{n:015d}", "bundleId": BUNDLE_ID,
+                "originalTransactionId": f"6{n % 16:015d}", "transactionId": f"7{n:015d}", "bundleId": BUNDLE_ID,
                 "productId": BUSINESS, "purchaseDate": now, "originalPurchaseDate": now,
                 "expiresDate": now + 30 * 86400 * 1000, "quantity": 1, "type": "Auto-Renewable Subscription",
-                "appAccountToken": token, "inAppOwnershipType": "PURCHASED", "signedDate": now,
-                "environment": "Production", "transactionReason": "PURCHASE",
+                "appAccountToken": token, "inAppOwnershipType": "PURCHASED", "signedDate": signed_date,
+                "environment": "Production", "transactionReason": "RENEWAL",
             }
             notification = {
-                "notificationType": "SUBSCRIBED", "subtype": "INITIAL_BUY", "notificationUUID": str(uuid.uuid4()),
+                "notificationType": "DID_RENEW", "notificationUUID": str(uuid.uuid4()),
                 "data": {
                     "environment": "Production", "appAppleId": APP_APPLE_ID, "bundleId": BUNDLE_ID,
                     "signedTransactionInfo": jwt.encode(transaction, leaf_key, algorithm="ES256", headers={"x5c": x5c}),
                     "status": 1,
                 },
-                "version": "2.0", "signedDate": now,
+                "version": "2.0", "signedDate": signed_date,
             }
             signed = jwt.encode(notification, leaf_key, algorithm="ES256", headers={"x5c": x5c})
             out.write(json.dumps({"signedPayload": signed}) + "\n")
