@@ -146,7 +146,7 @@ done
 python3 - "$work" "${results[@]}" <<'PY'
 import re, sys
 work, results = sys.argv[1], sys.argv[2:]
-adapter = re.compile(r"canImport\((Security|LocalAuthentication|AuthenticationServices|CryptoKit)\)")
+adapter = re.compile(r"canImport\((Security|LocalAuthentication|AuthenticationServices|CryptoKit|StoreKit)\)")
 seen = set()
 for result in results:
     platform, outcome = result.split(":")

@@ -227,6 +227,18 @@ public struct CompanySubscription: Sendable, Equatable {
     /// When the grace period ends, while billing is retried.
     public let gracePeriodExpiresAt: Date?
 
+    init(
+        tier: Tier, source: Source? = nil, state: State? = nil, productID: String? = nil, expiresAt: Date? = nil,
+        gracePeriodExpiresAt: Date? = nil
+    ) {
+        self.tier = tier
+        self.source = source
+        self.state = state
+        self.productID = productID
+        self.expiresAt = expiresAt
+        self.gracePeriodExpiresAt = gracePeriodExpiresAt
+    }
+
     init(_ wire: Components.Schemas.CompanySubscription) {
         tier = Tier(rawValue: wire.tier.rawValue) ?? .free
         source = wire.tierSource.flatMap { Source(rawValue: $0.rawValue) }
