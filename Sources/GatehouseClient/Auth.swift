@@ -211,7 +211,7 @@ public struct Auth: Sendable {
         return try await signIn {
             try await client.token(
                 query: .init(grantType: .idToken),
-                body: .json(.IDTokenGrant(.init(provider: .apple, idToken: idToken, nonce: nonce)))
+                body: .json(.IDTokenGrant(.init(provider: "apple", idToken: idToken, nonce: nonce)))
             ).ok.body.json
         }
     }

@@ -1131,12 +1131,7 @@ extension Components {
             /// - Remark: Generated from `#/components/schemas/Identity/identity_data`.
             package var identityData: Components.Schemas.JSONObject
             /// - Remark: Generated from `#/components/schemas/Identity/provider`.
-            @frozen package enum ProviderPayload: String, Codable, Hashable, Sendable, CaseIterable {
-                case email = "email"
-                case apple = "apple"
-            }
-            /// - Remark: Generated from `#/components/schemas/Identity/provider`.
-            package var provider: Components.Schemas.Identity.ProviderPayload
+            package var provider: Swift.String
             /// - Remark: Generated from `#/components/schemas/Identity/email`.
             package var email: Swift.String?
             /// - Remark: Generated from `#/components/schemas/Identity/last_sign_in_at`.
@@ -1162,7 +1157,7 @@ extension Components {
                 id: Swift.String,
                 userId: Swift.String,
                 identityData: Components.Schemas.JSONObject,
-                provider: Components.Schemas.Identity.ProviderPayload,
+                provider: Swift.String,
                 email: Swift.String? = nil,
                 lastSignInAt: Foundation.Date? = nil,
                 createdAt: Foundation.Date,
@@ -1439,39 +1434,104 @@ extension Components {
                 case codeVerifier = "code_verifier"
             }
         }
+        /// GoTrue's id_token grant. `provider` is apple or google; any other name is refused 400 naming it (validation_failed), and a known provider the server has not configured 400 provider_disabled. With `link_identity: true` and the user's bearer token, the identity is linked to that user instead (--manual-linking on).
+        ///
         /// - Remark: Generated from `#/components/schemas/IDTokenGrant`.
         package struct IDTokenGrant: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/IDTokenGrant/provider`.
-            @frozen package enum ProviderPayload: String, Codable, Hashable, Sendable, CaseIterable {
-                case apple = "apple"
-            }
-            /// - Remark: Generated from `#/components/schemas/IDTokenGrant/provider`.
-            package var provider: Components.Schemas.IDTokenGrant.ProviderPayload
+            package var provider: Swift.String
             /// - Remark: Generated from `#/components/schemas/IDTokenGrant/id_token`.
             package var idToken: Swift.String
-            /// The raw nonce; the token must carry its SHA-256.
+            /// The raw nonce; the token must carry its SHA-256 (hex).
             ///
             /// - Remark: Generated from `#/components/schemas/IDTokenGrant/nonce`.
             package var nonce: Swift.String?
+            /// Accepted as GoTrue accepts it; not used.
+            ///
+            /// - Remark: Generated from `#/components/schemas/IDTokenGrant/access_token`.
+            package var accessToken: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/IDTokenGrant/client_id`.
+            package var clientId: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/IDTokenGrant/issuer`.
+            package var issuer: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/IDTokenGrant/link_identity`.
+            package var linkIdentity: Swift.Bool?
+            /// Apple's authorization code from the same authorization as the token: exchanged for Apple's refresh token, which is revoked when the account or the identity goes (our addition).
+            ///
+            /// - Remark: Generated from `#/components/schemas/IDTokenGrant/authorization_code`.
+            package var authorizationCode: Swift.String?
+            /// The name Apple gave the app on the first authorization, kept in user_metadata (our addition).
+            ///
+            /// - Remark: Generated from `#/components/schemas/IDTokenGrant/full_name`.
+            package struct FullNamePayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/IDTokenGrant/full_name/given_name`.
+                package var givenName: Swift.String?
+                /// - Remark: Generated from `#/components/schemas/IDTokenGrant/full_name/family_name`.
+                package var familyName: Swift.String?
+                /// Creates a new `FullNamePayload`.
+                ///
+                /// - Parameters:
+                ///   - givenName:
+                ///   - familyName:
+                package init(
+                    givenName: Swift.String? = nil,
+                    familyName: Swift.String? = nil
+                ) {
+                    self.givenName = givenName
+                    self.familyName = familyName
+                }
+                package enum CodingKeys: String, CodingKey {
+                    case givenName = "given_name"
+                    case familyName = "family_name"
+                }
+            }
+            /// The name Apple gave the app on the first authorization, kept in user_metadata (our addition).
+            ///
+            /// - Remark: Generated from `#/components/schemas/IDTokenGrant/full_name`.
+            package var fullName: Components.Schemas.IDTokenGrant.FullNamePayload?
             /// Creates a new `IDTokenGrant`.
             ///
             /// - Parameters:
             ///   - provider:
             ///   - idToken:
-            ///   - nonce: The raw nonce; the token must carry its SHA-256.
+            ///   - nonce: The raw nonce; the token must carry its SHA-256 (hex).
+            ///   - accessToken: Accepted as GoTrue accepts it; not used.
+            ///   - clientId:
+            ///   - issuer:
+            ///   - linkIdentity:
+            ///   - authorizationCode: Apple's authorization code from the same authorization as the token: exchanged for Apple's refresh token, which is revoked when the account or the identity goes (our addition).
+            ///   - fullName: The name Apple gave the app on the first authorization, kept in user_metadata (our addition).
             package init(
-                provider: Components.Schemas.IDTokenGrant.ProviderPayload,
+                provider: Swift.String,
                 idToken: Swift.String,
-                nonce: Swift.String? = nil
+                nonce: Swift.String? = nil,
+                accessToken: Swift.String? = nil,
+                clientId: Swift.String? = nil,
+                issuer: Swift.String? = nil,
+                linkIdentity: Swift.Bool? = nil,
+                authorizationCode: Swift.String? = nil,
+                fullName: Components.Schemas.IDTokenGrant.FullNamePayload? = nil
             ) {
                 self.provider = provider
                 self.idToken = idToken
                 self.nonce = nonce
+                self.accessToken = accessToken
+                self.clientId = clientId
+                self.issuer = issuer
+                self.linkIdentity = linkIdentity
+                self.authorizationCode = authorizationCode
+                self.fullName = fullName
             }
             package enum CodingKeys: String, CodingKey {
                 case provider
                 case idToken = "id_token"
                 case nonce
+                case accessToken = "access_token"
+                case clientId = "client_id"
+                case issuer
+                case linkIdentity = "link_identity"
+                case authorizationCode = "authorization_code"
+                case fullName = "full_name"
             }
         }
         /// - Remark: Generated from `#/components/schemas/UpdateUserRequest`.

@@ -10,6 +10,8 @@ struct AccountDeletion: Sendable {
     let mailer: Mailer
     let mail: AccountMail
     let profiles: ProfileService
+    /// Where an Apple identity's token goes to be revoked, when Sign in with Apple's REST API is configured.
+    let revocations: AppleRevocations?
 
     /// What the caller proves on top of the session: nothing (a sign-in in the last ten minutes), the current
     /// password, or a code from `/auth/v1/reauthenticate`.
@@ -53,7 +55,7 @@ struct AccountDeletion: Sendable {
                     refusal, accountID: account.id, detail: extra.merging(["reason": "owns_companies"]) { $1 }))
             throw Self.ownsCompanies(owned)
         }
-        try await mail.transactionQueuingMail { db in
+        let queued = try await mail.transactionQueuingMail { db in
             // Checked again inside the transaction: a company made meanwhile would otherwise lose its owner.
             let ownedNow = try await CompanyDirectory(db: db).owned(by: account.id)
             guard ownedNow.isEmpty else { throw Self.ownsCompanies(ownedNow) }
@@ -65,12 +67,20 @@ struct AccountDeletion: Sendable {
             try await SyncAccess(db: db).forget(accountID: account.id)
             try await trail.within(db)
                 .forget(accountID: account.id, emailDigest: Secrets.emailDigest(account.email))
+            // Apple's refresh tokens are revoked after the commit, from the queue: Apple being down never blocks this.
+            var queued = 0
+            if let revocations {
+                queued = try await AppleRevocations.enqueue(
+                    accountID: account.id, clientID: revocations.api.clientID, now: clock.now, db: db)
+            }
             try await AccountRepository(db: db).delete(id: account.id)
             try await trail.within(db).record(
                 AuditEvent(
                     .accountDeleted, accountID: account.id,
                     detail: extra.merging(["sessions": String(ended.count)]) { $1 }))
+            return queued
         }
+        if queued > 0 { revocations?.wake() }
     }
 
     /// 409 `owns_companies`, naming each company the account still owns.

@@ -6,8 +6,22 @@ import SQLKit
 /// reaches into `AccountRepository` (docs/architecture.md, "Who may use whom").
 struct AccountDirectory {
     private let accounts: AccountRepository
+    private let db: any SQLDatabase
 
-    init(db: any SQLDatabase) { accounts = AccountRepository(db: db) }
+    init(db: any SQLDatabase) {
+        accounts = AccountRepository(db: db)
+        self.db = db
+    }
+
+    /// Apple's private relay domain: mail to it reaches the person only while they let Apple forward it.
+    static let appleRelayDomain = "privaterelay.appleid.com"
+
+    /// Whether mail to `email` must not be sent: an Apple relay address whose forwarding the person turned off
+    /// (Sign in with Apple's `email-disabled` notification).
+    func mailDisabled(email: String) async throws -> Bool {
+        guard email.hasSuffix("@" + Self.appleRelayDomain) else { return false }
+        return try await ProviderRepository(db: db).mailDisabled(email: email)
+    }
 
     func find(id: String) async throws -> AccountRecord? { try await accounts.find(id: id) }
 

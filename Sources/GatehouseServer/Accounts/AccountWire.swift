@@ -27,7 +27,7 @@ extension AccountRecord {
                 }
                 return Schemas.Identity(
                     identityId: identity.id, id: identity.providerID, userId: id, identityData: data,
-                    provider: identity.provider == "apple" ? .apple : .email, email: identity.email,
+                    provider: identity.provider, email: identity.email,
                     lastSignInAt: identity.lastSignInAt, createdAt: identity.createdAt,
                     updatedAt: identity.lastSignInAt ?? identity.createdAt)
             },

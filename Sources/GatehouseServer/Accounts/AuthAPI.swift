@@ -71,7 +71,10 @@ extension API {
         switch (input.query.grantType, input.body) {
         case (.password, .json(.PasswordGrant(let body))): session = try await tokens.password(body, client: client)
         case (.refreshToken, .json(.RefreshGrant(let body))): session = try await tokens.refresh(body, client: client)
-        case (.idToken, .json(.IDTokenGrant(let body))): session = try await tokens.idToken(body, client: client)
+        case (.idToken, .json(.IDTokenGrant(let body))):
+            // Linking (`link_identity`) acts for the bearer's account; a sign-in needs no bearer.
+            let caller = body.linkIdentity == true ? try await access.account() : nil
+            session = try await tokens.idToken(body, linkingTo: caller, client: client)
         case (.pkce, .json(.PKCEGrant(let body))): session = try await tokens.pkce(body, client: client)
         default:
             throw APIError.badJSON("The body does not hold what grant_type=\(input.query.grantType.rawValue) needs")
@@ -93,6 +96,23 @@ extension API {
         }
     }
 
+    /// GoTrue's unlink: the identity's `identity_id`, 200 `{}`.
+    func unlinkIdentity(_ input: Operations.UnlinkIdentity.Input) async throws -> Operations.UnlinkIdentity.Output {
+        try await external.unlink(identityID: input.path.identityId, by: try await access.account())
+        return .ok(.init(body: .json(.init())))
+    }
+
+    /// Sign in with Apple's server-to-server notifications: Apple's body, trusted by its signature only.
+    func appleSignInNotification(_ input: Operations.AppleSignInNotification.Input) async throws
+        -> Operations.AppleSignInNotification.Output
+    {
+        let client = try access.client()
+        switch input.body {
+        case .json(let body): try await appleNotifications.receive(body.payload, client: client)
+        }
+        return .ok(.init(body: .json(.init())))
+    }
+
     func reauthenticate(_ input: Operations.Reauthenticate.Input) async throws -> Operations.Reauthenticate.Output {
         try await profiles.reauthenticate(try await access.account())
         return .ok(.init(body: .json(.init())))
@@ -108,10 +128,10 @@ extension API {
     // MARK: Public information
 
     func getSettings(_ input: Operations.GetSettings.Input) async throws -> Operations.GetSettings.Output {
-        let apple = !verification.settings.appleAudiences.isEmpty
         let settings = Schemas.Settings(
             external: .init(
-                email: true, apple: apple, phone: false, anonymousUsers: verification.settings.anonymousUsers),
+                email: true, apple: external.providers.enabled("apple"), google: external.providers.enabled("google"),
+                phone: false, anonymousUsers: verification.settings.anonymousUsers),
             disableSignup: false,
             mailerAutoconfirm: false, phoneAutoconfirm: false, smsProvider: "", samlEnabled: false)
         return .ok(.init(body: .json(settings)))

@@ -4,7 +4,7 @@ import JWTKit
 import SQLKit
 
 /// `POST /auth/v1/token`: the four grants. Password sign-in (counted before the hash runs), refresh-token rotation
-/// with reuse detection, Sign in with Apple (once per identity token), and the PKCE code exchange.
+/// with reuse detection, id tokens (Apple, Google: `ExternalSignIn`), and the PKCE code exchange.
 struct TokenService: Sendable {
     let store: Store
     let clock: any GatehouseClock
@@ -12,7 +12,7 @@ struct TokenService: Sendable {
     let sessions: SessionService
     let trail: AuditTrail
     let hasher: PasswordHasher
-    let appleVerifier: AppleIdentityVerifier
+    let external: ExternalSignIn
     let throttling: AccountThrottling
     let users: UserReader
     /// Signs in once a magic link's authorization code is exchanged.
@@ -169,63 +169,11 @@ struct TokenService: Sendable {
         return (issued, user, membership)
     }
 
-    func idToken(_ body: Schemas.IDTokenGrant, client: ClientInfo) async throws -> Schemas.Session {
+    /// The id_token grant (Apple, Google), and manual linking through it: `ExternalSignIn`.
+    func idToken(_ body: Schemas.IDTokenGrant, linkingTo caller: Caller?, client: ClientInfo) async throws
+        -> Schemas.Session
+    {
         try await throttling.limit("sign-in", settings.limits.signInsPerIP, client: client)
-        guard !settings.appleAudiences.isEmpty else {
-            throw APIError(.badRequest, code: .providerDisabled, message: "Sign in with Apple is not configured")
-        }
-        let apple: AppleIdentity
-        do {
-            apple = try await appleVerifier.verify(body.idToken, nonce: body.nonce)
-        } catch {
-            await trail.record(
-                client.event(.signInFailed, accountID: nil, detail: ["method": "apple", "reason": "\(error)"]))
-            throw APIError(.badRequest, code: .badJwt, message: "The Apple identity token is invalid: \(error)")
-        }
-        let now = clock.now
-        let tokenDigest = Secrets.digest(body.idToken)
-        let (account, issued) = try await store.transaction { db in
-            // One sign-in per identity token: a token seen before is refused until it expires.
-            let accounts = AccountRepository(db: db)
-            guard try await accounts.claimIdentityToken(tokenDigest, expiresAt: apple.expiresAt, now: now) else {
-                throw APIError(.badRequest, code: .badJwt, message: "The Apple identity token was already used")
-            }
-            var account: AccountRecord
-            if let linked = try await accounts.identity(provider: "apple", providerID: apple.subject),
-                let existing = try await accounts.find(id: linked.accountID)
-            {
-                account = existing
-            } else {
-                guard let email = apple.email.flatMap(EmailAddress.normalize), apple.emailVerified else {
-                    throw APIError.validation("The Apple identity token carries no verified email")
-                }
-                if let existing = try await accounts.find(email: email) {
-                    account = existing
-                } else {
-                    account = try await accounts.create(
-                        email: email, passwordHash: nil, metadata: [:], confirmedAt: now, now: now)
-                }
-                try await accounts.insert(
-                    IdentityRecord(
-                        id: Secrets.identifier(), accountID: account.id, provider: "apple", providerID: apple.subject,
-                        email: email, createdAt: now, lastSignInAt: nil))
-                try await trail.within(db).record(
-                    client.event(.identityLinked, accountID: account.id, detail: ["provider": "apple"]))
-            }
-            guard account.disabledAt == nil else {
-                throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
-            }
-            // Apple confirmed the address, not a sign-up's code: whatever a sign-up had chosen is dropped.
-            try await ProvenEmailSignIn(clock: clock).confirmAndSignIn(
-                &account, pending: PendingSignup(passwordHash: nil, metadata: [:]), provider: "apple", now: now, db: db)
-            try await trail.within(db).record(
-                client.event(.signedIn, accountID: account.id, detail: ["method": "apple"]))
-            return (
-                account,
-                try await sessions.start(
-                    accountID: account.id, method: "oauth", ip: client.ip, userAgent: client.userAgent, db: db)
-            )
-        }
-        return try await sessions.response(for: issued, user: try await users.user(account, db: store.database))
+        return try await external.idToken(body, linkingTo: caller, client: client)
     }
 }

@@ -20,6 +20,9 @@ final class API: APIProtocol {
     let profiles: ProfileService
     let accountSessions: AccountSessions
     let accountDeletion: AccountDeletion
+    /// Identities: id tokens, linking and unlinking, Apple's notifications.
+    let external: ExternalSignIn
+    let appleNotifications: AppleNotifications
     let admin: AdminService
     let companies: CompanyService
     let shares: ShareService
@@ -52,17 +55,25 @@ final class API: APIProtocol {
         verification = VerificationService(
             store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, trail: env.trail,
             throttling: throttling, users: users, mail: mail)
+        let external = ExternalSignIn(
+            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, trail: env.trail,
+            users: users, providers: env.idTokens, apple: env.appleRevocations?.api, revocations: env.appleRevocations,
+            box: env.secrets.box, logger: env.logger)
+        self.external = external
         tokens = TokenService(
             store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, trail: env.trail,
             hasher: env.hasher,
-            appleVerifier: env.apple, throttling: throttling, users: users, verification: verification)
+            external: external, throttling: throttling, users: users, verification: verification)
         profiles = ProfileService(
             store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, trail: env.trail,
             hasher: env.hasher,
             mailer: env.mailer, mail: mail, throttling: throttling, passwords: passwords, users: users)
         accountDeletion = AccountDeletion(
             store: env.store, clock: env.clock, trail: env.trail, mailer: env.mailer, mail: mail,
-            profiles: profiles)
+            profiles: profiles, revocations: env.appleRevocations)
+        appleNotifications = AppleNotifications(
+            store: env.store, clock: env.clock, settings: env.settings, trail: env.trail, keys: env.appleKeys,
+            deletion: accountDeletion)
         admin = AdminService(
             store: env.store, clock: env.clock, settings: env.settings, trail: env.trail, sessions: env.sessions,
             hasher: env.hasher,

@@ -77,13 +77,18 @@ public struct GatehouseServices: Sendable {
             store: store, clock: clock, trail: trail, mailer: mailer,
             verifier: try Self.appStoreVerifier(configuration.appStore), products: configuration.appStore.products,
             logger: logger)
+        let appleKeys = JWKSCache(url: settings.appleJWKSURL)
+        let appleRevocations = AppleSignInAPI(settings: settings.appleSignIn, audiences: settings.appleAudiences).map {
+            AppleRevocations(store: store, api: $0, box: box, clock: clock, trail: trail, logger: logger)
+        }
         self.parts = SharedParts(
             store: store, clock: clock, settings: settings,
             sessions: sessions, trail: trail, keys: keys,
             mailer: mailer,
             secrets: secrets,
             hasher: PasswordHasher(), limiter: RateLimiter(clock: clock),
-            apple: AppleIdentityVerifier(jwksURL: settings.appleJWKSURL, audiences: settings.appleAudiences),
+            idTokens: IDTokenProviders(settings: settings, appleKeys: appleKeys), appleKeys: appleKeys,
+            appleRevocations: appleRevocations,
             publicURL: publicURL, logger: logger,
             redirects: RedirectAllowList(settings.redirectAllowList, site: settings.siteURL ?? publicURL))
     }
@@ -214,7 +219,7 @@ public func buildApplication(
             Sweeper(
                 store: services.store, settings: configuration.sweep, auth: configuration.auth, clock: services.clock,
                 logger: logger),
-        ],
+        ] + [services.parts.appleRevocations].compactMap { $0 },
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
             logger.info(

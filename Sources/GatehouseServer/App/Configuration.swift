@@ -160,6 +160,14 @@ public struct AuthSettings: Sendable, Equatable {
     public var appleAudiences: [String] = []
     /// Where Apple's signing keys are published.
     public var appleJWKSURL = "https://appleid.apple.com/auth/keys"
+    /// Sign in with Apple's REST API: the authorization code exchange and token revocation.
+    public var appleSignIn = AppleSignInSettings()
+    /// OAuth client ids a Google id token must be issued for; empty turns Google off.
+    public var googleClientIDs: [String] = []
+    /// Where Google's signing keys are published.
+    public var googleJWKSURL = "https://www.googleapis.com/oauth2/v3/certs"
+    /// Whether a signed-in user may link and unlink identities itself (GoTrue's manual linking; off by default).
+    public var manualLinking = false
     /// Proxies whose `X-Forwarded-For` is believed: the client is the rightmost entry that is not one of them.
     /// Empty ignores the header.
     public var trustedProxies: [IPNetwork] = []
@@ -175,6 +183,23 @@ public struct AuthSettings: Sendable, Equatable {
     public var revealAccounts = false
     /// Whether a sign-up without an email makes an anonymous user (GoTrue's anonymous sign-in; off by default).
     public var anonymousUsers = false
+
+    public init() {}
+}
+
+/// What the server needs to talk to Sign in with Apple's REST API: the team's key signs a client secret with which
+/// authorization codes are exchanged for Apple's refresh tokens, and those tokens revoked when the account goes.
+public struct AppleSignInSettings: Sendable, Equatable {
+    public var teamID: String?
+    public var keyID: String?
+    /// The key's PEM, read from `--apple-private-key-file` or given as `--apple-private-key`.
+    public var privateKey: String?
+    /// The client id the codes were issued for; the first Apple audience when unset.
+    public var clientID: String?
+    public var apiURL = "https://appleid.apple.com"
+
+    /// Whether codes can be exchanged: a team, a key id and a key.
+    public var enabled: Bool { teamID != nil && keyID != nil && privateKey != nil }
 
     public init() {}
 }

@@ -201,4 +201,20 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     /// The credential or assertion failed a WebAuthn check (origin, RP id, challenge, flags, signature, counter, a
     /// malformed field); the audit log says which.
     case webauthnVerificationFailed = "webauthn_verification_failed"
+    /// Apple refused the authorization code sent with an Apple identity token (used, expired, or for another app).
+    case appleCodeRejected = "apple_code_rejected"
+    /// A Sign in with Apple notification that is not a JWS of the shape Apple signs.
+    case appleNotificationMalformed = "apple_notification_malformed"
+    /// A Sign in with Apple notification whose signature, issuer, audience or age does not verify.
+    case appleNotificationUntrusted = "apple_notification_untrusted"
+    /// The identity to link already belongs to a user.
+    case identityAlreadyExists = "identity_already_exists"
+    /// No identity of the signed-in user has that `identity_id`.
+    case identityNotFound = "identity_not_found"
+    /// Linking or unlinking identities by the user is off (`--manual-linking off`).
+    case manualLinkingDisabled = "manual_linking_disabled"
+    /// The provider did not verify the identity's address: it neither creates an account nor joins one with that address.
+    case providerEmailNeedsVerification = "provider_email_needs_verification"
+    /// Unlinking the user's last way to sign in.
+    case singleIdentityNotDeletable = "single_identity_not_deletable"
 }

@@ -1,4 +1,5 @@
 import Foundation
+import JWTKit
 import Logging
 
 /// One setting of `gatehouse serve` and of the commands that open the store: its flag, its `GATEHOUSE_*` variable,
@@ -76,7 +77,8 @@ extension Setting {
         sessionRetention, passwordReauthentication, secureEmailChange, revealAccounts, anonymousUsers,
         anonymousRetention, passkeys, passkeyRPID, passkeyOrigins, passkeyRPName, appleAppIDs, appStoreBundleIDs,
         appStoreAppID, appStoreEnvironments, appStoreProducts, appStoreRootCertificates, appStoreIssuerID,
-        appStoreKeyID, appStoreKeyFile, appStoreAPIURL,
+        appStoreKeyID, appStoreKeyFile, appStoreAPIURL, appleTeamID, appleKeyID, applePrivateKeyFile, applePrivateKey,
+        appleClientID, appleAPIURL, googleClientIDs, googleJWKSURL, manualLinking,
     ]
 
     public static let host = Setting("host", default: .value("127.0.0.1"), meaning: "address to listen on") {
@@ -230,6 +232,69 @@ extension Setting {
         meaning: "where Apple's signing keys are fetched (cached for an hour)"
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.appleJWKSURL = try httpURL(value, source: source)
+    }
+
+    public static let appleTeamID = Setting(
+        "apple-team-id", default: .unset(note: "authorization codes are not exchanged"),
+        meaning: "the Apple developer team id that signs Sign in with Apple's client secret (its `iss`)"
+    ) { config, value, _ in config.auth.appleSignIn.teamID = value }
+
+    public static let appleKeyID = Setting(
+        "apple-key-id", default: .unset(note: "authorization codes are not exchanged"),
+        meaning: "the id of the Sign in with Apple key that signs the client secret (its `kid`)"
+    ) { config, value, _ in config.auth.appleSignIn.keyID = value }
+
+    public static let applePrivateKeyFile = Setting(
+        "apple-private-key-file", default: .unset(note: "authorization codes are not exchanged"),
+        meaning: "the Sign in with Apple key's `.p8` file (PEM), which signs the client secret"
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard let pem = try? String(contentsOfFile: value, encoding: .utf8) else {
+            throw ConfigurationError("\(source) names a file that cannot be read: '\(value)'")
+        }
+        config.auth.appleSignIn.privateKey = try applePrivateKeyPEM(pem, source: source)
+    }
+
+    public static let applePrivateKey = Setting(
+        "apple-private-key", default: .unset(note: "`--apple-private-key-file`"),
+        meaning: "the Sign in with Apple key itself (PEM), for platforms that pass secrets as variables"
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.auth.appleSignIn.privateKey = try applePrivateKeyPEM(value, source: source)
+    }
+
+    public static let appleClientID = Setting(
+        "apple-client-id", default: .derived("the first of `--apple-audiences`"),
+        meaning: "the client id (bundle id or Services ID) Apple issued the authorization codes for"
+    ) { config, value, _ in config.auth.appleSignIn.clientID = value }
+
+    public static let appleAPIURL = Setting(
+        "apple-api-url", default: .value("https://appleid.apple.com"),
+        meaning: "Sign in with Apple's REST API: codes are exchanged at `/auth/token`, tokens revoked at `/auth/revoke`"
+    ) { (config, value, source) throws(ConfigurationError) in
+        var url = try httpURL(value, source: source)
+        while url.hasSuffix("/") { url.removeLast() }
+        config.auth.appleSignIn.apiURL = url
+    }
+
+    public static let googleClientIDs = Setting(
+        "google-client-ids", default: .unset(note: "off"),
+        meaning: "comma-separated OAuth client ids accepted as the audience of Google id tokens"
+    ) { config, value, _ in config.auth.googleClientIDs = list(value) }
+
+    public static let googleJWKSURL = Setting(
+        "google-jwks-url", default: .value("https://www.googleapis.com/oauth2/v3/certs"),
+        meaning: "where Google's signing keys are fetched (cached for an hour, fetched again for an unknown key id)"
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.auth.googleJWKSURL = try httpURL(value, source: source)
+    }
+
+    public static let manualLinking = Setting(
+        "manual-linking", default: .value("off"),
+        meaning: """
+            `on` lets a signed-in user link another identity (`linkIdentity`, `linkIdentityWithIdToken`) and unlink \
+            one; `off` answers 404 `manual_linking_disabled`, as GoTrue does by default
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.auth.manualLinking = try onOff(value, source: source)
     }
 
     public static let trustedProxies = Setting(
@@ -619,6 +684,14 @@ extension Setting {
         var url = try httpURL(value, source: source)
         while url.hasSuffix("/") { url.removeLast() }
         config.appStore.apiURL = url
+    }
+
+    /// A PEM private key on P-256, checked when the settings are read so a broken key stops the start.
+    private static func applePrivateKeyPEM(_ pem: String, source: String) throws(ConfigurationError) -> String {
+        guard (try? ES256PrivateKey(pem: pem)) != nil else {
+            throw ConfigurationError("\(source) is not a PEM private key on P-256 (a Sign in with Apple .p8 key)")
+        }
+        return pem
     }
 
     private static func onOff(_ value: String, source: String) throws(ConfigurationError) -> Bool {

@@ -18,7 +18,11 @@ struct SharedParts: Sendable {
     let secrets: ServerSecrets
     let hasher: PasswordHasher
     let limiter: RateLimiter
-    let apple: AppleIdentityVerifier
+    /// The providers whose id tokens sign in, and Apple's keys (identity tokens and notifications share them).
+    let idTokens: IDTokenProviders
+    let appleKeys: JWKSCache
+    /// Sign in with Apple's REST API and the queue of tokens to revoke there, when the team's key is configured.
+    let appleRevocations: AppleRevocations?
     let publicURL: String
     let logger: Logger
     /// The allow-list with the site URL's own origin and path, parsed once.

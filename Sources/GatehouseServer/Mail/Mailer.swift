@@ -132,6 +132,8 @@ public struct Mailer: Sendable {
     ) async throws {
         // An anonymous user's placeholder address receives nothing.
         guard !recipient.hasSuffix("@" + AccountRecord.anonymousDomain) else { return }
+        // Nor does an Apple relay address the person stopped Apple forwarding to.
+        guard try await !AccountDirectory(db: db).mailDisabled(email: recipient) else { return }
         var tag = locale
         if tag == nil {
             tag = Self.locale(in: try await AccountDirectory(db: db).find(email: recipient)?.userMetadata)

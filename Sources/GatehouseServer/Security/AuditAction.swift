@@ -28,6 +28,13 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case emailChangeRequested = "email_change_requested"
     case emailChanged = "email_changed"
     case identityLinked = "identity_linked"
+    /// The user (or Apple's `account-delete`) removed an identity.
+    case identityUnlinked = "identity_unlinked"
+    /// An Apple refresh token was revoked at Apple, or given up after retrying (the detail says which).
+    case appleTokenRevoked = "apple_token_revoked"
+    /// A Sign in with Apple notification was applied (its `type` in the detail), or refused.
+    case appleNotified = "apple_notified"
+    case appleNotificationRefused = "apple_notification_refused"
     case loggedOut = "logged_out"
     case memberChanged = "member_changed"
     case memberLeft = "member_left"

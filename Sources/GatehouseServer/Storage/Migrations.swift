@@ -553,5 +553,30 @@ public enum Migrations {
             try await db.create(index: "app_store_notifications_received").on("app_store_notifications")
                 .column("received_at").run()
         },
+        Migration(version: 12, name: "identities: provider tokens, Apple's revocations and notifications") { db in
+            // Apple's refresh token, sealed (SecretBox, bound to the identity's id); when the user revoked consent
+            // at Apple; when Apple stopped forwarding mail to the identity's relay address.
+            try await db.alter(table: "identities").column("provider_token", type: .text).run()
+            try await db.alter(table: "identities").column("consent_revoked_at", type: .bigint).run()
+            try await db.alter(table: "identities").column("mail_disabled_at", type: .bigint).run()
+            // Apple refresh tokens to revoke, outliving the identity they came from: retried until Apple takes them.
+            try await db.create(table: "apple_revocations")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("sealed_token", type: .text, .notNull)
+                .column("client_id", type: .text, .notNull)
+                .column("attempts", type: .bigint, .notNull)
+                .column("next_attempt_at", type: .bigint, .notNull)
+                .column("created_at", type: .bigint, .notNull)
+                .run()
+            try await db.create(index: "apple_revocations_due").on("apple_revocations").column("next_attempt_at")
+                .run()
+            // Sign in with Apple notifications applied, by `jti`: each is applied once.
+            try await db.create(table: "apple_notifications")
+                .column("jti", type: .text, .primaryKey(autoIncrement: false))
+                .column("received_at", type: .bigint, .notNull)
+                .run()
+            try await db.create(index: "apple_notifications_received").on("apple_notifications")
+                .column("received_at").run()
+        },
     ]
 }

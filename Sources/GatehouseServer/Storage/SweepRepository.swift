@@ -34,6 +34,8 @@ enum SweepKind: String, CaseIterable, Sendable {
     case passkeyChallenges = "passkey_challenges"
     /// App Store notifications applied more than 30 days ago (Apple retries for about three).
     case appStoreNotifications = "app_store_notifications"
+    /// Sign in with Apple notifications applied more than 30 days ago (their `iat` may be an hour old at most).
+    case appleNotifications = "apple_notifications"
 
     var table: String {
         switch self {
@@ -50,6 +52,7 @@ enum SweepKind: String, CaseIterable, Sendable {
         case .unfinishedFactors: "mfa_factors"
         case .passkeyChallenges: "passkey_challenges"
         case .appStoreNotifications: "app_store_notifications"
+        case .appleNotifications: "apple_notifications"
         }
     }
 
@@ -58,6 +61,7 @@ enum SweepKind: String, CaseIterable, Sendable {
         case .rotatedTokens, .identityTokens: "token_hash"
         case .throttles: "key"
         case .appStoreNotifications: "notification_uuid"
+        case .appleNotifications: "jti"
         default: "id"
         }
     }
@@ -180,7 +184,7 @@ struct SweepRepository {
             return "created_at < \(bind: c.codesExpiredBefore)"
         case .unfinishedFactors:
             return "status = 'unverified' AND created_at < \(bind: c.codesExpiredBefore)"
-        case .appStoreNotifications:
+        case .appStoreNotifications, .appleNotifications:
             return "received_at < \(bind: c.appStoreNotificationsBefore)"
         case .audit:
             // Never reached with no retention: the sweeper skips the kind.
