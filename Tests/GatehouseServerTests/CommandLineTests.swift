@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import GatehouseServer
 import Testing
@@ -135,7 +136,11 @@ extension CommandLineTests {
     /// A usable value for every flag the configuration reference (docs/configuration.md) documents; a flag added there
     /// without one here fails the test below, so the reference and the binary cannot drift apart again.
     static func sampleValues(folder: URL) -> [String: String] {
-        [
+        // A Sign in with Apple key, as the team's .p8 file holds one.
+        let appleKey = P256.Signing.PrivateKey().pemRepresentation
+        let appleKeyFile = folder.appendingPathComponent("AuthKey_TEST.p8")
+        try? appleKey.write(to: appleKeyFile, atomically: true, encoding: .utf8)
+        return [
             "--host": "127.0.0.1", "--port": "0", "--data-dir": folder.appendingPathComponent("data").path,
             "--database-url": "sqlite://" + folder.appendingPathComponent("other.sqlite").path,
             "--public-url": "http://127.0.0.1:8080", "--log-level": "info", "--log-format": "text",
@@ -159,6 +164,11 @@ extension CommandLineTests {
             "--app-store-root-certificates": AppStoreFixtures.shared.rootFile,
             "--app-store-issuer-id": "57246542-96fe-1a63-e053-0824d011072a", "--app-store-key-id": "2X9R4HXF34",
             "--app-store-key-file": AppStoreFixtures.shared.rootFile, "--app-store-api-url": "http://127.0.0.1:9",
+            "--apple-team-id": "ABCDE12345", "--apple-key-id": "KEY1234567",
+            "--apple-private-key-file": appleKeyFile.path,
+            "--apple-private-key": appleKey, "--apple-client-id": "com.example.app.web",
+            "--apple-api-url": "http://127.0.0.1:9", "--google-client-ids": "web.apps.googleusercontent.com",
+            "--google-jwks-url": "https://www.googleapis.com/oauth2/v3/certs", "--manual-linking": "on",
         ]
     }
 

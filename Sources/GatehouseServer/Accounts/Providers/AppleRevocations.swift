@@ -21,8 +21,9 @@ final class AppleRevocations: Service, Sendable {
     static let giveUpAfter: TimeInterval = 30 * 24 * 3600
     static let pollInterval: Duration = .seconds(1)
 
-    init(store: Store, api: AppleSignInAPI, box: SecretBox, clock: any GatehouseClock, trail: AuditTrail, logger: Logger)
-    {
+    init(
+        store: Store, api: AppleSignInAPI, box: SecretBox, clock: any GatehouseClock, trail: AuditTrail, logger: Logger
+    ) {
         self.store = store
         self.api = api
         self.box = box
@@ -87,7 +88,8 @@ final class AppleRevocations: Service, Sendable {
         do {
             token = try box.open(due.sealedToken, context: Self.context(identityID: due.id))
         } catch {
-            logger.error("an Apple token to revoke cannot be read and is dropped", metadata: ["identity.id": "\(due.id)"])
+            logger.error(
+                "an Apple token to revoke cannot be read and is dropped", metadata: ["identity.id": "\(due.id)"])
             try await repository.deleteRevocation(id: due.id)
             return true
         }

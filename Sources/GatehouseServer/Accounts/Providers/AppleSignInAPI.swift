@@ -54,6 +54,8 @@ actor AppleSignInAPI {
     /// The client secret valid at `now`, signed anew when less than a tenth of its lifetime is left.
     func clientSecret(now: Date) async throws -> String {
         if let secret, now < secret.renewAt { return secret.value }
+        // Whole seconds: Apple reads `iat` and `exp` as integers.
+        let now = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
         let claims = ClientSecret(
             iss: teamID, iat: IssuedAtClaim(value: now),
             exp: ExpirationClaim(value: now.addingTimeInterval(Self.clientSecretLifetime)), aud: Self.audience,

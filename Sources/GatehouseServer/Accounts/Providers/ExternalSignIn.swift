@@ -58,15 +58,43 @@ struct ExternalSignIn: Sendable {
         let now = clock.now
         let tokenDigest = Secrets.digest(body.idToken)
         let linking = body.linkIdentity == true ? caller : nil
-        let (account, issued) = try await store.transaction { db in
+        let signedIn: (AccountRecord, IssuedSession)
+        do {
+            signedIn = try await transaction(
+                identity, body: body, linking: linking, tokenDigest: tokenDigest, refreshToken: appleRefreshToken,
+                client: client, now: now)
+        } catch let error as APIError where error.code == ErrorCode.providerEmailNeedsVerification.rawValue {
+            await trail.record(
+                client.event(
+                    .signInFailed, accountID: nil,
+                    detail: [
+                        "method": identity.provider, "reason": "email_unverified",
+                        "email": Secrets.emailDigest(identity.email ?? ""),
+                    ]))
+            throw error
+        }
+        let (account, issued) = signedIn
+        return try await sessions.response(for: issued, user: try await users.user(account, db: store.database))
+    }
+
+    /// The sign-in's one transaction: the token spent, the account found or made, the identity linked, the name and
+    /// Apple's token kept, the session started.
+    private func transaction(
+        _ identity: ExternalIdentity, body: Schemas.IDTokenGrant, linking: Caller?, tokenDigest: String,
+        refreshToken appleRefreshToken: String?, client: ClientInfo, now: Date
+    ) async throws -> (AccountRecord, IssuedSession) {
+        try await store.transaction { db in
             let accounts = AccountRepository(db: db)
             // One sign-in per id token: a token seen before is refused until it expires.
             guard try await accounts.claimIdentityToken(tokenDigest, expiresAt: identity.expiresAt, now: now) else {
                 throw APIError(
                     .badRequest, code: .badJwt, message: "The \(identity.provider) id token was already used",
-                    details: ["error": .string("invalid request"), "error_description": .string("id_token already used")])
+                    details: [
+                        "error": .string("invalid request"), "error_description": .string("id_token already used"),
+                    ])
             }
-            var (account, identityID) = try await resolve(identity, linkingTo: linking, client: client, now: now, db: db)
+            var (account, identityID) = try await resolve(
+                identity, linkingTo: linking, client: client, now: now, db: db)
             guard account.disabledAt == nil else {
                 throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
             }
@@ -99,7 +127,6 @@ struct ExternalSignIn: Sendable {
                     accountID: account.id, method: "oauth", ip: client.ip, userAgent: client.userAgent, db: db)
             )
         }
-        return try await sessions.response(for: issued, user: try await users.user(account, db: store.database))
     }
 
     /// The account `identity` signs in to (or is linked to), and the id of its identity row, created when new.
@@ -127,12 +154,7 @@ struct ExternalSignIn: Sendable {
                 throw APIError.validation("The \(identity.provider) id token carries no email address")
             }
             guard identity.emailVerified else {
-                await trail.record(
-                    client.event(
-                        .signInFailed, accountID: nil,
-                        detail: [
-                            "method": identity.provider, "reason": "email_unverified", "email": Secrets.emailDigest(email),
-                        ]))
+                // Recorded by `idToken` once the transaction is rolled back.
                 throw APIError(
                     .unprocessableContent, code: .providerEmailNeedsVerification,
                     message:

@@ -101,43 +101,52 @@ enum IDTokenRules {
 }
 
 /// A provider's published signing keys (a JWKS URL), fetched on first use, kept for an hour, and fetched again at
-/// once for a key id it does not know (a rotation), at most every ten seconds so unknown ids cannot make it hammer
-/// the provider. Concurrent fetches share one request.
+/// once for a key id it does not know (a rotation), such a fetch at most every ten seconds so made-up key ids cannot
+/// make it hammer the provider. Concurrent fetches share one request.
 actor JWKSCache {
     let url: String
     private var keys: JWTKeyCollection?
     private var fetchedAt: Date?
-    private var fetching: Task<JWTKeyCollection, any Error>?
+    /// When an unknown key id last made it fetch before the keys were old.
+    private var forcedAt: Date?
+    private var known: Set<String> = []
+    private var fetching: Task<(JWTKeyCollection, Set<String>), any Error>?
     static let maximumAge: TimeInterval = 3600
     static let leastRefetchInterval: TimeInterval = 10
 
     init(url: String) { self.url = url }
 
-    /// Verifies `token`'s signature and its payload's own `verify`, fetching the keys again once for an unknown key
-    /// id. Throws `IDTokenError.keysUnavailable` when no keys can be had, `.signature` for anything else.
+    /// Verifies `token`'s signature and its payload's own `verify`, fetching the keys again once when the token
+    /// names a key id they lack (jwt-kit would try its default key instead). Throws `IDTokenError.keysUnavailable`
+    /// when no keys can be had, `.signature` for anything else.
     func verify<Payload: JWTPayload>(_ token: String, as payload: Payload.Type) async throws(IDTokenError) -> Payload {
+        var keys = try await collection(forceRefresh: false)
+        if let kid = Self.keyID(of: token), !known.contains(kid) {
+            keys = try await collection(forceRefresh: true)
+        }
         do {
-            return try await collection(forceRefresh: false).verify(token, as: Payload.self)
-        } catch let error as JWTError where error.errorType == .unknownKID {
-            do {
-                return try await collection(forceRefresh: true).verify(token, as: Payload.self)
-            } catch let error as IDTokenError {
-                throw error
-            } catch {
-                throw .signature
-            }
-        } catch let error as IDTokenError {
-            throw error
+            return try await keys.verify(token, as: Payload.self)
         } catch {
             throw .signature
         }
     }
 
+    /// The `kid` in a JWS's header, if it names one.
+    static func keyID(of token: String) -> String? {
+        guard let header = token.split(separator: ".", maxSplits: 1).first,
+            let data = Data(base64URL: String(header)),
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { return nil }
+        return object["kid"] as? String
+    }
+
     private func collection(forceRefresh: Bool) async throws(IDTokenError) -> JWTKeyCollection {
+        let now = Date()
         if let keys, let fetchedAt {
-            let age = Date().timeIntervalSince(fetchedAt)
-            if !forceRefresh ? age < Self.maximumAge : age < Self.leastRefetchInterval { return keys }
+            if !forceRefresh, now.timeIntervalSince(fetchedAt) < Self.maximumAge { return keys }
+            if forceRefresh, let forcedAt, now.timeIntervalSince(forcedAt) < Self.leastRefetchInterval { return keys }
         }
+        if forceRefresh { forcedAt = now }
         let task =
             fetching
             ?? Task { [url] in
@@ -146,13 +155,16 @@ actor JWKSCache {
                 let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
                 guard response.status == .ok else { throw IDTokenError.keysUnavailable }
                 let body = try await response.body.collect(upTo: 1 << 20)
-                return try await JWTKeyCollection().add(jwksJSON: String(buffer: body))
+                let jwks = try JSONDecoder().decode(JWKS.self, from: Data(buffer: body))
+                let kids = Set(jwks.keys.compactMap { $0.keyIdentifier?.string })
+                return (try await JWTKeyCollection().add(jwks: jwks), kids)
             }
         fetching = task
         defer { fetching = nil }
         do {
-            let fresh = try await task.value
+            let (fresh, kids) = try await task.value
             keys = fresh
+            known = kids
             fetchedAt = Date()
             return fresh
         } catch {

@@ -26,7 +26,9 @@ struct ProviderRepository {
     func providerTokens(accountID: String) async throws -> [(identityID: String, sealed: String)] {
         try await db.select().columns("id", "provider_token").from("identities")
             .where("account_id", .equal, accountID).where("provider_token", .isNot, SQLLiteral.null).all()
-            .map { (try $0.decode(column: "id", as: String.self), try $0.decode(column: "provider_token", as: String.self)) }
+            .map {
+                (try $0.decode(column: "id", as: String.self), try $0.decode(column: "provider_token", as: String.self))
+            }
     }
 
     func setProviderToken(identityID: String, accountID: String, sealed: String?) async throws {
@@ -37,8 +39,10 @@ struct ProviderRepository {
     /// Removes one identity of `accountID`; false when it has none with that id.
     func deleteIdentity(id: String, accountID: String) async throws -> Bool {
         TransactionChanges.accountChanged(accountID)
-        let gone = try await db.delete(from: "identities").where("id", .equal, id).where("account_id", .equal, accountID)
-            .returning("id").all()
+        let gone = try await db.delete(from: "identities").where("id", .equal, id).where(
+            "account_id", .equal, accountID
+        )
+        .returning("id").all()
         return !gone.isEmpty
     }
 
