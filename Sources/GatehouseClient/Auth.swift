@@ -204,16 +204,29 @@ public struct Auth: Sendable {
     }
 
     /// Signs in with an Apple identity token. `nonce` is the raw value whose SHA-256 the app gave Apple (see
-    /// `AppleNonce`).
+    /// `AppleNonce`). Pass the authorization's `authorizationCode` too, so that the server can revoke the app's Apple
+    /// tokens when the account is deleted, and its `fullName`: Apple gives the name only on the first authorization,
+    /// and the server keeps it in the profile (`full_name`, `given_name`, `family_name`). `AppleIDAuthorizer` does
+    /// all of this.
     @discardableResult
-    public func signInWithApple(idToken: String, nonce: String?) async throws(GatehouseError) -> AuthSession {
+    public func signInWithApple(
+        idToken: String, nonce: String?, authorizationCode: String? = nil, fullName: PersonNameComponents? = nil
+    ) async throws(GatehouseError) -> AuthSession {
+        let grant = Components.Schemas.IDTokenGrant(
+            provider: IdentityProvider.apple.rawValue, idToken: idToken, nonce: nonce,
+            authorizationCode: authorizationCode.flatMap { $0.isEmpty ? nil : $0 }, fullName: Self.wireName(fullName))
         let client = self.client
         return try await signIn {
-            try await client.token(
-                query: .init(grantType: .idToken),
-                body: .json(.IDTokenGrant(.init(provider: "apple", idToken: idToken, nonce: nonce)))
-            ).ok.body.json
+            try await client.token(query: .init(grantType: .idToken), body: .json(.IDTokenGrant(grant))).ok.body.json
         }
+    }
+
+    /// The given and family name of `name`, or nil when it has neither (a later authorization's empty name).
+    static func wireName(_ name: PersonNameComponents?) -> Components.Schemas.IDTokenGrant.FullNamePayload? {
+        let given = name?.givenName.flatMap { $0.isEmpty ? nil : $0 }
+        let family = name?.familyName.flatMap { $0.isEmpty ? nil : $0 }
+        guard given != nil || family != nil else { return nil }
+        return .init(givenName: given, familyName: family)
     }
 
     /// Keeps the account session a sign-in answered (of any method: password, code, Apple, passkey), signing out of
@@ -317,7 +330,12 @@ public struct AppleNonce: Sendable {
     /// A new random nonce.
     public init() {
         raw = randomToken(bytes: 32)
-        hashed = SHA256.hash(data: Data(raw.utf8)).map { String(format: "%02x", $0) }.joined()
+        hashed = Self.hash(raw)
+    }
+
+    /// The hex SHA-256 of a raw nonce: what Apple (or Google) gets, and the token carries.
+    static func hash(_ raw: String) -> String {
+        SHA256.hash(data: Data(raw.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 }
 

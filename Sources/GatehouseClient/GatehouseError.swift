@@ -36,8 +36,8 @@ public enum GatehouseError: Error, Sendable, Equatable {
     /// An email change's code was accepted from one address; the change completes, and signs in, when the code
     /// mailed to the other address is verified too.
     case otherAddressPending
-    /// The passkey authenticator gave no passkey: the user cancelled, it holds this account's passkey already, it has
-    /// none for this server, or it failed.
+    /// The passkey authenticator gave no passkey (the user cancelled, it holds this account's passkey already, it has
+    /// none for this server, or it failed), or Sign in with Apple gave no authorization (cancelled or failed).
     case authenticator(PasskeyAuthenticatorError)
     /// Any other refusal: the HTTP status, the server's stable code and its message (for logs: the server's words,
     /// not written for the app's users).
@@ -185,7 +185,7 @@ extension GatehouseError {
         public static let notSignedIn = Code(rawValue: "not_signed_in")
         /// An email change waits for the other address's code.
         public static let otherAddressPending = Code(rawValue: "other_address_pending")
-        /// The user dismissed the passkey sheet.
+        /// The user dismissed the passkey or Sign in with Apple sheet.
         public static let authenticatorCancelled = Code(rawValue: "authenticator_cancelled")
         /// The device holds a passkey of this account already.
         public static let authenticatorCredentialExcluded = Code(rawValue: "authenticator_credential_excluded")
@@ -249,10 +249,10 @@ extension GatehouseError: LocalizedError {
         case .otherAddressPending: "One more code is needed."
         case .authenticator(let failure):
             switch failure {
-            case .cancelled: "The passkey request was cancelled."
+            case .cancelled: "The request was cancelled."
             case .credentialExcluded: "This device already has a passkey for this account."
             case .noCredential: "This device has no passkey for this account."
-            case .failed: "The passkey couldn’t be used."
+            case .failed: "This device couldn’t complete the request."
             }
         case .server(let status, let code, _): Self.description(of: Code(rawValue: code), status: status)
         }

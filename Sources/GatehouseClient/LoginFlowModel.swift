@@ -17,6 +17,9 @@ public final class LoginFlowModel {
     @ObservationIgnored public let passkeyAuthenticator: (any PasskeyAuthenticator)?
     /// The factor enrolled from the set-up screen (show its QR code), until a code verifies it.
     public private(set) var enrollment: TOTPEnrollment?
+    /// The ways to sign in the server offers, for the sign-in screen's buttons (Sign in with Apple, Google): email
+    /// only until the server said, which `start()` asks.
+    public private(set) var signInProviders = SignInProviders()
     @ObservationIgnored private var listeners: [Task<Void, Never>] = []
     /// The company login refused for want of a second factor, replayed once the factor is verified: its credential
     /// (memory only) or its passkey. Dropped as soon as it is used or the login ends another way.
@@ -79,7 +82,14 @@ public final class LoginFlowModel {
                     }
                 })
         }
+        listeners.append(Task { [weak self] in await self?.loadSignInProviders() })
         await perform(flow.start)
+    }
+
+    /// Asks the server again which ways to sign in it offers (offline, the last answer stays).
+    public func loadSignInProviders() async {
+        guard let offered = try? await client.auth.signInProviders() else { return }
+        signInProviders = offered
     }
 
     /// Stops following the client's events.

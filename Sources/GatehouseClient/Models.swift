@@ -13,6 +13,8 @@ public struct AuthUser: Sendable, Equatable {
     public let profile: [String: String]
     /// Its second factors, verified or not (empty when it has none).
     public let factors: [Factor]
+    /// The ways into it: its email, and the Apple and Google IDs linked to it.
+    public let identities: [UserIdentity]
 
     init(_ wire: Components.Schemas.User) {
         id = wire.id
@@ -20,6 +22,7 @@ public struct AuthUser: Sendable, Equatable {
         emailConfirmedAt = wire.emailConfirmedAt
         profile = wire.userMetadata.compactMapValues(\.stringValue)
         factors = (wire.factors ?? []).map(Factor.init)
+        identities = wire.identities.map(UserIdentity.init)
     }
 }
 

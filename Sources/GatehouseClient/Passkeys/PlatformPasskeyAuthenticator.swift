@@ -16,28 +16,19 @@
 
         /// Asks the system for a new passkey (a platform registration request).
         public func createCredential(_ request: PasskeyRegistrationRequest) async throws -> Data {
-            try await PlatformCeremony.register(request, anchor: anchor)
+            try await PasskeyCeremony.register(request, anchor: anchor)
         }
 
         /// Asks the system to sign with one of its passkeys (a platform assertion request).
         public func getAssertion(_ request: PasskeyAssertionRequest) async throws -> Data {
-            try await PlatformCeremony.assert(request, anchor: anchor)
+            try await PasskeyCeremony.assert(request, anchor: anchor)
         }
     }
 
-    /// One `ASAuthorizationController` run, its delegate bridged to async: the authorization is turned into the W3C
-    /// JSON on the main actor, so only `Data` leaves it. The controller holds its delegate weakly; the running method
-    /// holds the ceremony, and the ceremony the controller.
+    /// The passkey requests, made on the main actor and run by `AuthorizationCeremony`: the authorization is turned
+    /// into the W3C JSON there, so only `Data` leaves it.
     @MainActor
-    private final class PlatformCeremony: NSObject {
-        private let anchor: ASPresentationAnchor
-        private var controller: ASAuthorizationController?
-        private var continuation: CheckedContinuation<Data, any Error>?
-
-        private init(anchor: ASPresentationAnchor) {
-            self.anchor = anchor
-        }
-
+    private enum PasskeyCeremony {
         static func register(
             _ request: PasskeyRegistrationRequest, anchor: @MainActor @Sendable () -> ASPresentationAnchor
         ) async throws -> Data {
@@ -55,8 +46,7 @@
                     }
                 }
             #endif
-            let ceremony = PlatformCeremony(anchor: anchor())
-            return try await ceremony.run(registration)
+            return try await AuthorizationCeremony.run(registration, anchor: anchor(), read: json(of:))
         }
 
         static func assert(
@@ -69,30 +59,7 @@
                 ASAuthorizationPlatformPublicKeyCredentialDescriptor(credentialID: $0)
             }
             assertion.userVerificationPreference = request.requiresUserVerification ? .required : .preferred
-            let ceremony = PlatformCeremony(anchor: anchor())
-            return try await ceremony.run(assertion)
-        }
-
-        private func run(_ request: ASAuthorizationRequest) async throws -> Data {
-            try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { continuation in
-                    self.continuation = continuation
-                    let controller = ASAuthorizationController(authorizationRequests: [request])
-                    controller.delegate = self
-                    controller.presentationContextProvider = self
-                    self.controller = controller
-                    controller.performRequests()
-                }
-            } onCancel: {
-                // The sheet closes and the delegate hears `canceled`.
-                Task { @MainActor in self.controller?.cancel() }
-            }
-        }
-
-        private func finish(_ answer: () throws -> Data) {
-            continuation?.resume(with: Result(catching: answer))
-            continuation = nil
-            controller = nil
+            return try await AuthorizationCeremony.run(assertion, anchor: anchor(), read: json(of:))
         }
 
         /// The W3C JSON of the passkey the system answered with.
@@ -118,31 +85,5 @@
             }
             throw PasskeyAuthenticatorError.failed("The system answered with another kind of credential")
         }
-
-        /// What the system's error means to the app: a dismissed sheet is `cancelled`.
-        private static func reason(for error: any Error) -> PasskeyAuthenticatorError {
-            guard let error = error as? ASAuthorizationError else { return .failed(error.localizedDescription) }
-            if error.code == .canceled { return .cancelled }
-            if #available(iOS 18, macOS 15, visionOS 2, *), error.code == .matchedExcludedCredential {
-                return .credentialExcluded
-            }
-            return .failed(error.localizedDescription)
-        }
-    }
-
-    extension PlatformCeremony: ASAuthorizationControllerDelegate {
-        func authorizationController(
-            controller: ASAuthorizationController, didCompleteWithAuthorization authorization: ASAuthorization
-        ) {
-            finish { try Self.json(of: authorization.credential) }
-        }
-
-        func authorizationController(controller: ASAuthorizationController, didCompleteWithError error: any Error) {
-            finish { throw Self.reason(for: error) }
-        }
-    }
-
-    extension PlatformCeremony: ASAuthorizationControllerPresentationContextProviding {
-        func presentationAnchor(for controller: ASAuthorizationController) -> ASPresentationAnchor { anchor }
     }
 #endif

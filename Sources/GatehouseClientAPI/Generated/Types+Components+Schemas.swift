@@ -35,6 +35,94 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/schemas/Empty`.
         package typealias Empty = OpenAPIRuntime.OpenAPIObjectContainer
+        /// - Remark: Generated from `#/components/schemas/Settings`.
+        package struct Settings: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Settings/external`.
+            package struct ExternalPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/Settings/external/email`.
+                package var email: Swift.Bool
+                /// - Remark: Generated from `#/components/schemas/Settings/external/apple`.
+                package var apple: Swift.Bool
+                /// - Remark: Generated from `#/components/schemas/Settings/external/google`.
+                package var google: Swift.Bool
+                /// - Remark: Generated from `#/components/schemas/Settings/external/phone`.
+                package var phone: Swift.Bool
+                /// - Remark: Generated from `#/components/schemas/Settings/external/anonymous_users`.
+                package var anonymousUsers: Swift.Bool
+                /// Creates a new `ExternalPayload`.
+                ///
+                /// - Parameters:
+                ///   - email:
+                ///   - apple:
+                ///   - google:
+                ///   - phone:
+                ///   - anonymousUsers:
+                package init(
+                    email: Swift.Bool,
+                    apple: Swift.Bool,
+                    google: Swift.Bool,
+                    phone: Swift.Bool,
+                    anonymousUsers: Swift.Bool
+                ) {
+                    self.email = email
+                    self.apple = apple
+                    self.google = google
+                    self.phone = phone
+                    self.anonymousUsers = anonymousUsers
+                }
+                package enum CodingKeys: String, CodingKey {
+                    case email
+                    case apple
+                    case google
+                    case phone
+                    case anonymousUsers = "anonymous_users"
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/Settings/external`.
+            package var external: Components.Schemas.Settings.ExternalPayload
+            /// - Remark: Generated from `#/components/schemas/Settings/disable_signup`.
+            package var disableSignup: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/Settings/mailer_autoconfirm`.
+            package var mailerAutoconfirm: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/Settings/phone_autoconfirm`.
+            package var phoneAutoconfirm: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/Settings/sms_provider`.
+            package var smsProvider: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Settings/saml_enabled`.
+            package var samlEnabled: Swift.Bool
+            /// Creates a new `Settings`.
+            ///
+            /// - Parameters:
+            ///   - external:
+            ///   - disableSignup:
+            ///   - mailerAutoconfirm:
+            ///   - phoneAutoconfirm:
+            ///   - smsProvider:
+            ///   - samlEnabled:
+            package init(
+                external: Components.Schemas.Settings.ExternalPayload,
+                disableSignup: Swift.Bool,
+                mailerAutoconfirm: Swift.Bool,
+                phoneAutoconfirm: Swift.Bool,
+                smsProvider: Swift.String,
+                samlEnabled: Swift.Bool
+            ) {
+                self.external = external
+                self.disableSignup = disableSignup
+                self.mailerAutoconfirm = mailerAutoconfirm
+                self.phoneAutoconfirm = phoneAutoconfirm
+                self.smsProvider = smsProvider
+                self.samlEnabled = samlEnabled
+            }
+            package enum CodingKeys: String, CodingKey {
+                case external
+                case disableSignup = "disable_signup"
+                case mailerAutoconfirm = "mailer_autoconfirm"
+                case phoneAutoconfirm = "phone_autoconfirm"
+                case smsProvider = "sms_provider"
+                case samlEnabled = "saml_enabled"
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Tier`.
         @frozen package enum Tier: String, Codable, Hashable, Sendable, CaseIterable {
             case free = "free"

@@ -6268,6 +6268,338 @@ package enum Operations {
             }
         }
     }
+    /// Unlink one of the signed-in user's identities by its identity_id (200 `{}`), as GoTrue does: 404 manual_linking_disabled unless --manual-linking on; 422 identity_not_found; 422 single_identity_not_deletable for the last way to sign in. An Apple identity's token is revoked at Apple (retried from a queue). aal2 when the user has a verified factor.
+    ///
+    /// - Remark: HTTP `DELETE /auth/v1/user/identities/{identity_id}`.
+    /// - Remark: Generated from `#/paths//auth/v1/user/identities/{identity_id}/delete(unlinkIdentity)`.
+    package enum UnlinkIdentity {
+        package static let id: Swift.String = "unlinkIdentity"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/auth/v1/user/identities/{identity_id}/DELETE/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/auth/v1/user/identities/{identity_id}/DELETE/path/identity_id`.
+                package var identityId: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - identityId:
+                package init(identityId: Swift.String) {
+                    self.identityId = identityId
+                }
+            }
+            package var path: Operations.UnlinkIdentity.Input.Path
+            /// - Remark: Generated from `#/paths/auth/v1/user/identities/{identity_id}/DELETE/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.UnlinkIdentity.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.UnlinkIdentity.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.UnlinkIdentity.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.UnlinkIdentity.Input.Path,
+                headers: Operations.UnlinkIdentity.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/auth/v1/user/identities/{identity_id}/DELETE/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/auth/v1/user/identities/{identity_id}/DELETE/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Empty)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.Empty {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.UnlinkIdentity.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.UnlinkIdentity.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// Unlinked.
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/identities/{identity_id}/delete(unlinkIdentity)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.UnlinkIdentity.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.UnlinkIdentity.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// An /auth/v1 error. With an `X-Supabase-Api-Version` header: `{code, message}` (the header is echoed); without: GoTrue's legacy `{code: <status>, error_code, msg}`. The code is one of ErrorCode; 429 answers carry Retry-After.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/identities/{identity_id}/delete(unlinkIdentity)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.AuthError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.AuthError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// An /auth/v1 error. With an `X-Supabase-Api-Version` header: `{code, message}` (the header is echoed); without: GoTrue's legacy `{code: <status>, error_code, msg}`. The code is one of ErrorCode; 429 answers carry Retry-After.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/identities/{identity_id}/delete(unlinkIdentity)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.AuthError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.AuthError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// An /auth/v1 error. With an `X-Supabase-Api-Version` header: `{code, message}` (the header is echoed); without: GoTrue's legacy `{code: <status>, error_code, msg}`. The code is one of ErrorCode; 429 answers carry Retry-After.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/identities/{identity_id}/delete(unlinkIdentity)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.AuthError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.AuthError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// An /auth/v1 error. With an `X-Supabase-Api-Version` header: `{code, message}` (the header is echoed); without: GoTrue's legacy `{code: <status>, error_code, msg}`. The code is one of ErrorCode; 429 answers carry Retry-After.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/identities/{identity_id}/delete(unlinkIdentity)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.AuthError)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            package var unprocessableContent: Components.Responses.AuthError {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// - Remark: HTTP `GET /auth/v1/settings`.
+    /// - Remark: Generated from `#/paths//auth/v1/settings/get(getSettings)`.
+    package enum GetSettings {
+        package static let id: Swift.String = "getSettings"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/auth/v1/settings/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetSettings.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetSettings.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.GetSettings.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            package init(headers: Operations.GetSettings.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/auth/v1/settings/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/auth/v1/settings/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Settings)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.Settings {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.GetSettings.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.GetSettings.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// Enabled sign-in methods.
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/settings/get(getSettings)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetSettings.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.GetSettings.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// - Remark: HTTP `GET /v1/sessions`.
     /// - Remark: Generated from `#/paths//v1/sessions/get(listSessions)`.
     package enum ListSessions {

@@ -148,6 +148,14 @@ package protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /auth/v1/passkeys/{passkey_id}`.
     /// - Remark: Generated from `#/paths//auth/v1/passkeys/{passkey_id}/delete(deletePasskey)`.
     func deletePasskey(_ input: Operations.DeletePasskey.Input) async throws -> Operations.DeletePasskey.Output
+    /// Unlink one of the signed-in user's identities by its identity_id (200 `{}`), as GoTrue does: 404 manual_linking_disabled unless --manual-linking on; 422 identity_not_found; 422 single_identity_not_deletable for the last way to sign in. An Apple identity's token is revoked at Apple (retried from a queue). aal2 when the user has a verified factor.
+    ///
+    /// - Remark: HTTP `DELETE /auth/v1/user/identities/{identity_id}`.
+    /// - Remark: Generated from `#/paths//auth/v1/user/identities/{identity_id}/delete(unlinkIdentity)`.
+    func unlinkIdentity(_ input: Operations.UnlinkIdentity.Input) async throws -> Operations.UnlinkIdentity.Output
+    /// - Remark: HTTP `GET /auth/v1/settings`.
+    /// - Remark: Generated from `#/paths//auth/v1/settings/get(getSettings)`.
+    func getSettings(_ input: Operations.GetSettings.Input) async throws -> Operations.GetSettings.Output
     /// - Remark: HTTP `GET /v1/sessions`.
     /// - Remark: Generated from `#/paths//v1/sessions/get(listSessions)`.
     func listSessions(_ input: Operations.ListSessions.Input) async throws -> Operations.ListSessions.Output
@@ -609,6 +617,24 @@ extension APIProtocol {
             path: path,
             headers: headers
         ))
+    }
+    /// Unlink one of the signed-in user's identities by its identity_id (200 `{}`), as GoTrue does: 404 manual_linking_disabled unless --manual-linking on; 422 identity_not_found; 422 single_identity_not_deletable for the last way to sign in. An Apple identity's token is revoked at Apple (retried from a queue). aal2 when the user has a verified factor.
+    ///
+    /// - Remark: HTTP `DELETE /auth/v1/user/identities/{identity_id}`.
+    /// - Remark: Generated from `#/paths//auth/v1/user/identities/{identity_id}/delete(unlinkIdentity)`.
+    package func unlinkIdentity(
+        path: Operations.UnlinkIdentity.Input.Path,
+        headers: Operations.UnlinkIdentity.Input.Headers = .init()
+    ) async throws -> Operations.UnlinkIdentity.Output {
+        try await unlinkIdentity(Operations.UnlinkIdentity.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// - Remark: HTTP `GET /auth/v1/settings`.
+    /// - Remark: Generated from `#/paths//auth/v1/settings/get(getSettings)`.
+    package func getSettings(headers: Operations.GetSettings.Input.Headers = .init()) async throws -> Operations.GetSettings.Output {
+        try await getSettings(Operations.GetSettings.Input(headers: headers))
     }
     /// - Remark: HTTP `GET /v1/sessions`.
     /// - Remark: Generated from `#/paths//v1/sessions/get(listSessions)`.
