@@ -256,7 +256,10 @@ extension Setting {
 
     public static let applePrivateKey = Setting(
         "apple-private-key", default: .unset(note: "`--apple-private-key-file`"),
-        meaning: "the Sign in with Apple key itself (PEM), for platforms that pass secrets as variables"
+        meaning: """
+            the Sign in with Apple key itself (PEM), for platforms that pass secrets as variables; on a command line \
+            (where `ps` shows it) only as `--apple-private-key=…`, since the PEM starts with dashes
+            """
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.appleSignIn.privateKey = try applePrivateKeyPEM(value, source: source)
     }
