@@ -22,7 +22,7 @@ struct AppleTestClaims: JWTPayload {
 /// A stand-in for Apple's key server on loopback: it publishes a key and signs identity tokens with it.
 struct FakeAppleKeys {
     let keys: JWTKeyCollection
-    let server: LiveServer
+    let server: FakeHTTPServer
 
     static func start() async throws -> FakeAppleKeys {
         let key = ES256PrivateKey()
@@ -32,9 +32,7 @@ struct FakeAppleKeys {
         let body = String(decoding: try JSONEncoder().encode(jwks), as: UTF8.self)
         let keys = JWTKeyCollection()
         await keys.add(ecdsa: key, kid: "apple-test")
-        var configuration = try await TestStore.configuration()
-        configuration.port = 0
-        let server = try await LiveServer.start(configuration) { router in
+        let server = try await FakeHTTPServer.start { router in
             router.get("/auth/keys") { _, _ in body }
         }
         return FakeAppleKeys(keys: keys, server: server)

@@ -51,15 +51,13 @@ final class FakeProviders: Sendable {
     let teamID = "TEAM123456"
     let keyID = "KEY1234567"
     let clientID = "com.example.app"
-    private let started = NIOLockedValueBox<LiveServer?>(nil)
-    var server: LiveServer { started.withLockedValue { $0! } }
+    private let started = NIOLockedValueBox<FakeHTTPServer?>(nil)
+    var server: FakeHTTPServer { started.withLockedValue { $0! } }
 
     static func start() async throws -> FakeProviders {
         let fake = FakeProviders()
         fake.state.withLockedValue { $0.published = [($0.kid, $0.signing)] }
-        var configuration = try await TestStore.configuration()
-        configuration.port = 0
-        let server = try await LiveServer.start(configuration) { router in
+        let server = try await FakeHTTPServer.start { router in
             router.get("/auth/keys") { _, _ in fake.jwks() }
             router.get("/google/certs") { _, _ in fake.jwks() }
             router.post("/auth/token") { request, _ in try await fake.token(request) }

@@ -134,3 +134,38 @@ extension HTTPClient: Transport {
         return HTTPReply(status: Int(response.status.code), headers: fields, body: String(buffer: bytes))
     }
 }
+
+/// A plain Hummingbird server on a loopback port, for the stand-ins of other parties' servers (a provider's keys,
+/// Apple's token endpoint): their routes only, no Gatehouse and no store to migrate.
+struct FakeHTTPServer: Sendable {
+    let port: Int
+    let group: ServiceGroup
+    let run: Task<Void, any Error>
+
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    static func start(_ routes: (Router<BasicRequestContext>) -> Void) async throws -> FakeHTTPServer {
+        let router = Router()
+        routes(router)
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
+            logger: TestStore.quietLogger)
+        let group = ServiceGroup(services: [app], gracefulShutdownSignals: [], logger: TestStore.quietLogger)
+        let run = Task {
+            defer { continuation.finish() }
+            try await group.run()
+        }
+        guard let port = await ports.first(where: { _ in true }) else {
+            try await run.value
+            throw CancellationError()
+        }
+        return FakeHTTPServer(port: port, group: group, run: run)
+    }
+
+    func stop() async throws {
+        await group.triggerGracefulShutdown()
+        try await run.value
+    }
+}
