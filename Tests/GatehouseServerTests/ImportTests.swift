@@ -109,7 +109,7 @@ struct ImportTests {
         #expect(UUID(uuidString: user.id) != nil && user.email == "fire@example.com")
         #expect(user.appMetadata == ["role": .string("admin"), "firebase_uid": .string("fbUser1")])
         #expect(user.userMetadata == ["full_name": .string("Fire Base")])
-        #expect(user.appleSubjects == ["apple-sub-1"])
+        #expect(user.identities == [ImportedIdentity(provider: "apple", subject: "apple-sub-1")])
         #expect(user.passwordHash.flatMap(FirebaseScryptHash.init) != nil)
         // Without the project's parameters a user with a hash is refused, not imported without its password.
         let missing = ImportFormats.firebase(data, parameters: nil)
@@ -161,12 +161,56 @@ struct ImportTests {
             var fresh = clash.users[0]
             fresh.email = "fresh@example.com"
             fresh.id = UUID().uuidString.lowercased()
-            fresh.appleSubjects = []
+            fresh.identities = []
             clash.users.append(fresh)
             let refused = try await importer.run(clash, source: "firebase", dryRun: false)
             #expect(!refused.written && refused.problems.count == 1)
             #expect(refused.problems.first?.reason == "its Apple identity is linked to another account here")
             #expect(try await AccountRepository(db: store.database).find(email: "fresh@example.com") == nil)
+        }
+    }
+}
+
+@Suite("Import: identities from Supabase")
+struct ImportIdentityTests {
+    @Test("Supabase's Apple and Google identities are kept and sign in to the imported account; others are noted")
+    func identities() async throws {
+        let fake = try await FakeProviders.start()
+        defer { Task { try? await fake.server.stop() } }
+        try await AccountHarness.with({ fake.configure(&$0) }) { h in
+            let id = UUID().uuidString.lowercased()
+            let email = AccountHarness.newEmail("imported")
+            let users = """
+                [{"id": "\(id)", "email": "\(email)", "encrypted_password": "",
+                  "email_confirmed_at": "2024-01-02 03:04:05+00", "created_at": "2024-01-01 00:00:00+00",
+                  "updated_at": "2024-01-02 03:04:05+00"}]
+                """
+            let identities = """
+                [{"user_id": "\(id)", "provider": "email", "provider_id": "\(id)"},
+                 {"user_id": "\(id)", "provider": "google", "provider_id": "g-imported", "identity_data": {}},
+                 {"user_id": "\(id)", "provider": "apple", "identity_data": {"sub": "a-imported"}},
+                 {"user_id": "\(id)", "provider": "github", "provider_id": "42"}]
+                """
+            let read = ImportFormats.supabase(users: Data(users.utf8), identities: Data(identities.utf8))
+            #expect(read.problems.isEmpty, "\(read.problems)")
+            #expect(
+                read.users.first?.identities == [
+                    ImportedIdentity(provider: "google", subject: "g-imported"),
+                    ImportedIdentity(provider: "apple", subject: "a-imported"),
+                ])
+            #expect(
+                read.notes.map(\.reason) == [
+                    "identities: github sign-in is not kept (Gatehouse signs in by email, Apple and Google)"
+                ])
+            let report = try await UserImporter(store: h.server.services.store, clock: h.clock)
+                .run(read, source: "supabase", dryRun: false)
+            #expect(report.imported == 1)
+            // The Google account signs in to the imported user, whatever address its token carries.
+            let reply = try await h.client.post(
+                "/auth/v1/token?grant_type=id_token",
+                ["provider": "google", "id_token": try await fake.google(sub: "g-imported", email: nil)])
+            #expect(reply.status == 200)
+            #expect((reply.json["user"] as? [String: Any])?["id"] as? String == id)
         }
     }
 }

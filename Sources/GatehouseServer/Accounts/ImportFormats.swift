@@ -15,11 +15,25 @@ public struct ImportedUser: Sendable, Equatable {
     public var lastSignInAt: Date?
     public var userMetadata: [String: JSONValue] = [:]
     public var appMetadata: [String: JSONValue] = [:]
-    /// Sign in with Apple `sub`s linked to the account.
-    public var appleSubjects: [String] = []
+    /// Apple and Google identities linked to the account, by the provider's `sub`.
+    public var identities: [ImportedIdentity] = []
     public var disabled = false
     /// When a ban of a set length ends (the sweeper lifts it then).
     public var bannedUntil: Date? = nil
+}
+
+/// A provider's identity an imported account keeps: `apple` or `google`, and the provider's subject.
+public struct ImportedIdentity: Sendable, Equatable {
+    public var provider: String
+    public var subject: String
+
+    public init(provider: String, subject: String) {
+        self.provider = provider
+        self.subject = subject
+    }
+
+    /// The providers whose identities sign in here (by id token), under their names in Gatehouse.
+    static let kept = ["apple": "apple", "google": "google", "apple.com": "apple", "google.com": "google"]
 }
 
 /// Why a row of an export cannot be imported, by line (1 is the first line of the file; a JSON array's rows count
@@ -61,10 +75,10 @@ public enum ImportFormats {
 
     /// `auth.users` (and optionally `auth.identities`) as Supabase's PostgreSQL exports them: `COPY … TO STDOUT WITH
     /// CSV HEADER`, or JSON (an array of rows, as `json_agg` gives, or `{"users": [...]}`). Ids, confirmation and
-    /// sign-in times, metadata and bcrypt (or argon2) hashes are kept; email and Apple identities are linked.
+    /// sign-in times, metadata and bcrypt (or argon2) hashes are kept; email, Apple and Google identities are linked.
     public static func supabase(users: Data, identities: Data?) -> ImportRead {
         var read = ImportRead()
-        var appleSubjects: [String: [String]] = [:]
+        var linked: [String: [ImportedIdentity]] = [:]
         if let identities {
             let (rows, problems) = rows(of: identities)
             read.problems += problems
@@ -76,20 +90,22 @@ public enum ImportFormats {
                 let provider = row["provider"]?.text ?? ""
                 switch provider {
                 case "email": continue  // the account's own address is its email identity
-                case "apple":
+                case let kept where ImportedIdentity.kept[kept] != nil:
                     let data = object(row["identity_data"])
                     guard let subject = row["provider_id"]?.text ?? data["sub"]?.text ?? row["id"]?.text else {
                         read.problems.append(
-                            .init(line: line, reason: "identities: an apple identity without provider_id"))
+                            .init(line: line, reason: "identities: an \(provider) identity without provider_id"))
                         continue
                     }
-                    appleSubjects[userID, default: []].append(subject)
+                    linked[userID, default: []].append(
+                        ImportedIdentity(provider: ImportedIdentity.kept[kept] ?? kept, subject: subject))
                 default:
                     read.notes.append(
                         .init(
                             line: line,
                             reason:
-                                "identities: \(provider) sign-in is not kept (Gatehouse signs in by email and Apple)"))
+                                "identities: \(provider) sign-in is not kept "
+                                + "(Gatehouse signs in by email, Apple and Google)"))
                 }
             }
         }
@@ -148,7 +164,7 @@ public enum ImportFormats {
             }
             user.userMetadata = userMetadata
             user.appMetadata = appMetadata.filter { $0.key != "provider" && $0.key != "providers" }
-            user.appleSubjects = appleSubjects[id] ?? []
+            user.identities = linked[id] ?? []
             if let until = row["banned_until"]?.text.flatMap(timestamp), until > Date() {
                 user.disabled = true
                 // Supabase's ban for ever is a date a century away: only a shorter one ends by itself.
@@ -252,13 +268,17 @@ public enum ImportFormats {
             if case .array(let providers)? = row["providerUserInfo"] {
                 for case .object(let provider) in providers {
                     switch provider["providerId"]?.text {
-                    case "apple.com": if let subject = provider["rawId"]?.text { user.appleSubjects.append(subject) }
+                    case let kept? where ImportedIdentity.kept[kept] != nil:
+                        if let subject = provider["rawId"]?.text {
+                            user.identities.append(
+                                ImportedIdentity(provider: ImportedIdentity.kept[kept] ?? kept, subject: subject))
+                        }
                     case "password", nil: break
                     case let other?:
                         read.notes.append(
                             .init(
                                 line: line,
-                                reason: "\(other) sign-in is not kept (Gatehouse signs in by email and Apple)"))
+                                reason: "\(other) sign-in is not kept (Gatehouse signs in by email, Apple and Google)"))
                     }
                 }
             }

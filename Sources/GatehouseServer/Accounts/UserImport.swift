@@ -65,14 +65,17 @@ public struct UserImporter: Sendable {
                 continue
             }
             var clash = false
-            for subject in user.appleSubjects {
+            for identity in user.identities {
+                let subject = identity.provider + ":" + identity.subject
+                let name = identity.provider == "apple" ? "Apple" : "Google"
                 if let first = subjects[subject] {
                     report.problems.append(
-                        .init(line: user.line, reason: "its Apple identity is also on line \(first)"))
+                        .init(line: user.line, reason: "its \(name) identity is also on line \(first)"))
                     clash = true
-                } else if try await accounts.identity(provider: "apple", providerID: subject) != nil {
+                } else if try await accounts.identity(provider: identity.provider, providerID: identity.subject) != nil
+                {
                     report.problems.append(
-                        .init(line: user.line, reason: "its Apple identity is linked to another account here"))
+                        .init(line: user.line, reason: "its \(name) identity is linked to another account here"))
                     clash = true
                 }
                 subjects[subject] = user.line
@@ -101,10 +104,11 @@ public struct UserImporter: Sendable {
                         IdentityRecord(
                             id: Secrets.identifier(), accountID: user.id, provider: "email", providerID: user.id,
                             email: user.email, createdAt: user.createdAt, lastSignInAt: user.lastSignInAt))
-                    for subject in user.appleSubjects {
+                    for identity in user.identities {
                         try await accounts.insert(
                             IdentityRecord(
-                                id: Secrets.identifier(), accountID: user.id, provider: "apple", providerID: subject,
+                                id: Secrets.identifier(), accountID: user.id, provider: identity.provider,
+                                providerID: identity.subject,
                                 email: user.email, createdAt: user.createdAt, lastSignInAt: nil))
                     }
                     try await audit.record(
