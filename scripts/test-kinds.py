@@ -13,7 +13,7 @@ import sys
 tests_folder = pathlib.Path(__file__).resolve().parent.parent / "Tests"
 roots = [tests_folder / "GatehouseServerTests", tests_folder / "GatehouseClientTests"]
 LIVE = re.compile(
-    r"live: true|LiveServer\.start|Binary\.start|SMTPSink\.(start|shared)|MailSink\.start|FakeAppleKeys|Process\(\)"
+    r"live: true|LiveServer\.start|Binary\.start|SMTPSink\.(start|shared)|MailSink\.start|FakeAppleKeys|FakeProviders|Process\(\)"
     r"|Self\.(run|serve)\(\[|gatehouseBinary|runOperator"
 )
 ROUTER = re.compile(r"AccountHarness\.(with|start)|\.test\(\.router|RouterServer\.start|withRouterApp|withApp")

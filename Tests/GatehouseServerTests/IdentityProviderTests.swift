@@ -368,6 +368,26 @@ struct IdentityProviderTests {
         }
     }
 
+    @Test("a key Apple does not accept (the operator's mistake) never blocks a sign-in; it is logged")
+    func misconfiguredKey() async throws {
+        let fake = try await FakeProviders.start()
+        defer { Task { try? await fake.server.stop() } }
+        try await AccountHarness.with({
+            fake.configure(&$0)
+            $0.auth.appleSignIn.teamID = "WRONGTEAM1"
+        }) { h in
+            let sub = "001.\(UUID().uuidString.prefix(8))"
+            let reply = try await h.client.post(
+                idTokenGrant,
+                [
+                    "provider": "apple", "id_token": try await fake.apple(sub: sub, email: AccountHarness.newEmail()),
+                    "authorization_code": "good-\(sub)",
+                ])
+            _ = try signedIn(reply)
+            #expect(h.log.all.contains { $0.contains("invalid_client") }, "the log names Apple's answer")
+        }
+    }
+
     @Test("linking and unlinking as GoTrue does: off by default, the last identity stays, another user's is refused")
     func linking() async throws {
         let fake = try await FakeProviders.start()

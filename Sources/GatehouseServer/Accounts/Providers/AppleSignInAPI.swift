@@ -16,7 +16,9 @@ actor AppleSignInAPI {
 
     /// Why a call failed; the message names the status and Apple's `error`, never a secret or a token.
     struct Failure: Error, CustomStringConvertible {
-        /// Apple answered that the code or token is bad for good (4xx other than 429): retrying cannot help.
+        /// Apple answered that the code or token itself is bad (`invalid_grant`, `invalid_request`): retrying cannot
+        /// help. Our own fault (`invalid_client`: a wrong key, team or client id) is not that: the operator can fix
+        /// it, so sign-ins go on and revocations are retried.
         let refused: Bool
         let description: String
     }
@@ -121,7 +123,7 @@ actor AppleSignInAPI {
             let apple = (try? JSONDecoder().decode([String: String].self, from: Data(buffer: body)))?["error"]
             let code = response.status.code
             throw Failure(
-                refused: (400..<500).contains(code) && code != 429,
+                refused: code == 400 && (apple == "invalid_grant" || apple == "invalid_request"),
                 description: "Apple's \(path) answered \(code)" + (apple.map { " \($0)" } ?? ""))
         }
         return body
