@@ -60,6 +60,12 @@ final class FakeProviders: Sendable {
         let server = try await FakeHTTPServer.start { router in
             router.get("/auth/keys") { _, _ in fake.jwks() }
             router.get("/google/certs") { _, _ in fake.jwks() }
+            // An OpenID provider of its own, issuer the server's base URL, for custom providers.
+            router.get("/.well-known/openid-configuration") { _, _ in
+                let base = fake.baseURL
+                return
+                    #"{"issuer":"\#(base)","jwks_uri":"\#(base)/google/certs","authorization_endpoint":"\#(base)/authorize","token_endpoint":"\#(base)/token","response_types_supported":["code"]}"#
+            }
             router.post("/auth/token") { request, _ in try await fake.token(request) }
             router.post("/auth/revoke") { request, _ in try await fake.revoke(request) }
         }
@@ -385,6 +391,78 @@ struct IdentityProviderTests {
                 ])
             _ = try signedIn(reply)
             #expect(h.log.all.contains { $0.contains("invalid_client") }, "the log names Apple's answer")
+        }
+    }
+
+    @Test("custom providers in GoTrue's admin shape: created, listed, read, changed, removed; an OIDC one signs in")
+    func customProviders() async throws {
+        let fake = try await FakeProviders.start()
+        defer { Task { try? await fake.server.stop() } }
+        try await AccountHarness.with({ fake.configure(&$0) }) { h in
+            let admin = AdminClient(client: h.client, key: try await AdminClient.mint(h).token)
+            let body: [String: Any] = [
+                "provider_type": "oidc", "identifier": "custom:acme", "name": "Acme", "client_id": "acme-client",
+                "client_secret": "a secret the server keeps", "issuer": fake.baseURL, "scopes": ["openid", "email"],
+                "acceptable_client_ids": ["acme-ios"],
+            ]
+            let created = try await admin.send(.post, "/auth/v1/admin/custom-providers", body)
+            #expect(created.status == 201, "\(created.json)")
+            #expect(created.json["identifier"] as? String == "custom:acme")
+            #expect(created.json["client_secret"] == nil && !created.body.contains("a secret the server keeps"))
+            let again = try await admin.send(.post, "/auth/v1/admin/custom-providers", body)
+            #expect(again.status == 400)
+            #expect(again.json["error_code"] as? String == "conflict")
+            for (field, value) in [("identifier", "acme"), ("issuer", "ftp://x"), ("client_secret", "")] {
+                var bad = body
+                bad[field] = value
+                bad["identifier"] = field == "identifier" ? value : "custom:other"
+                let refused = try await admin.send(.post, "/auth/v1/admin/custom-providers", bad)
+                #expect(refused.json["error_code"] as? String == "validation_failed", "\(field)")
+            }
+            var reserved = body
+            reserved["identifier"] = "custom:reserved"
+            reserved["authorization_params"] = ["state": "mine"]
+            #expect(
+                try await admin.send(.post, "/auth/v1/admin/custom-providers", reserved).json["error_code"]
+                    as? String == "validation_failed")
+            let list = try await admin.get("/auth/v1/admin/custom-providers?type=oidc")
+            #expect(
+                (list.json["providers"] as? [[String: Any]])?.compactMap { $0["identifier"] as? String }
+                    == ["custom:acme"])
+            #expect(
+                try await admin.get("/auth/v1/admin/custom-providers/custom:nope").json["error_code"] as? String
+                    == "provider_not_found")
+
+            // Its id tokens sign in, for its client id or an acceptable one.
+            let sub = "acme-\(UUID().uuidString.prefix(8))"
+            let email = AccountHarness.newEmail("acme")
+            let token = try await fake.idToken(iss: fake.baseURL, sub: sub, email: email, audience: "acme-ios")
+            let reply = try await h.client.post(idTokenGrant, ["provider": "custom:acme", "id_token": token])
+            let session = try signedIn(reply)
+            let identities = try await h.client.user(session.access).json["identities"] as? [[String: Any]] ?? []
+            #expect(identities.contains { $0["provider"] as? String == "custom:acme" && $0["id"] as? String == sub })
+
+            // Disabled, it is refused by name; removed, it is unknown.
+            let changed = try await admin.send(.put, "/auth/v1/admin/custom-providers/custom:acme", ["enabled": false])
+            #expect(changed.json["enabled"] as? Bool == false)
+            let off = try await h.client.post(
+                idTokenGrant,
+                [
+                    "provider": "custom:acme",
+                    "id_token": try await fake.idToken(
+                        iss: fake.baseURL, sub: sub, email: email, audience: "acme-client"),
+                ])
+            #expect(off.json["error_code"] as? String == "provider_disabled")
+            #expect(try await admin.send(.delete, "/auth/v1/admin/custom-providers/custom:acme", [:]).status == 204)
+            let gone = try await h.client.post(
+                idTokenGrant,
+                [
+                    "provider": "custom:acme",
+                    "id_token": try await fake.idToken(
+                        iss: fake.baseURL, sub: sub, email: email, audience: "acme-client"),
+                ])
+            #expect(gone.json["error_code"] as? String == "validation_failed")
+            #expect((gone.json["msg"] as? String)?.contains("custom:acme") == true)
         }
     }
 

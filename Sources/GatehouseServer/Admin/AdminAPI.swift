@@ -77,3 +77,48 @@ extension API {
         return .ok(.init(headers: .init(link: link, xTotalCount: total), body: .json(entries)))
     }
 }
+
+// MARK: Custom providers
+
+extension API {
+    func adminListCustomProviders(_ input: Operations.AdminListCustomProviders.Input) async throws
+        -> Operations.AdminListCustomProviders.Output
+    {
+        _ = try await access.admin()
+        return .ok(.init(body: .json(.init(providers: try await customProviders.list(type: input.query._type)))))
+    }
+
+    func adminCreateCustomProvider(_ input: Operations.AdminCreateCustomProvider.Input) async throws
+        -> Operations.AdminCreateCustomProvider.Output
+    {
+        let admin = try await access.admin()
+        switch input.body {
+        case .json(let body): return .created(.init(body: .json(try await customProviders.create(body, by: admin))))
+        }
+    }
+
+    func adminGetCustomProvider(_ input: Operations.AdminGetCustomProvider.Input) async throws
+        -> Operations.AdminGetCustomProvider.Output
+    {
+        _ = try await access.admin()
+        return .ok(.init(body: .json(try await customProviders.get(input.path.identifier))))
+    }
+
+    func adminUpdateCustomProvider(_ input: Operations.AdminUpdateCustomProvider.Input) async throws
+        -> Operations.AdminUpdateCustomProvider.Output
+    {
+        let admin = try await access.admin()
+        switch input.body {
+        case .json(let body):
+            return .ok(.init(body: .json(try await customProviders.update(input.path.identifier, body, by: admin))))
+        }
+    }
+
+    func adminDeleteCustomProvider(_ input: Operations.AdminDeleteCustomProvider.Input) async throws
+        -> Operations.AdminDeleteCustomProvider.Output
+    {
+        let admin = try await access.admin()
+        try await customProviders.delete(input.path.identifier, by: admin)
+        return .noContent(.init())
+    }
+}

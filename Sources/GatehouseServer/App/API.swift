@@ -23,6 +23,7 @@ final class API: APIProtocol {
     /// Identities: id tokens, linking and unlinking, Apple's notifications.
     let external: ExternalSignIn
     let appleNotifications: AppleNotifications
+    let customProviders: CustomProviders
     let admin: AdminService
     let companies: CompanyService
     let shares: ShareService
@@ -71,6 +72,7 @@ final class API: APIProtocol {
         accountDeletion = AccountDeletion(
             store: env.store, clock: env.clock, trail: env.trail, mailer: env.mailer, mail: mail,
             profiles: profiles, revocations: env.appleRevocations)
+        customProviders = CustomProviders(store: env.store, clock: env.clock, trail: env.trail, box: env.secrets.box)
         appleNotifications = AppleNotifications(
             store: env.store, clock: env.clock, settings: env.settings, trail: env.trail, keys: env.appleKeys,
             deletion: accountDeletion)

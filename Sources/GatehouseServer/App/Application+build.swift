@@ -87,7 +87,7 @@ public struct GatehouseServices: Sendable {
             mailer: mailer,
             secrets: secrets,
             hasher: PasswordHasher(), limiter: RateLimiter(clock: clock),
-            idTokens: IDTokenProviders(settings: settings, appleKeys: appleKeys), appleKeys: appleKeys,
+            idTokens: IDTokenProviders(settings: settings, appleKeys: appleKeys, store: store), appleKeys: appleKeys,
             appleRevocations: appleRevocations,
             publicURL: publicURL, logger: logger,
             redirects: RedirectAllowList(settings.redirectAllowList, site: settings.siteURL ?? publicURL))

@@ -217,4 +217,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case providerEmailNeedsVerification = "provider_email_needs_verification"
     /// Unlinking the user's last way to sign in.
     case singleIdentityNotDeletable = "single_identity_not_deletable"
+    /// A custom provider with that identifier exists already (GoTrue's code).
+    case conflict = "conflict"
+    /// No custom provider has that identifier.
+    case providerNotFound = "provider_not_found"
 }

@@ -35,6 +35,10 @@ public enum AuditAction: String, CaseIterable, Sendable {
     /// A Sign in with Apple notification was applied (its `type` in the detail), or refused.
     case appleNotified = "apple_notified"
     case appleNotificationRefused = "apple_notification_refused"
+    /// The admin API (a service key's id in the detail) registered, changed or removed a custom provider.
+    case customProviderCreated = "custom_provider_created"
+    case customProviderUpdated = "custom_provider_updated"
+    case customProviderDeleted = "custom_provider_deleted"
     case loggedOut = "logged_out"
     case memberChanged = "member_changed"
     case memberLeft = "member_left"

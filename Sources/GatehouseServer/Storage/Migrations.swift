@@ -578,5 +578,17 @@ public enum Migrations {
             try await db.create(index: "apple_notifications_received").on("apple_notifications")
                 .column("received_at").run()
         },
+        Migration(version: 13, name: "custom OAuth and OIDC providers") { db in
+            // GoTrue's custom providers: the fields as JSON (never the secret), the client secret sealed.
+            try await db.create(table: "custom_providers")
+                .column("identifier", type: .text, .primaryKey(autoIncrement: false))
+                .column("id", type: .text, .notNull)
+                .column("provider_type", type: .text, .notNull)
+                .column("settings", type: .text, .notNull)
+                .column("sealed_secret", type: .text, .notNull)
+                .column("created_at", type: .bigint, .notNull)
+                .column("updated_at", type: .bigint, .notNull)
+                .run()
+        },
     ]
 }

@@ -37,7 +37,7 @@ struct ExternalSignIn: Sendable {
             guard settings.manualLinking else { throw Self.manualLinkingDisabled }
             guard caller != nil else { throw APIError.noAuthorization }
         }
-        let verifier = try providers.verifier(for: body.provider)
+        let verifier = try await providers.verifier(for: body.provider)
         let identity: ExternalIdentity
         do {
             identity = try await verifier.verify(body.idToken, nonce: body.nonce)

@@ -183,6 +183,8 @@ struct IDTokenVerifier: Sendable {
     let audiences: [String]
     let keys: JWKSCache
     let acceptsRawNonce: Bool
+    /// A custom provider's `skip_nonce_check`: the nonce is not compared (GoTrue's option for providers that mangle it).
+    var skipsNonce = false
 
     static func apple(audiences: [String], keys: JWKSCache) -> IDTokenVerifier {
         IDTokenVerifier(
@@ -200,7 +202,9 @@ struct IDTokenVerifier: Sendable {
         let claims = try await keys.verify(token, as: IDTokenClaims.self)
         guard issuers.contains(claims.iss.value) else { throw .issuer }
         guard claims.aud.value.contains(where: audiences.contains) else { throw .audience }
-        try IDTokenRules.checkNonce(token: claims.nonce, request: nonce, acceptsRawNonce: acceptsRawNonce)
+        if !skipsNonce {
+            try IDTokenRules.checkNonce(token: claims.nonce, request: nonce, acceptsRawNonce: acceptsRawNonce)
+        }
         return ExternalIdentity(
             provider: provider, subject: claims.sub.value, email: claims.email,
             emailVerified: claims.email_verified?.value ?? false,
@@ -211,9 +215,12 @@ struct IDTokenVerifier: Sendable {
 
 /// The providers an id token may name, as `POST /auth/v1/token?grant_type=id_token` resolves them: a provider
 /// configured here, a provider GoTrue knows that is not configured (400 `provider_disabled`), or a name nobody knows
-/// (400 `validation_failed`, as GoTrue's "Custom OIDC provider … not allowed"). Every refusal names the provider.
+/// (400 `validation_failed`, as GoTrue's "Custom OIDC provider … not allowed"). `custom:<slug>` names an OIDC provider
+/// the operator registered (`CustomProviders`). Every refusal names the provider.
 struct IDTokenProviders: Sendable {
     let verifiers: [String: IDTokenVerifier]
+    let store: Store
+    let custom = CustomProviderKeys()
 
     /// GoTrue's built-in provider names: known, so "not enabled" rather than "not allowed" when not configured.
     static let known: Set<String> = [
@@ -222,7 +229,8 @@ struct IDTokenProviders: Sendable {
         "twitter", "workos", "zoom",
     ]
 
-    init(settings: AuthSettings, appleKeys: JWKSCache) {
+    init(settings: AuthSettings, appleKeys: JWKSCache, store: Store) {
+        self.store = store
         var verifiers: [String: IDTokenVerifier] = [:]
         if !settings.appleAudiences.isEmpty {
             verifiers["apple"] = .apple(audiences: settings.appleAudiences, keys: appleKeys)
@@ -236,21 +244,25 @@ struct IDTokenProviders: Sendable {
     /// Whether `provider` signs in here.
     func enabled(_ provider: String) -> Bool { verifiers[provider] != nil }
 
-    func verifier(for provider: String) throws -> IDTokenVerifier {
+    func verifier(for provider: String) async throws -> IDTokenVerifier {
         if let verifier = verifiers[provider] { return verifier }
-        let shown = String(provider.prefix(64)).debugDescription
-        if Self.known.contains(provider) {
-            throw APIError(
-                .badRequest, code: .providerDisabled,
-                message: "Provider \(shown) is not enabled on this server (it signs in with: \(enabledList))")
+        if provider.hasPrefix("custom:"), provider.count <= 72 {
+            return try await custom.verifier(provider, store: store)
         }
-        throw APIError(
-            .badRequest, code: .validationFailed,
-            message: "Custom OIDC provider \(shown) not allowed (this server signs in with: \(enabledList))")
+        if Self.known.contains(provider) { throw Self.notEnabled(provider) }
+        throw Self.notAllowed(provider)
     }
 
-    private var enabledList: String {
-        verifiers.isEmpty ? "no id-token provider" : verifiers.keys.sorted().joined(separator: ", ")
+    static func notEnabled(_ provider: String) -> APIError {
+        APIError(
+            .badRequest, code: .providerDisabled,
+            message: "Provider \(String(provider.prefix(72)).debugDescription) is not enabled on this server")
+    }
+
+    static func notAllowed(_ provider: String) -> APIError {
+        APIError(
+            .badRequest, code: .validationFailed,
+            message: "Custom OIDC provider \(String(provider.prefix(72)).debugDescription) not allowed")
     }
 }
 

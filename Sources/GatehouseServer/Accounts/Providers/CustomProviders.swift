@@ -1,0 +1,313 @@
+import AsyncHTTPClient
+import Foundation
+import GatehouseAPI
+import NIOCore
+import SQLKit
+
+/// A custom provider's fields as stored: everything GoTrue's admin API takes but the client secret, which is sealed
+/// apart (`CustomProviderRepository`).
+struct CustomProviderSettings: Codable, Sendable, Equatable {
+    var id: String
+    var providerType: String
+    var identifier: String
+    var name: String
+    var clientID: String
+    var acceptableClientIDs: [String] = []
+    var scopes: [String] = []
+    var pkceEnabled = true
+    var attributeMapping: [String: JSONValue] = [:]
+    var authorizationParams: [String: JSONValue] = [:]
+    var enabled = true
+    var emailOptional = false
+    var issuer: String?
+    var discoveryURL: String?
+    var skipNonceCheck = false
+    var authorizationURL: String?
+    var tokenURL: String?
+    var userinfoURL: String?
+    var jwksURI: String?
+
+    /// Where the OpenID configuration is: `discovery_url`, or the issuer's well-known path.
+    var discovery: String? {
+        discoveryURL ?? issuer.map { ($0.hasSuffix("/") ? String($0.dropLast()) : $0) + "/.well-known/openid-configuration" }
+    }
+}
+
+struct CustomProviderRecord: Sendable {
+    var settings: CustomProviderSettings
+    var sealedSecret: String
+    var createdAt: Date
+    var updatedAt: Date
+}
+
+/// SQL for custom providers.
+struct CustomProviderRepository {
+    let db: any SQLDatabase
+
+    func all() async throws -> [CustomProviderRecord] {
+        try await db.select().columns("settings", "sealed_secret", "created_at", "updated_at").from("custom_providers")
+            .orderBy("created_at").all().map(Self.decode)
+    }
+
+    func find(_ identifier: String) async throws -> CustomProviderRecord? {
+        try await db.select().columns("settings", "sealed_secret", "created_at", "updated_at").from("custom_providers")
+            .where("identifier", .equal, identifier).first().map(Self.decode)
+    }
+
+    /// Inserts `record`; false when its identifier is taken.
+    func insert(_ record: CustomProviderRecord) async throws -> Bool {
+        let inserted = try await db.insert(into: "custom_providers")
+            .columns("identifier", "id", "provider_type", "settings", "sealed_secret", "created_at", "updated_at")
+            .values(
+                SQLBind(record.settings.identifier), SQLBind(record.settings.id),
+                SQLBind(record.settings.providerType), SQLBind(try Self.encode(record.settings)),
+                SQLBind(record.sealedSecret), SQLBind(record.createdAt.epochMilliseconds),
+                SQLBind(record.updatedAt.epochMilliseconds)
+            )
+            .ignoringConflicts(with: "identifier").returning("identifier").all()
+        return !inserted.isEmpty
+    }
+
+    func update(_ record: CustomProviderRecord) async throws {
+        try await db.update("custom_providers").set("settings", to: try Self.encode(record.settings))
+            .set("sealed_secret", to: record.sealedSecret).set("updated_at", to: record.updatedAt.epochMilliseconds)
+            .where("identifier", .equal, record.settings.identifier).run()
+    }
+
+    func delete(_ identifier: String) async throws -> Bool {
+        try await !db.delete(from: "custom_providers").where("identifier", .equal, identifier).returning("identifier")
+            .all().isEmpty
+    }
+
+    private static func encode(_ settings: CustomProviderSettings) throws -> String {
+        String(decoding: try JSONEncoder.sortedKeys.encode(settings), as: UTF8.self)
+    }
+
+    private static func decode(_ row: any SQLRow) throws -> CustomProviderRecord {
+        CustomProviderRecord(
+            settings: try JSONDecoder().decode(
+                CustomProviderSettings.self, from: Data(try row.decode(column: "settings", as: String.self).utf8)),
+            sealedSecret: try row.decode(column: "sealed_secret", as: String.self),
+            createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)),
+            updatedAt: Date(epochMilliseconds: try row.decode(column: "updated_at", as: Int64.self)))
+    }
+}
+
+/// GoTrue's custom OAuth 2.0 and OpenID Connect providers (`/auth/v1/admin/custom-providers`), registered by the
+/// operator, their client secrets sealed (SecretBox, bound to the identifier) and never answered. An OIDC provider
+/// signs in by the id_token grant (`"provider": "custom:<slug>"`): its keys come from its discovery document.
+struct CustomProviders: Sendable {
+    let store: Store
+    let clock: any GatehouseClock
+    let trail: AuditTrail
+    let box: SecretBox
+
+    static let notFound = APIError(.notFound, code: .providerNotFound, message: "Custom OAuth provider not found")
+    /// Parameters the sign-in sets itself, which `authorization_params` may not replace.
+    static let reservedParameters: Set<String> = [
+        "client_id", "redirect_uri", "response_type", "state", "code_challenge", "code_challenge_method", "nonce",
+        "scope",
+    ]
+
+    static func context(_ identifier: String) -> String { "custom-provider:\(identifier)" }
+
+    func list(type: String?) async throws -> [Schemas.CustomProvider] {
+        if let type, !["oidc", "oauth2"].contains(type) {
+            throw APIError.validation("type must be either 'oauth2' or 'oidc'")
+        }
+        return try await CustomProviderRepository(db: store.database).all()
+            .filter { type == nil || $0.settings.providerType == type }.map(Self.wire)
+    }
+
+    func get(_ identifier: String) async throws -> Schemas.CustomProvider {
+        try Self.checkIdentifier(identifier)
+        guard let record = try await CustomProviderRepository(db: store.database).find(identifier) else {
+            throw Self.notFound
+        }
+        return Self.wire(record)
+    }
+
+    func create(_ body: Schemas.CustomProviderRequest, by admin: AdminCaller) async throws -> Schemas.CustomProvider {
+        guard let type = body.providerType?.rawValue else {
+            throw APIError.validation("provider_type must be either 'oauth2' or 'oidc'")
+        }
+        let identifier = body.identifier ?? ""
+        try Self.checkIdentifier(identifier)
+        for (field, value) in [("name", body.name), ("client_id", body.clientId), ("client_secret", body.clientSecret)]
+        where (value ?? "").trimmingCharacters(in: .whitespaces).isEmpty {
+            throw APIError.validation("\(field) is required")
+        }
+        var settings = CustomProviderSettings(
+            id: Secrets.identifier(), providerType: type, identifier: identifier, name: body.name ?? "",
+            clientID: body.clientId ?? "")
+        try Self.apply(body, to: &settings)
+        let now = clock.now
+        let record = CustomProviderRecord(
+            settings: settings, sealedSecret: try box.seal(body.clientSecret ?? "", context: Self.context(identifier)),
+            createdAt: now, updatedAt: now)
+        try await store.transaction { db in
+            guard try await CustomProviderRepository(db: db).insert(record) else {
+                throw APIError(
+                    .badRequest, code: .conflict, message: "A custom OAuth provider with this identifier already exists")
+            }
+            try await trail.within(db).record(
+                admin.event(.customProviderCreated, accountID: nil, detail: ["provider": identifier, "type": type]))
+        }
+        return Self.wire(record)
+    }
+
+    func update(_ identifier: String, _ body: Schemas.CustomProviderRequest, by admin: AdminCaller) async throws
+        -> Schemas.CustomProvider
+    {
+        try Self.checkIdentifier(identifier)
+        let now = clock.now
+        return try await store.transaction { db in
+            let repository = CustomProviderRepository(db: db)
+            guard var record = try await repository.find(identifier) else { throw Self.notFound }
+            if let type = body.providerType?.rawValue, type != record.settings.providerType {
+                throw APIError.validation("provider_type cannot change; delete the provider and register it again")
+            }
+            if let name = body.name { record.settings.name = name }
+            if let clientID = body.clientId { record.settings.clientID = clientID }
+            try Self.apply(body, to: &record.settings)
+            if let secret = body.clientSecret, !secret.isEmpty {
+                record.sealedSecret = try box.seal(secret, context: Self.context(identifier))
+            }
+            guard !record.settings.name.isEmpty, !record.settings.clientID.isEmpty else {
+                throw APIError.validation("name and client_id cannot be empty")
+            }
+            record.updatedAt = now
+            try await repository.update(record)
+            try await trail.within(db).record(
+                admin.event(.customProviderUpdated, accountID: nil, detail: ["provider": identifier]))
+            return Self.wire(record)
+        }
+    }
+
+    func delete(_ identifier: String, by admin: AdminCaller) async throws {
+        try Self.checkIdentifier(identifier)
+        try await store.transaction { db in
+            guard try await CustomProviderRepository(db: db).delete(identifier) else { throw Self.notFound }
+            try await trail.within(db).record(
+                admin.event(.customProviderDeleted, accountID: nil, detail: ["provider": identifier]))
+        }
+    }
+
+    /// `custom:` and a slug of lower-case letters, digits, `-` and `_`, as GoTrue names them.
+    static func checkIdentifier(_ identifier: String) throws {
+        guard identifier.hasPrefix("custom:") else {
+            throw APIError.validation("identifier must start with 'custom:' prefix, e.g. 'custom:\(identifier.prefix(40))'")
+        }
+        let slug = identifier.dropFirst("custom:".count)
+        guard (1...64).contains(slug.count),
+            slug.unicodeScalars.allSatisfy({ CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyz0123456789-_").contains($0) })
+        else {
+            throw APIError.validation("identifier must be 'custom:' and 1 to 64 of a-z, 0-9, '-' and '_'")
+        }
+    }
+
+    /// The optional fields of `body` onto `settings`, each URL checked, then the type's required URLs.
+    static func apply(_ body: Schemas.CustomProviderRequest, to settings: inout CustomProviderSettings) throws {
+        if let ids = body.acceptableClientIds { settings.acceptableClientIDs = ids }
+        if let scopes = body.scopes { settings.scopes = scopes }
+        if let pkce = body.pkceEnabled { settings.pkceEnabled = pkce }
+        if let mapping = body.attributeMapping { settings.attributeMapping = mapping }
+        if let parameters = body.authorizationParams {
+            if let reserved = parameters.keys.sorted().first(where: reservedParameters.contains) {
+                throw APIError.validation("authorization_params cannot set '\(reserved)': the sign-in sets it")
+            }
+            settings.authorizationParams = parameters
+        }
+        if let enabled = body.enabled { settings.enabled = enabled }
+        if let optional = body.emailOptional { settings.emailOptional = optional }
+        if let skip = body.skipNonceCheck { settings.skipNonceCheck = skip }
+        for (field, value, path) in [
+            ("issuer", body.issuer, \CustomProviderSettings.issuer),
+            ("discovery_url", body.discoveryUrl, \.discoveryURL),
+            ("authorization_url", body.authorizationUrl, \.authorizationURL), ("token_url", body.tokenUrl, \.tokenURL),
+            ("userinfo_url", body.userinfoUrl, \.userinfoURL), ("jwks_uri", body.jwksUri, \.jwksURI),
+        ] {
+            guard let value else { continue }
+            if value.isEmpty {
+                settings[keyPath: path] = nil
+                continue
+            }
+            guard let url = URL(string: value), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+                throw APIError.validation("\(field) must be an http:// or https:// URL")
+            }
+            settings[keyPath: path] = value
+        }
+        if settings.providerType == "oidc", settings.issuer == nil {
+            throw APIError.validation("issuer is required for OIDC providers")
+        }
+        if settings.providerType == "oauth2" {
+            for (field, value) in [
+                ("authorization_url", settings.authorizationURL), ("token_url", settings.tokenURL),
+                ("userinfo_url", settings.userinfoURL),
+            ] where value == nil {
+                throw APIError.validation("\(field) is required for OAuth2 providers")
+            }
+        }
+    }
+
+    static func wire(_ record: CustomProviderRecord) -> Schemas.CustomProvider {
+        let s = record.settings
+        return Schemas.CustomProvider(
+            id: s.id, providerType: s.providerType, identifier: s.identifier, name: s.name, clientId: s.clientID,
+            acceptableClientIds: s.acceptableClientIDs, scopes: s.scopes, pkceEnabled: s.pkceEnabled,
+            attributeMapping: s.attributeMapping, authorizationParams: s.authorizationParams, enabled: s.enabled,
+            emailOptional: s.emailOptional, issuer: s.issuer, discoveryUrl: s.discoveryURL,
+            skipNonceCheck: s.skipNonceCheck, authorizationUrl: s.authorizationURL, tokenUrl: s.tokenURL,
+            userinfoUrl: s.userinfoURL, jwksUri: s.jwksURI, createdAt: record.createdAt, updatedAt: record.updatedAt)
+    }
+}
+
+/// Custom OIDC providers' keys for the id_token grant: the discovery document's `jwks_uri` (or the provider's own
+/// `jwks_uri`), fetched once an hour, and a `JWKSCache` per key set.
+actor CustomProviderKeys {
+    private var discovered: [String: (jwksURI: String, at: Date)] = [:]
+    private var caches: [String: JWKSCache] = [:]
+
+    /// The verifier of a custom OIDC provider, or the refusal that names it.
+    func verifier(_ identifier: String, store: Store) async throws -> IDTokenVerifier {
+        guard let record = try await CustomProviderRepository(db: store.database).find(identifier) else {
+            throw IDTokenProviders.notAllowed(identifier)
+        }
+        let settings = record.settings
+        guard settings.enabled else { throw IDTokenProviders.notEnabled(identifier) }
+        guard settings.providerType == "oidc", let issuer = settings.issuer else {
+            throw APIError(
+                .badRequest, code: .providerDisabled,
+                message: "Provider \(identifier.debugDescription) is an OAuth 2.0 provider: it has no id tokens")
+        }
+        let jwksURI = try await self.jwksURI(settings)
+        let keys = caches[jwksURI] ?? JWKSCache(url: jwksURI)
+        caches[jwksURI] = keys
+        return IDTokenVerifier(
+            provider: identifier, issuers: [issuer], audiences: [settings.clientID] + settings.acceptableClientIDs,
+            keys: keys, acceptsRawNonce: false, skipsNonce: settings.skipNonceCheck)
+    }
+
+    private func jwksURI(_ settings: CustomProviderSettings) async throws -> String {
+        if let jwksURI = settings.jwksURI { return jwksURI }
+        guard let discovery = settings.discovery else { throw IDTokenError.keysUnavailable }
+        if let known = discovered[discovery], Date().timeIntervalSince(known.at) < JWKSCache.maximumAge {
+            return known.jwksURI
+        }
+        do {
+            var request = HTTPClientRequest(url: discovery)
+            request.method = .GET
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            guard response.status == .ok,
+                let object = try JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any],
+                let jwksURI = object["jwks_uri"] as? String
+            else { throw IDTokenError.keysUnavailable }
+            discovered[discovery] = (jwksURI, Date())
+            return jwksURI
+        } catch {
+            if let known = discovered[discovery] { return known.jwksURI }
+            throw APIError.idToken(.keysUnavailable, provider: settings.identifier)
+        }
+    }
+}
