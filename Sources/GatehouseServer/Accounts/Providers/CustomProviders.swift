@@ -29,7 +29,8 @@ struct CustomProviderSettings: Codable, Sendable, Equatable {
 
     /// Where the OpenID configuration is: `discovery_url`, or the issuer's well-known path.
     var discovery: String? {
-        discoveryURL ?? issuer.map { ($0.hasSuffix("/") ? String($0.dropLast()) : $0) + "/.well-known/openid-configuration" }
+        discoveryURL
+            ?? issuer.map { ($0.hasSuffix("/") ? String($0.dropLast()) : $0) + "/.well-known/openid-configuration" }
     }
 }
 
@@ -148,7 +149,8 @@ struct CustomProviders: Sendable {
         try await store.transaction { db in
             guard try await CustomProviderRepository(db: db).insert(record) else {
                 throw APIError(
-                    .badRequest, code: .conflict, message: "A custom OAuth provider with this identifier already exists")
+                    .badRequest, code: .conflict, message: "A custom OAuth provider with this identifier already exists"
+                )
             }
             try await trail.within(db).record(
                 admin.event(.customProviderCreated, accountID: nil, detail: ["provider": identifier, "type": type]))
@@ -196,11 +198,14 @@ struct CustomProviders: Sendable {
     /// `custom:` and a slug of lower-case letters, digits, `-` and `_`, as GoTrue names them.
     static func checkIdentifier(_ identifier: String) throws {
         guard identifier.hasPrefix("custom:") else {
-            throw APIError.validation("identifier must start with 'custom:' prefix, e.g. 'custom:\(identifier.prefix(40))'")
+            throw APIError.validation(
+                "identifier must start with 'custom:' prefix, e.g. 'custom:\(identifier.prefix(40))'")
         }
         let slug = identifier.dropFirst("custom:".count)
         guard (1...64).contains(slug.count),
-            slug.unicodeScalars.allSatisfy({ CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyz0123456789-_").contains($0) })
+            slug.unicodeScalars.allSatisfy({
+                CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyz0123456789-_").contains($0)
+            })
         else {
             throw APIError.validation("identifier must be 'custom:' and 1 to 64 of a-z, 0-9, '-' and '_'")
         }
