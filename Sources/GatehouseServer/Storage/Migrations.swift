@@ -578,7 +578,10 @@ public enum Migrations {
             try await db.create(index: "apple_notifications_received").on("apple_notifications")
                 .column("received_at").run()
         },
-        Migration(version: 13, name: "custom OAuth and OIDC providers") { db in
+        Migration(version: 13, name: "custom OAuth and OIDC providers; spent id tokens by expiry") { db in
+            // Each id-token sign-in forgets the spent tokens that expired: by index, not a scan.
+            try await db.create(index: "used_identity_tokens_expires").on("used_identity_tokens").column("expires_at")
+                .run()
             // GoTrue's custom providers: the fields as JSON (never the secret), the client secret sealed.
             try await db.create(table: "custom_providers")
                 .column("identifier", type: .text, .primaryKey(autoIncrement: false))
