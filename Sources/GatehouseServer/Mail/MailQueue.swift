@@ -12,8 +12,7 @@ final class MailQueue: Service, Sendable {
     let box: SecretBox
     let clock: any GatehouseClock
     let logger: Logger
-    private let signal: AsyncStream<Void>.Continuation
-    private let signals: AsyncStream<Void>
+    private let wakeUps = QueueWakeUps(interval: MailQueue.pollInterval)
 
     /// How long a sent-but-unacknowledged lease keeps other workers away, and how long mail is retried at most.
     static let lease: TimeInterval = 120
@@ -27,7 +26,6 @@ final class MailQueue: Service, Sendable {
         self.box = box
         self.clock = clock
         self.logger = logger
-        (signals, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// Queues `message` in the caller's transaction, so it is sent exactly when what it announces is committed.
@@ -42,29 +40,12 @@ final class MailQueue: Service, Sendable {
 
     /// Tells the worker that mail was committed; call after the transaction that queued it.
     func wake() {
-        signal.yield()
+        wakeUps.wake()
     }
 
     /// Sends due mail until the service group shuts down.
     func run() async throws {
-        await withDiscardingTaskGroup { group in
-            group.addTask { [signal] in
-                // A poll tick, so retries and other instances' mail are picked up without a wake-up.
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: Self.pollInterval)
-                    signal.yield()
-                }
-            }
-            for await _ in signals.cancelOnGracefulShutdown() {
-                guard store.schemaVersion != nil else { continue }
-                do {
-                    while try await sendNext() {}
-                } catch {
-                    logger.warning("mail queue unavailable", metadata: ["error": "\(String(reflecting: error))"])
-                }
-            }
-            group.cancelAll()
-        }
+        await wakeUps.run(store: store, logger: logger, unavailable: "mail queue unavailable") { try await sendNext() }
     }
 
     /// Leases and sends the oldest due mail; false when none is due.

@@ -14,8 +14,7 @@ final class AppleRevocations: Service, Sendable {
     let clock: any GatehouseClock
     let trail: AuditTrail
     let logger: Logger
-    private let signal: AsyncStream<Void>.Continuation
-    private let signals: AsyncStream<Void>
+    private let wakeUps = QueueWakeUps(interval: AppleRevocations.pollInterval)
 
     static let lease: TimeInterval = 120
     static let giveUpAfter: TimeInterval = 30 * 24 * 3600
@@ -30,7 +29,6 @@ final class AppleRevocations: Service, Sendable {
         self.clock = clock
         self.trail = trail
         self.logger = logger
-        (signals, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// The SecretBox context an identity's provider token is sealed under: the token cannot be moved to another row.
@@ -53,25 +51,11 @@ final class AppleRevocations: Service, Sendable {
     }
 
     /// Tells the worker that a revocation was committed.
-    func wake() { signal.yield() }
+    func wake() { wakeUps.wake() }
 
     func run() async throws {
-        await withDiscardingTaskGroup { group in
-            group.addTask { [signal] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: Self.pollInterval)
-                    signal.yield()
-                }
-            }
-            for await _ in signals.cancelOnGracefulShutdown() {
-                guard store.schemaVersion != nil else { continue }
-                do {
-                    while try await revokeNext() {}
-                } catch {
-                    logger.warning("apple revocations unavailable", metadata: ["error": "\(String(reflecting: error))"])
-                }
-            }
-            group.cancelAll()
+        await wakeUps.run(store: store, logger: logger, unavailable: "apple revocations unavailable") {
+            try await revokeNext()
         }
     }
 

@@ -140,6 +140,16 @@ actor JWKSCache {
         return object["kid"] as? String
     }
 
+    /// A provider's published document (keys, discovery): 200 and at most 1 MiB within 10 s, or
+    /// `IDTokenError.keysUnavailable`.
+    static func get(_ url: String) async throws -> ByteBuffer {
+        var request = HTTPClientRequest(url: url)
+        request.method = .GET
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+        guard response.status == .ok else { throw IDTokenError.keysUnavailable }
+        return try await response.body.collect(upTo: 1 << 20)
+    }
+
     private func collection(forceRefresh: Bool) async throws(IDTokenError) -> JWTKeyCollection {
         let now = Date()
         if let keys, let fetchedAt {
@@ -150,11 +160,7 @@ actor JWKSCache {
         let task =
             fetching
             ?? Task { [url] in
-                var request = HTTPClientRequest(url: url)
-                request.method = .GET
-                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
-                guard response.status == .ok else { throw IDTokenError.keysUnavailable }
-                let body = try await response.body.collect(upTo: 1 << 20)
+                let body = try await Self.get(url)
                 let jwks = try JSONDecoder().decode(JWKS.self, from: Data(buffer: body))
                 let kids = Set(jwks.keys.compactMap { $0.keyIdentifier?.string })
                 return (try await JWTKeyCollection().add(jwks: jwks), kids)
