@@ -212,11 +212,7 @@ struct ExternalSignIn: Sendable {
 
     /// The `sub` of a JWT whose signature is not checked: Apple's own answer over TLS, compared, never trusted alone.
     static func unverifiedSubject(_ jwt: String) -> String? {
-        let parts = jwt.split(separator: ".")
-        guard parts.count == 3, let data = Data(base64URL: String(parts[1])),
-            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-        else { return nil }
-        return object["sub"] as? String
+        JWKSCache.unverifiedPart(1, of: jwt)?["sub"] as? String
     }
 
     /// Keeps the name Apple gave the app on the first authorization in `user_metadata` as GoTrue's Apple web flow

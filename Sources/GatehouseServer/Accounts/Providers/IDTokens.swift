@@ -133,11 +133,15 @@ actor JWKSCache {
 
     /// The `kid` in a JWS's header, if it names one.
     static func keyID(of token: String) -> String? {
-        guard let header = token.split(separator: ".", maxSplits: 1).first,
-            let data = Data(base64URL: String(header)),
-            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-        else { return nil }
-        return object["kid"] as? String
+        unverifiedPart(0, of: token)?["kid"] as? String
+    }
+
+    /// Part `index` of a three-part JWS (0 the header, 1 the payload) as a JSON object, its signature unchecked: for
+    /// choosing keys, or comparing with what was verified otherwise, never to trust alone.
+    static func unverifiedPart(_ index: Int, of jws: String) -> [String: Any]? {
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let data = Data(base64URL: String(parts[index])) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
     }
 
     /// A provider's published document (keys, discovery): 200 and at most 1 MiB within 10 s, or
