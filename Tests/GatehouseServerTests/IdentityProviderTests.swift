@@ -45,7 +45,22 @@ final class FakeProviders: Sendable {
         var revoked: [String] = []
         var revokeFailures = 0
         var secretsSeen: [String] = []
+        /// Authorization codes the fake OpenID provider issued (`approve`), by code.
+        var codes: [String: Approval] = [:]
     }
+
+    /// A user the fake OpenID provider vouches for, bound to the authorization request it answered.
+    struct Approval {
+        var sub: String
+        var email: String?
+        var verified = true
+        /// The `nonce` and `code_challenge` of the authorization request.
+        var nonce: String?
+        var challenge: String?
+        var issuer: String?
+        var audience = "acme-client"
+    }
+    static let acmeSecret = "acme-secret"
     let state = NIOLockedValueBox(State())
     let teamKey = ES256PrivateKey()
     let teamID = "TEAM123456"
@@ -67,6 +82,7 @@ final class FakeProviders: Sendable {
                     #"{"issuer":"\#(base)","jwks_uri":"\#(base)/google/certs","authorization_endpoint":"\#(base)/authorize","token_endpoint":"\#(base)/token","response_types_supported":["code"]}"#
             }
             router.post("/auth/token") { request, _ in try await fake.token(request) }
+            router.post("/token") { request, _ in try await fake.oidcToken(request) }
             router.post("/auth/revoke") { request, _ in try await fake.revoke(request) }
         }
         fake.started.withLockedValue { $0 = server }
@@ -158,6 +174,49 @@ final class FakeProviders: Sendable {
             .ok,
             #"{"access_token":"a","token_type":"Bearer","expires_in":3600,"refresh_token":"refresh-\#(sub)","id_token":"\#(idToken)"}"#
         )
+    }
+
+    /// The fake OpenID provider's authorization: the user approved the request `authorizeURL` names; returns the
+    /// code its redirect carries.
+    func approve(_ authorizeURL: String, _ approval: Approval) -> String {
+        let items = URLComponents(string: authorizeURL)?.queryItems ?? []
+        var approval = approval
+        approval.nonce = items.first { $0.name == "nonce" }?.value
+        approval.challenge = items.first { $0.name == "code_challenge" }?.value
+        let code = "code-\(UUID().uuidString)"
+        state.withLockedValue { $0.codes[code] = approval }
+        return code
+    }
+
+    /// The fake OpenID provider's token endpoint: HTTP Basic client authentication, a code used once, PKCE's
+    /// verifier checked, and an id token naming the approved user.
+    private func oidcToken(_ request: Request) async throws -> Response {
+        let expected = "Basic " + Data("acme-client:\(Self.acmeSecret)".utf8).base64EncodedString()
+        guard request.headers[.authorization] == expected else {
+            return Self.json(.unauthorized, #"{"error":"invalid_client"}"#)
+        }
+        let form = try await form(request)
+        let approval = state.withLockedValue { $0.codes.removeValue(forKey: form["code"] ?? "") }
+        guard let approval, form["redirect_uri"]?.hasSuffix("/auth/v1/callback") == true else {
+            return Self.json(.badRequest, #"{"error":"invalid_grant"}"#)
+        }
+        if let challenge = approval.challenge {
+            let verifier = form["code_verifier"] ?? ""
+            let computed = Data(SHA256.hash(data: Data(verifier.utf8))).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+            guard computed == challenge else { return Self.json(.badRequest, #"{"error":"invalid_grant"}"#) }
+        }
+        let (kid, key) = state.withLockedValue { ($0.kid, $0.signing) }
+        let keys = await JWTKeyCollection().add(ecdsa: key, kid: JWKIdentifier(string: kid))
+        let now = Int(Date().timeIntervalSince1970)
+        let idToken = try await keys.sign(
+            ProviderTestClaims(
+                iss: approval.issuer ?? baseURL, aud: approval.audience, sub: approval.sub, exp: now + 600, iat: now,
+                nonce: approval.nonce, email: approval.email, email_verified: approval.verified, name: "Ada"),
+            kid: JWKIdentifier(string: kid))
+        return Self.json(
+            .ok, #"{"access_token":"upstream-access","token_type":"Bearer","expires_in":3600,"id_token":"\#(idToken)"}"#)
     }
 
     private func revoke(_ request: Request) async throws -> Response {

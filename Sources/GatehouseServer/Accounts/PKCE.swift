@@ -78,11 +78,20 @@ struct FlowStates {
 
     /// Stores what the verified link proved, bound to its challenge; returns the authorization code.
     func create(for verified: ConsumedCode, challenge: String) async throws -> String {
+        try await create(json: try JSONEncoder().encode(verified), challenge: challenge)
+    }
+
+    /// Stores the account a trip through a provider found, bound to the app's challenge; returns the code.
+    func create(for grant: ProviderGrant, challenge: String) async throws -> String {
+        try await create(json: try JSONEncoder().encode(grant), challenge: challenge)
+    }
+
+    private func create(json: Data, challenge: String) async throws -> String {
         let code = Secrets.token()
         let now = clock.now
         try await FlowStateRepository(db: db).insert(
             id: Secrets.identifier(), authCodeHash: Secrets.digest(code), challenge: challenge,
-            verified: String(decoding: try JSONEncoder().encode(verified), as: UTF8.self), createdAt: now,
+            verified: String(decoding: json, as: UTF8.self), createdAt: now,
             expiresAt: now.addingTimeInterval(Self.lifetime))
         return code
     }
@@ -98,9 +107,9 @@ struct FlowStates {
     /// The mark a replay leaves on a code whose exchange has not started its session yet.
     static let replayed = "replayed"
 
-    /// Uses up the authorization code when the verifier matches, returning what its link proved. A wrong verifier
+    /// Uses up the authorization code when the verifier matches, returning what it stands for. A wrong verifier
     /// also uses it up: a code is never worth a second guess.
-    func redeem(_ authCode: String, verifier: String) async throws -> Result<ConsumedCode, Refusal> {
+    func redeem(_ authCode: String, verifier: String) async throws -> Result<FlowGrant, Refusal> {
         let now = clock.now
         let hash = Secrets.digest(authCode)
         let flows = FlowStateRepository(db: db)
@@ -115,6 +124,27 @@ struct FlowStates {
         }
         guard flow.expiresAt > now.epochMilliseconds else { return .failure(.expired) }
         guard PKCE.verifies(verifier, challenge: flow.codeChallenge) else { return .failure(.badVerifier) }
-        return .success(try JSONDecoder().decode(ConsumedCode.self, from: Data(flow.verified.utf8)))
+        let json = Data(flow.verified.utf8)
+        if let grant = try? JSONDecoder().decode(ProviderGrant.self, from: json) { return .success(.provider(grant)) }
+        return .success(.link(try JSONDecoder().decode(ConsumedCode.self, from: json)))
+    }
+}
+
+/// What an authorization code stands for: a mailed link that was verified, or a trip through a provider.
+enum FlowGrant: Sendable {
+    case link(ConsumedCode)
+    case provider(ProviderGrant)
+}
+
+/// The account a trip through a provider signed in to (or linked an identity to); its session starts when the app
+/// exchanges the code.
+struct ProviderGrant: Codable, Sendable {
+    let accountID: String
+    let provider: String
+    let linked: Bool
+
+    enum CodingKeys: String, CodingKey {
+        case provider, linked
+        case accountID = "provider_account_id"
     }
 }

@@ -96,11 +96,17 @@ struct TokenService: Sendable {
             try await FlowStates(db: db, clock: clock).redeem(body.authCode, verifier: body.codeVerifier)
         }
         switch outcome {
-        case .success(let consumed):
+        case .success(let grant):
             // The session is bound to its code, so a replayed code can end what the first exchange started.
-            return try await verification.session(after: consumed, method: "magiclink", client: client) {
-                [clock] sessionID, db in
+            let bind: @Sendable (String, any SQLDatabase) async throws -> Void = { [clock] sessionID, db in
                 try await FlowStates(db: db, clock: clock).bind(body.authCode, sessionID: sessionID)
+            }
+            switch grant {
+            case .link(let consumed):
+                return try await verification.session(
+                    after: consumed, method: "magiclink", client: client, started: bind)
+            case .provider(let grant):
+                return try await external.session(after: grant, client: client, started: bind)
             }
         case .failure(let refusal):
             if case .reused(let sessionID?) = refusal {

@@ -24,6 +24,8 @@ final class API: APIProtocol {
     let external: ExternalSignIn
     let appleNotifications: AppleNotifications
     let customProviders: CustomProviders
+    /// The browser's trip through an upstream provider (`/auth/v1/authorize`, `/callback`).
+    let oauthFlow: OAuthFlow
     let admin: AdminService
     let companies: CompanyService
     let shares: ShareService
@@ -73,6 +75,10 @@ final class API: APIProtocol {
             store: env.store, clock: env.clock, trail: env.trail, mailer: env.mailer, mail: mail,
             profiles: profiles, revocations: env.appleRevocations)
         customProviders = CustomProviders(store: env.store, clock: env.clock, trail: env.trail, box: env.secrets.box)
+        oauthFlow = OAuthFlow(
+            store: env.store, clock: env.clock, settings: env.settings, box: env.secrets.box,
+            keys: env.idTokens.custom, external: external, sessions: env.sessions, users: users, trail: env.trail,
+            throttling: throttling, mail: mail)
         appleNotifications = AppleNotifications(
             store: env.store, clock: env.clock, settings: env.settings, trail: env.trail, keys: env.appleKeys,
             deletion: accountDeletion)

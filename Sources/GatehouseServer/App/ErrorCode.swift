@@ -213,6 +213,12 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case identityNotFound = "identity_not_found"
     /// Linking or unlinking identities by the user is off (`--manual-linking off`).
     case manualLinkingDisabled = "manual_linking_disabled"
+    /// The browser's return from a provider names no trip, a trip used already, or one another browser started.
+    case badOAuthState = "bad_oauth_state"
+    /// The provider's return carries no state or no code.
+    case badOAuthCallback = "bad_oauth_callback"
+    /// The provider refused (the user declined), or its token or userinfo answer could not be used.
+    case oauthProviderError = "oauth_provider_error"
     /// The provider did not verify the identity's address: it neither creates an account nor joins one with that address.
     case providerEmailNeedsVerification = "provider_email_needs_verification"
     /// Unlinking the user's last way to sign in.

@@ -593,5 +593,26 @@ public enum Migrations {
                 .column("updated_at", type: .bigint, .notNull)
                 .run()
         },
+        Migration(version: 14, name: "the browser's redirect flow through upstream providers") { db in
+            // One row per trip to a provider and back: found by the digest of the `state` it carries, bound to the
+            // browser that started it, five minutes, single use. The nonce and PKCE verifier sent upstream are sealed.
+            try await db.create(table: "oauth_states")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("state_hash", type: .text, .notNull, .unique)
+                .column("provider", type: .text, .notNull)
+                .column("redirect_to", type: .text, .notNull)
+                .column("code_challenge", type: .text)
+                .column("link_account_id", type: .text)
+                .column("returns_to", type: .text, .notNull)
+                .column("browser_hash", type: .text)
+                .column("continue_hash", type: .text)
+                .column("sealed", type: .text, .notNull)
+                .column("created_at", type: .bigint, .notNull)
+                .column("expires_at", type: .bigint, .notNull)
+                .column("used_at", type: .bigint)
+                .run()
+            try await db.create(index: "oauth_states_continue").on("oauth_states").column("continue_hash").run()
+            try await db.create(index: "oauth_states_expires").on("oauth_states").column("expires_at").run()
+        },
     ]
 }

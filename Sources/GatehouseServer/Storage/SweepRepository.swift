@@ -17,6 +17,8 @@ enum SweepKind: String, CaseIterable, Sendable {
     case codes
     /// PKCE authorization codes a day after they expired, once the session their exchange started is gone.
     case flowStates = "flow_states"
+    /// Trips to an upstream provider that ended or expired.
+    case oauthStates = "oauth_states"
     /// Mail the queue would give up at its next try anyway.
     case mail
     /// Failure and cooldown records whose every window has passed.
@@ -43,6 +45,7 @@ enum SweepKind: String, CaseIterable, Sendable {
         case .revokedSessions, .expiredSessions, .idleSessions, .idleCompanySessions: "sessions"
         case .codes: "one_time_codes"
         case .flowStates: "flow_states"
+        case .oauthStates: "oauth_states"
         case .mail: "mail_queue"
         case .throttles: "auth_throttle"
         case .identityTokens: "used_identity_tokens"
@@ -160,7 +163,7 @@ struct SweepRepository {
                 AND idle_timeout < \(bind: c.serverIdleSeconds) \
                 AND refreshed_at + idle_timeout * 1000 < \(bind: c.sessionsEndedBefore)
                 """
-        case .codes:
+        case .codes, .oauthStates:
             return "expires_at < \(bind: c.codesExpiredBefore)"
         case .flowStates:
             // A used code whose session still exists ends that session when it is replayed (RFC 9700 4.2.1).

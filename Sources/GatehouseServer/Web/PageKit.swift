@@ -74,10 +74,11 @@ struct PageKit: Sendable {
 
     /// Whether `path` is one of the pages rather than the API: the account pages, a share link's landing, and the
     /// link page (`GET /auth/v1/verify`, whose button posts to `/auth/v1/verify/continue`; a POST to the link page's
-    /// own path is Supabase's verify).
+    /// own path is Supabase's verify), and the redirect flow's continue URL, opened in a browser.
     static func isPage(method: HTTPRequest.Method, path: String) -> Bool {
         path == "/account" || path.hasPrefix("/account/") || path.hasPrefix("/share/")
             || path == "/auth/v1/verify/continue" || (path == "/auth/v1/verify" && (method == .get || method == .head))
+            || path == "/auth/v1/authorize/continue"
     }
 
     /// The page for a failure the API would answer as JSON: a limit (with its `Retry-After`), the store out of

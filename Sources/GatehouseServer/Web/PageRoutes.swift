@@ -17,6 +17,7 @@ struct PageRoutes: Sendable {
     let factors: FactorPages
     let passkeys: PasskeyPages
     let share: SharePages
+    let providers: ProviderRedirectRoutes
 
     /// Each page group, with the services it uses from those the API holds.
     init(_ api: API, _ services: GatehouseServices) {
@@ -38,6 +39,7 @@ struct PageRoutes: Sendable {
         share = SharePages(
             kit: kit, shares: api.shares, appURL: services.configuration.appURL,
             appStoreURL: services.configuration.appStoreURL)
+        providers = ProviderRedirectRoutes(flow: api.oauthFlow, access: api.access, publicURL: env.publicURL)
     }
 
     func register(on router: Router<AppRequestContext>) {
@@ -47,6 +49,7 @@ struct PageRoutes: Sendable {
         FactorPageRoutes(pages: factors).register(on: router)
         PasskeyPageRoutes(pages: passkeys).register(on: router)
         SharePageRoutes(pages: share).register(on: router)
+        providers.register(on: router)
     }
 }
 

@@ -212,48 +212,119 @@ struct CustomProviders: Sendable {
     }
 }
 
-/// Custom OIDC providers' keys for the id_token grant: the discovery document's `jwks_uri` (or the provider's own
-/// `jwks_uri`), fetched once an hour, and a `JWKSCache` per key set.
+/// Custom providers' published documents: the discovery document (endpoints and `jwks_uri`), fetched once an hour,
+/// and a `JWKSCache` per key set. The id_token grant takes its verifier here; the redirect flow its `UpstreamProvider`.
 actor CustomProviderKeys {
-    private var discovered: [String: (jwksURI: String, at: Date)] = [:]
+    /// What the redirect flow and the id_token grant read from a provider's discovery document.
+    struct Discovery: Sendable {
+        var jwksURI: String
+        var authorization: String?
+        var token: String?
+        var userinfo: String?
+        var authMethods: [String]
+    }
+
+    private var discovered: [String: (document: Discovery, at: Date)] = [:]
     private var caches: [String: JWKSCache] = [:]
 
     /// The verifier of a custom OIDC provider, or the refusal that names it.
     func verifier(_ identifier: String, store: Store) async throws -> IDTokenVerifier {
-        guard let record = try await CustomProviderRepository(db: store.database).find(identifier) else {
-            throw IDTokenProviders.notAllowed(identifier)
-        }
-        let settings = record.settings
-        guard settings.enabled else { throw IDTokenProviders.notEnabled(identifier) }
-        guard settings.providerType == "oidc", let issuer = settings.issuer else {
+        let settings = try await Self.enabled(identifier, store: store).settings
+        guard settings.providerType == "oidc" else {
             throw APIError(
                 .badRequest, code: .providerDisabled,
                 message: "Provider \(identifier.debugDescription) is an OAuth 2.0 provider: it has no id tokens")
         }
-        let jwksURI = try await self.jwksURI(settings)
+        let jwksURI: String
+        if let given = settings.jwksURI { jwksURI = given } else { jwksURI = try await discovery(settings).jwksURI }
+        return try await verifier(settings, jwksURI: jwksURI)
+    }
+
+    /// The provider's side of the redirect flow, its secret opened, or the refusal that names it.
+    func upstream(_ identifier: String, store: Store, box: SecretBox) async throws -> UpstreamProvider {
+        let record = try await Self.enabled(identifier, store: store)
+        let settings = record.settings
+        let secret = try box.open(record.sealedSecret, context: CustomProviders.context(identifier))
+        if settings.providerType == "oauth2" {
+            guard let authorization = settings.authorizationURL, let token = settings.tokenURL else {
+                throw IDTokenProviders.notEnabled(identifier)
+            }
+            return UpstreamProvider(
+                settings: settings, clientSecret: secret,
+                endpoints: UpstreamEndpoints(
+                    authorization: authorization, token: token, userinfo: settings.userinfoURL, secretInBody: true),
+                verifier: nil)
+        }
+        let document = try await discovery(settings)
+        guard let authorization = settings.authorizationURL ?? document.authorization,
+            let token = settings.tokenURL ?? document.token
+        else {
+            throw APIError(
+                .badRequest, code: .providerDisabled,
+                message: "Provider \(identifier.debugDescription) names no authorization or token endpoint")
+        }
+        // OAuth's default is HTTP Basic; a provider that lists only client_secret_post gets the secret in the body.
+        let methods = document.authMethods
+        let inBody =
+            !methods.isEmpty && !methods.contains("client_secret_basic") && methods.contains("client_secret_post")
+        return UpstreamProvider(
+            settings: settings, clientSecret: secret,
+            endpoints: UpstreamEndpoints(
+                authorization: authorization, token: token, userinfo: settings.userinfoURL ?? document.userinfo,
+                secretInBody: inBody),
+            verifier: try await verifier(settings, jwksURI: document.jwksURI))
+    }
+
+    private static func enabled(_ identifier: String, store: Store) async throws -> CustomProviderRecord {
+        guard let record = try await CustomProviderRepository(db: store.database).find(identifier) else {
+            throw IDTokenProviders.notAllowed(identifier)
+        }
+        guard record.settings.enabled else { throw IDTokenProviders.notEnabled(identifier) }
+        return record
+    }
+
+    private func verifier(_ settings: CustomProviderSettings, jwksURI: String) async throws -> IDTokenVerifier {
+        guard let issuer = settings.issuer else { throw IDTokenProviders.notEnabled(settings.identifier) }
         let keys = caches[jwksURI] ?? JWKSCache(url: jwksURI)
         caches[jwksURI] = keys
         return IDTokenVerifier(
-            provider: identifier, issuers: [issuer], audiences: [settings.clientID] + settings.acceptableClientIDs,
-            keys: keys, acceptsRawNonce: false, skipsNonce: settings.skipNonceCheck)
+            provider: settings.identifier, issuers: [issuer],
+            audiences: [settings.clientID] + settings.acceptableClientIDs, keys: keys, acceptsRawNonce: false,
+            skipsNonce: settings.skipNonceCheck)
     }
 
-    private func jwksURI(_ settings: CustomProviderSettings) async throws -> String {
-        if let jwksURI = settings.jwksURI { return jwksURI }
-        guard let discovery = settings.discovery else { throw IDTokenError.keysUnavailable }
-        if let known = discovered[discovery], Date().timeIntervalSince(known.at) < JWKSCache.maximumAge {
-            return known.jwksURI
+    /// The provider's discovery document (its `jwks_uri` replaced by the registration's own when given); the last
+    /// one fetched while the provider cannot be reached.
+    private func discovery(_ settings: CustomProviderSettings) async throws -> Discovery {
+        guard let url = settings.discovery else {
+            if let jwksURI = settings.jwksURI {
+                return Discovery(jwksURI: jwksURI, authorization: nil, token: nil, userinfo: nil, authMethods: [])
+            }
+            throw APIError.idToken(.keysUnavailable, provider: settings.identifier)
+        }
+        if let known = discovered[url], Date().timeIntervalSince(known.at) < JWKSCache.maximumAge {
+            return Self.overriding(known.document, settings)
         }
         do {
-            let body = try await JWKSCache.get(discovery)
+            let body = try await JWKSCache.get(url)
             guard let object = try JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any],
                 let jwksURI = object["jwks_uri"] as? String
             else { throw IDTokenError.keysUnavailable }
-            discovered[discovery] = (jwksURI, Date())
-            return jwksURI
+            let document = Discovery(
+                jwksURI: jwksURI, authorization: object["authorization_endpoint"] as? String,
+                token: object["token_endpoint"] as? String, userinfo: object["userinfo_endpoint"] as? String,
+                authMethods: object["token_endpoint_auth_methods_supported"] as? [String] ?? [])
+            discovered[url] = (document, Date())
+            return Self.overriding(document, settings)
         } catch {
-            if let known = discovered[discovery] { return known.jwksURI }
+            if let known = discovered[url] { return Self.overriding(known.document, settings) }
             throw APIError.idToken(.keysUnavailable, provider: settings.identifier)
         }
+    }
+
+    private static func overriding(_ document: Discovery, _ settings: CustomProviderSettings) -> Discovery {
+        var document = document
+        if let jwksURI = settings.jwksURI { document.jwksURI = jwksURI }
+        return document
     }
 }

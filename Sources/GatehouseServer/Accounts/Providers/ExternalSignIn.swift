@@ -55,14 +55,35 @@ struct ExternalSignIn: Sendable {
             } else {
                 nil
             }
-        let now = clock.now
-        let tokenDigest = Secrets.digest(body.idToken)
-        let linking = body.linkIdentity == true ? caller : nil
-        let signedIn: (AccountRecord, IssuedSession)
+        let arrival = Arrival(
+            linkTo: body.linkIdentity == true ? caller?.accountID : nil, tokenDigest: Secrets.digest(body.idToken),
+            givenName: body.fullName?.givenName, familyName: body.fullName?.familyName,
+            appleRefreshToken: appleRefreshToken)
+        let (account, issued) = try await signIn(identity, arrival, client: client)
+        guard let issued else { throw APIError.sessionNotFound }
+        return try await sessions.response(for: issued, user: try await users.user(account, db: store.database))
+    }
+
+    /// What a sign-in brings beside the identity.
+    struct Arrival: Sendable {
+        /// The account the identity is linked to (manual linking), rather than the one it finds.
+        var linkTo: String? = nil
+        /// The id token's digest: a token signs in once.
+        var tokenDigest: String? = nil
+        var givenName: String? = nil
+        var familyName: String? = nil
+        var appleRefreshToken: String? = nil
+        /// False when the session starts later: the redirect flow's PKCE, when the app exchanges its code.
+        var startsSession = true
+    }
+
+    /// Signs `identity` in, or links it, in one transaction; an unverified address meeting an account is audited
+    /// after the transaction rolled back.
+    func signIn(_ identity: ExternalIdentity, _ arrival: Arrival, client: ClientInfo) async throws
+        -> (AccountRecord, IssuedSession?)
+    {
         do {
-            signedIn = try await transaction(
-                identity, body: body, linking: linking, tokenDigest: tokenDigest, refreshToken: appleRefreshToken,
-                client: client, now: now)
+            return try await transaction(identity, arrival, client: client, now: clock.now)
         } catch let error as APIError where error.code == ErrorCode.providerEmailNeedsVerification.rawValue {
             await trail.record(
                 client.event(
@@ -73,54 +94,79 @@ struct ExternalSignIn: Sendable {
                     ]))
             throw error
         }
-        let (account, issued) = signedIn
+    }
+
+    /// The session of a trip through a provider, when the app exchanges its code (`grant_type=pkce`).
+    func session(
+        after grant: ProviderGrant, client: ClientInfo,
+        started: @escaping @Sendable (String, any SQLDatabase) async throws -> Void
+    ) async throws -> Schemas.Session {
+        let (account, issued) = try await store.transaction { db in
+            guard let account = try await AccountRepository(db: db).find(id: grant.accountID) else {
+                throw FlowStates.Refusal.notFound.apiError
+            }
+            guard account.disabledAt == nil else {
+                throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
+            }
+            try await trail.within(db).record(
+                client.event(
+                    .signedIn, accountID: account.id,
+                    detail: ["method": grant.provider, "linked": grant.linked ? "manual" : "no", "flow": "pkce"]))
+            let issued = try await sessions.start(
+                accountID: account.id, method: "oauth", ip: client.ip, userAgent: client.userAgent, db: db)
+            try await started(issued.sessionID, db)
+            return (account, issued)
+        }
         return try await sessions.response(for: issued, user: try await users.user(account, db: store.database))
     }
 
     /// The sign-in's one transaction: the token spent, the account found or made, the identity linked, the name and
     /// Apple's token kept, the session started.
-    private func transaction(
-        _ identity: ExternalIdentity, body: Schemas.IDTokenGrant, linking: Caller?, tokenDigest: String,
-        refreshToken appleRefreshToken: String?, client: ClientInfo, now: Date
-    ) async throws -> (AccountRecord, IssuedSession) {
+    private func transaction(_ identity: ExternalIdentity, _ arrival: Arrival, client: ClientInfo, now: Date)
+        async throws -> (AccountRecord, IssuedSession?)
+    {
         try await store.transaction { db in
             let accounts = AccountRepository(db: db)
             // One sign-in per id token: a token seen before is refused until it expires.
-            guard try await accounts.claimIdentityToken(tokenDigest, expiresAt: identity.expiresAt, now: now) else {
-                throw APIError(
-                    .badRequest, code: .badJwt, message: "The \(identity.provider) id token was already used",
-                    details: [
-                        "error": .string("invalid request"), "error_description": .string("id_token already used"),
-                    ])
+            if let tokenDigest = arrival.tokenDigest {
+                guard try await accounts.claimIdentityToken(tokenDigest, expiresAt: identity.expiresAt, now: now)
+                else {
+                    throw APIError(
+                        .badRequest, code: .badJwt, message: "The \(identity.provider) id token was already used",
+                        details: [
+                            "error": .string("invalid request"),
+                            "error_description": .string("id_token already used"),
+                        ])
+                }
             }
             var (account, identityID) = try await resolve(
-                identity, linkingTo: linking, client: client, now: now, db: db)
+                identity, linkingTo: arrival.linkTo, client: client, now: now, db: db)
             guard account.disabledAt == nil else {
                 throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
             }
-            if linking == nil {
+            if arrival.linkTo == nil {
                 // The provider confirmed the address, not a sign-up's code: whatever a sign-up had chosen is dropped.
                 try await ProvenEmailSignIn(clock: clock).confirmAndSignIn(
                     &account, pending: PendingSignup(passwordHash: nil, metadata: [:]), provider: identity.provider,
                     now: now, db: db)
             }
             if identity.provider == "apple",
-                Self.keepName(
-                    &account.userMetadata, given: body.fullName?.givenName, family: body.fullName?.familyName)
+                Self.keepName(&account.userMetadata, given: arrival.givenName, family: arrival.familyName)
             {
                 account.updatedAt = now
                 try await accounts.update(account)
             }
             let providers = ProviderRepository(db: db)
-            if let appleRefreshToken {
+            if let appleRefreshToken = arrival.appleRefreshToken {
                 let sealed = try box.seal(appleRefreshToken, context: AppleRevocations.context(identityID: identityID))
                 try await providers.setProviderToken(identityID: identityID, accountID: account.id, sealed: sealed)
             }
             try await providers.clearConsentRevoked(identityID: identityID)
+            guard arrival.startsSession else { return (account, nil) }
             try await trail.within(db).record(
                 client.event(
                     .signedIn, accountID: account.id,
-                    detail: ["method": identity.provider, "linked": linking == nil ? "no" : "manual"]))
+                    detail: ["method": identity.provider, "linked": arrival.linkTo == nil ? "no" : "manual"]))
             return (
                 account,
                 try await sessions.start(
@@ -131,13 +177,13 @@ struct ExternalSignIn: Sendable {
 
     /// The account `identity` signs in to (or is linked to), and the id of its identity row, created when new.
     private func resolve(
-        _ identity: ExternalIdentity, linkingTo caller: Caller?, client: ClientInfo, now: Date, db: any SQLDatabase
+        _ identity: ExternalIdentity, linkingTo linkTo: String?, client: ClientInfo, now: Date, db: any SQLDatabase
     ) async throws -> (AccountRecord, String) {
         let accounts = AccountRepository(db: db)
         let linked = try await accounts.identity(provider: identity.provider, providerID: identity.subject)
         var account: AccountRecord
-        if let caller {
-            guard let own = try await accounts.find(id: caller.accountID) else { throw APIError.sessionNotFound }
+        if let linkTo {
+            guard let own = try await accounts.find(id: linkTo) else { throw APIError.sessionNotFound }
             if let linked {
                 guard linked.accountID == own.id else {
                     throw APIError(
@@ -176,7 +222,7 @@ struct ExternalSignIn: Sendable {
         try await trail.within(db).record(
             client.event(
                 .identityLinked, accountID: account.id,
-                detail: ["provider": identity.provider, "how": caller == nil ? "email" : "manual"]))
+                detail: ["provider": identity.provider, "how": linkTo == nil ? "email" : "manual"]))
         return (account, id)
     }
 
