@@ -221,6 +221,16 @@ struct OperatorCommandTests {
         try await h.stop()
 
         let args = ["--data-dir", dataDir]
+        // A custom provider's client secret is sealed too: re-encryption must carry it over.
+        let secretFile = folder.appendingPathComponent("hub-secret")
+        try "hub-secret\n".write(to: secretFile, atomically: true, encoding: .utf8)
+        let added = try CommandLineTests.run(
+            [
+                "providers", "add", "--type", "oauth2", "--identifier", "custom:hub", "--name", "Hub", "--client-id",
+                "hub", "--client-secret-file", secretFile.path, "--authorization-url", "https://hub.example/authorize",
+                "--token-url", "https://hub.example/token", "--userinfo-url", "https://hub.example/user",
+            ] + args)
+        #expect(added.status == 0, "\(added.stderr)")
         let rotated = try CommandLineTests.run(["keys", "rotate"] + args)
         #expect(rotated.status == 0)
         #expect(rotated.stdout.hasPrefix("signing with key "))
@@ -233,7 +243,7 @@ struct OperatorCommandTests {
         #expect(reencrypted.status == 0)
         let count = try #require(
             reencrypted.stdout.firstMatch(of: /re-encrypted (\d+) stored secret/).map { Int($0.1) })
-        #expect((count ?? 0) >= 2)  // both signing keys, old and new
+        #expect((count ?? 0) >= 3)  // both signing keys, old and new, and the provider's secret
         try "\(newKey)\n".write(to: keyFile, atomically: true, encoding: .utf8)
         #expect(
             try CommandLineTests.run(["keys", "reencrypt"] + args).stdout.contains("re-encrypted 0 stored secrets"))
@@ -258,6 +268,8 @@ struct OperatorCommandTests {
         // Back on the server: the disabled account's sessions have ended, and the new key signs.
         let again = try await AccountHarness.start(onDataDir)
         #expect(try await again.client.get("/v1/companies/\(cid)", bearer: before).status == 403)
+        // The provider's secret opens under the new key alone: the browser is sent to the provider.
+        #expect(try await again.client.get("/auth/v1/authorize?provider=custom%3Ahub").status == 302)
         #expect(try await again.client.password(owner.email, "correct horse battery").status == 400)
         let keys = try await again.client.get("/auth/v1/.well-known/jwks.json")
         #expect((keys.json["keys"] as? [Any])?.count == 2)

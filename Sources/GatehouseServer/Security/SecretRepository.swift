@@ -7,12 +7,25 @@ struct SecretRepository {
     /// A column whose values are sealed, each bound to a context of its prefix and the row's key.
     enum SealedColumn: CaseIterable {
         case serverSecrets, signingKeys, mailQueue
+        /// TOTP secrets (`FactorService.secretContext`).
+        case factorSecrets
+        /// Apple's refresh tokens kept with their identity, and those queued for revocation (`AppleRevocations`).
+        case identityTokens, appleRevocations
+        /// Custom providers' client secrets (`CustomProviders.context`).
+        case customProviders
+        /// The redirect flow's nonce and verifier (`OAuthFlow.context`).
+        case oauthStates
 
         var table: String {
             switch self {
             case .serverSecrets: "server_secrets"
             case .signingKeys: "signing_keys"
             case .mailQueue: "mail_queue"
+            case .factorSecrets: "mfa_factors"
+            case .identityTokens: "identities"
+            case .appleRevocations: "apple_revocations"
+            case .customProviders: "custom_providers"
+            case .oauthStates: "oauth_states"
             }
         }
 
@@ -20,7 +33,8 @@ struct SecretRepository {
             switch self {
             case .serverSecrets: "name"
             case .signingKeys: "kid"
-            case .mailQueue: "id"
+            case .customProviders: "identifier"
+            case .mailQueue, .factorSecrets, .identityTokens, .appleRevocations, .oauthStates: "id"
             }
         }
 
@@ -29,6 +43,11 @@ struct SecretRepository {
             case .serverSecrets: "value"
             case .signingKeys: "private_key"
             case .mailQueue: "message"
+            case .factorSecrets: "secret"
+            case .identityTokens: "provider_token"
+            case .appleRevocations: "sealed_token"
+            case .customProviders: "sealed_secret"
+            case .oauthStates: "sealed"
             }
         }
 
@@ -37,6 +56,10 @@ struct SecretRepository {
             case .serverSecrets: "server_secret:"
             case .signingKeys: "signing_key:"
             case .mailQueue: "mail:"
+            case .factorSecrets: "mfa_factor:"
+            case .identityTokens, .appleRevocations: "identity-token:"
+            case .customProviders: "custom-provider:"
+            case .oauthStates: "oauth-state:"
             }
         }
     }
@@ -61,12 +84,13 @@ struct SecretRepository {
 
     /// Every row's key and value in `column`.
     func values(of column: SealedColumn) async throws -> [(key: String, value: String)] {
-        try await db.select().columns(column.keyColumn, column.valueColumn).from(column.table).all().map {
-            (
-                try $0.decode(column: column.keyColumn, as: String.self),
-                try $0.decode(column: column.valueColumn, as: String.self)
-            )
-        }
+        try await db.select().columns(column.keyColumn, column.valueColumn).from(column.table)
+            .where(SQLIdentifier(column.valueColumn), .isNot, SQLLiteral.null).all().map {
+                (
+                    try $0.decode(column: column.keyColumn, as: String.self),
+                    try $0.decode(column: column.valueColumn, as: String.self)
+                )
+            }
     }
 
     /// Stores `value` in `column` for the row `key`.
