@@ -78,19 +78,41 @@ struct CompanyCaller: Sendable {
 }
 
 /// A backend holding a live service key: only `Access.admin` makes one. Its key's id goes into every audit event of
-/// what it does.
+/// what it does. The operator at the command line, who holds the store rather than a key, is `commandLine`.
 struct AdminCaller: Sendable {
+    /// The service key's id; `operator` for the command line.
     let keyID: String
     let client: ClientInfo
+    private let isOperator: Bool
 
     fileprivate init(keyID: String, client: ClientInfo) {
         self.keyID = keyID
         self.client = client
+        isOperator = false
     }
+
+    private init(operatorAt client: ClientInfo) {
+        keyID = "operator"
+        self.client = client
+        isOperator = true
+    }
+
+    /// The operator at the command line (`gatehouse providers …`): the admin API's rules without its key, audited
+    /// `by: operator` as every operator command is.
+    static let commandLine = AdminCaller(operatorAt: ClientInfo(ip: nil, userAgent: nil))
 
     /// The audit event of an admin action on `accountID`.
     func event(_ action: AuditAction, accountID: String?, detail: [String: String] = [:]) -> AuditEvent {
-        client.event(action, accountID: accountID, detail: detail.merging(["service_key": keyID]) { $1 })
+        let actor = isOperator ? ["by": "operator"] : ["service_key": keyID]
+        return client.event(action, accountID: accountID, detail: detail.merging(actor) { $1 })
+    }
+}
+
+extension ClientInfo {
+    /// A client that came through no socket (the command line).
+    fileprivate init(ip: String?, userAgent: String?) {
+        self.ip = ip
+        self.userAgent = userAgent
     }
 }
 
