@@ -56,7 +56,7 @@ class Client(SyncGoTrueClient):
     client sees is still what the client returns or raises; `answers` is there to say what came over the wire when the
     client does not show it."""
 
-    def __init__(self, url, headers=None):
+    def __init__(self, url, headers=None, flow_type="implicit"):
         self.answers = []  # httpx.Response, oldest first, bodies read
         # As the client makes its own (redirects followed, HTTP/2 offered), but never through a proxy of the
         # environment: the server is on loopback.
@@ -67,7 +67,14 @@ class Client(SyncGoTrueClient):
             trust_env=False,
             event_hooks={"response": [self._record]},
         )
-        super().__init__(url=url, headers=headers, auto_refresh_token=False, persist_session=False, http_client=http)
+        super().__init__(
+            url=url,
+            headers=headers,
+            auto_refresh_token=False,
+            persist_session=False,
+            http_client=http,
+            flow_type=flow_type,
+        )
 
     def _record(self, response):
         response.read()
@@ -133,10 +140,10 @@ class Server:
         except FileNotFoundError:
             return ""
 
-    def client(self, headers=None):
+    def client(self, headers=None, flow_type="implicit"):
         """A new official client with no session, like a fresh app install; `headers` go on every request it makes,
-        its admin API's included."""
-        client = Client(self.auth_url, headers)
+        its admin API's included. `flow_type` is the client's: "implicit" (its default) or "pkce"."""
+        client = Client(self.auth_url, headers, flow_type)
         self.clients.append(client)
         return client
 
