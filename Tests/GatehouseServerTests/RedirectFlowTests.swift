@@ -34,6 +34,9 @@ struct RedirectFlowTests {
                     "client_secret": FakeProviders.acmeSecret, "issuer": fake.baseURL,
                 ])
             #expect(created.status == 201, "\(created.json)")
+            let listed = try await h.client.get("/auth/v1/settings").json["custom_providers"] as? [[String: Any]]
+            #expect(
+                listed?.first?["identifier"] as? String == "custom:acme" && listed?.first?["name"] as? String == "Acme")
             try await body(h, fake)
         }
     }
@@ -110,6 +113,7 @@ struct RedirectFlowTests {
             let session = try SignedIn(exchanged)
             let user = try await h.client.user(session.access).json
             #expect(user["email"] as? String == email)
+            #expect((user["user_metadata"] as? [String: Any])?["full_name"] as? String == "Ada")
             let providers = (user["identities"] as? [[String: Any]] ?? []).compactMap { $0["provider"] as? String }
             #expect(providers.contains("custom:acme"))
             // The code is good once.
@@ -267,6 +271,56 @@ struct RedirectFlowTests {
             #expect(user["id"] as? String == account.userID)
             let identities = user["identities"] as? [[String: Any]] ?? []
             #expect(identities.contains { $0["provider"] as? String == "custom:acme" })
+        }
+    }
+
+    @Test("the account page lists the ways to sign in, links a provider through the browser, and unlinks it")
+    func accountPage() async throws {
+        try await Self.with { h, fake in
+            let account = try await h.confirmedAccount(AccountHarness.newEmail("page"))
+            func field(_ name: String, in html: String) throws -> String {
+                let pattern = try Regex("name=\"\(name)\" value=\"([^\"]+)\"")
+                let match = try #require(html.firstMatch(of: pattern))
+                return try #require(match.output[1].substring).description
+            }
+            let before = try await h.page("/account", session: account.access).body
+            #expect(before.contains("Ways to sign in") && before.contains("Email and password"))
+            #expect(before.contains("Link Acme") && !before.contains("Remove Email"))
+            let token = try field("csrf_token", in: before)
+
+            let crossSite = try await h.form(
+                "/account/identities/link", ["provider": "custom:acme", "csrf_token": token], session: account.access,
+                site: "cross-site")
+            #expect(crossSite.status == 403)
+            let staleToken = try await h.form(
+                "/account/identities/link", ["provider": "custom:acme", "csrf_token": "stale"],
+                session: account.access)
+            #expect(staleToken.status != 303)
+
+            let sent = try await h.form(
+                "/account/identities/link", ["provider": "custom:acme", "csrf_token": token], session: account.access)
+            #expect(sent.status == 303)
+            let location = try #require(sent.headers["location"])
+            #expect(location.hasPrefix(fake.baseURL + "/authorize?"))
+            let cookie = try #require(sent.headers["set-cookie"]?.split(separator: ";").first).description
+            #expect(cookie.hasPrefix(OAuthFlow.browserCookie))
+            let code = fake.approve(location, .init(sub: "acme-page", email: AccountHarness.newEmail("elsewhere")))
+            // Back through a page of ours, whose navigation carries the SameSite=Strict session cookies.
+            let back = try await h.client.get(
+                "/auth/v1/callback?code=\(code)&state=\(try Self.state(location))", extra: [("Cookie", cookie)])
+            #expect(back.status == 200)
+            #expect(back.body.contains("http-equiv=\"refresh\"") && back.body.contains("notice=identity_linked"))
+
+            let after = try await h.page("/account?notice=identity_linked", session: account.access).body
+            #expect(after.contains("The account is linked") && after.contains("Remove Acme"))
+            #expect(!after.contains("Link Acme"))
+            let unlinked = try await h.form(
+                "/account/identities/unlink",
+                ["identity_id": try field("identity_id", in: after), "csrf_token": try field("csrf_token", in: after)],
+                session: account.access)
+            #expect(unlinked.headers["location"] == "/account?notice=identity_unlinked")
+            let last = try await h.page("/account", session: account.access).body
+            #expect(!last.contains("Remove Acme") && last.contains("Link Acme"))
         }
     }
 

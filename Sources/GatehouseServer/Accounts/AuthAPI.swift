@@ -133,7 +133,8 @@ extension API {
                 email: true, apple: external.providers.enabled("apple"), google: external.providers.enabled("google"),
                 phone: false, anonymousUsers: verification.settings.anonymousUsers),
             disableSignup: false,
-            mailerAutoconfirm: false, phoneAutoconfirm: false, smsProvider: "", samlEnabled: false)
+            mailerAutoconfirm: false, phoneAutoconfirm: false, smsProvider: "", samlEnabled: false,
+            customProviders: try await customProviders.signInProviders())
         return .ok(.init(body: .json(settings)))
     }
 

@@ -18,6 +18,10 @@ struct AccountPages: Sendable {
     let passkeys: PasskeyService
     /// Keys the account page's token (`PasskeyPages.pageTokens`).
     let box: SecretBox
+    /// The account's identities: listed, unlinked, and linked through a provider (`OAuthFlow`).
+    let external: ExternalSignIn
+    let customProviders: CustomProviders
+    let oauthFlow: OAuthFlow
 
     // MARK: The account page
 
@@ -42,6 +46,8 @@ struct AccountPages: Sendable {
         ]
         fields.merge(factorFields) { $1 }
         fields.merge(try await passkeyFields(caller, review: reviewPasskeys)) { $1 }
+        let identities = try await identityFields(caller)
+        fields.merge(identities) { $1 }
         if let notice { fields["notice"] = notice }
         if let passkeyError { fields["passkey_error"] = passkeyError }
         if let deleteError {
@@ -58,7 +64,13 @@ struct AccountPages: Sendable {
                 fields["delete_error"] = "Transfer or delete the companies you own first:"
             }
         }
-        return kit.page("account", title: "Your account", fields, status: status, cookies: cookies)
+        // A link button's post is answered with a redirect to its provider, which form-action must allow.
+        let offered = (identities["link_providers"] as? [[String: Any]] ?? []).compactMap {
+            $0["identifier"] as? String
+        }
+        return kit.page(
+            "account", title: "Your account", fields, status: status, cookies: cookies,
+            formTargets: await oauthFlow.authorizationEndpoints(offered))
     }
 
     /// The account's factors as the account page lists them, and whether the session must still give a code.
@@ -96,6 +108,76 @@ struct AccountPages: Sendable {
             "passkeys": rows, "has_passkeys": !rows.isEmpty, "csrf_token": pageToken(caller),
             "review_passkeys": !recent.isEmpty,
         ]
+    }
+
+    /// The sign-in methods section: the account's identities, each with its unlink button while manual linking is
+    /// on and another way in stays, and a link button for each enabled custom provider not linked yet.
+    func identityFields(_ caller: Caller) async throws -> [String: Any] {
+        let identities = try await external.identities(of: caller)
+        let providers = try await customProviders.signInProviders()
+        let names = Dictionary(providers.map { ($0.identifier, $0.name) }) { first, _ in first }
+        let linking = settings.manualLinking
+        let rows: [[String: Any]] = identities.map { identity in
+            var row: [String: Any] = [
+                "id": identity.id, "provider": Self.providerName(identity.provider, custom: names),
+                "added": PageKit.dateText(identity.createdAt),
+                "unlinkable": linking && identities.count > 1 && identity.provider != "email",
+            ]
+            if let email = identity.email { row["email"] = email }
+            return row
+        }
+        let linked = Set(identities.map(\.provider))
+        let offered: [[String: Any]] =
+            linking
+            ? providers.filter { !linked.contains($0.identifier) }.map {
+                ["identifier": $0.identifier, "name": $0.name]
+            }
+            : []
+        return [
+            "identities": rows, "link_providers": offered, "has_link_providers": !offered.isEmpty,
+            "csrf_token": pageToken(caller),
+        ]
+    }
+
+    /// A provider as a person calls it.
+    static func providerName(_ provider: String, custom: [String: String]) -> String {
+        switch provider {
+        case "email": "Email and password"
+        case "apple": "Sign in with Apple"
+        case "google": "Google"
+        default: custom[provider] ?? provider
+        }
+    }
+
+    /// Starts linking a provider's identity from the account page: the browser goes to the provider and comes back
+    /// to this page (`OAuthFlow`, returning to `account`).
+    func linkIdentity(provider: String, token: String?) async throws -> WebAnswer {
+        let client = try await kit.formClient()
+        let (caller, cookies) = try await kit.signedIn()
+        do {
+            try PasskeyPages.checkPageToken(token, caller: caller, box: box)
+            let departure = try await oauthFlow.start(
+                OAuthFlow.Request(provider: provider), linking: caller.accountID, returnsTo: .account,
+                browser: WebSession.read(OAuthFlow.browserCookie, from: kit.requestHeaders), client: client,
+                secureCookie: kit.session.secure)
+            guard case .redirect(let location, let cookie) = departure else { throw APIError.internalError }
+            return .redirect(location, cookies: cookies + [cookie])
+        } catch let error as APIError {
+            return try await account(notice: error.message, status: error.status)
+        }
+    }
+
+    /// Unlinks one of the account's identities (`ExternalSignIn.unlink`), refusals said on the page.
+    func unlinkIdentity(id: String, token: String?) async throws -> WebAnswer {
+        _ = try await kit.formClient()
+        let (caller, cookies) = try await kit.signedIn()
+        do {
+            try PasskeyPages.checkPageToken(token, caller: caller, box: box)
+            try await external.unlink(identityID: id, by: caller)
+        } catch let error as APIError {
+            return try await account(notice: error.message, status: error.status)
+        }
+        return .redirect("/account?notice=identity_unlinked", cookies: cookies)
     }
 
     /// The account page's token for the caller's session (`PasskeyPages.checkPageToken` checks it).

@@ -39,36 +39,47 @@ struct PageKit: Sendable {
 
     /// Page `name`, loading the passkey script when passkeys are on: the template's `script_nonce` and the policy
     /// that lets that one script run (`PageKit.scriptPolicy`). With passkeys off the page has no script.
+    /// `formTargets`: origins the page's forms are answered with a redirect to (`SecurityHeaders.pagePolicy`).
     func page(
         _ name: String, title: String, _ fields: [String: Any], status: HTTPResponse.Status = .ok,
-        cookies: [String] = []
+        cookies: [String] = [], formTargets: [String] = []
     ) -> WebAnswer {
         guard passkeysOn else {
-            return .page(render(name, page: name, title: title, fields), status: status, cookies: cookies)
+            var answer = WebAnswer.page(
+                render(name, page: name, title: title, fields), status: status, cookies: cookies)
+            if !formTargets.isEmpty {
+                answer.headers[SecurityHeaders.contentSecurityPolicy] = SecurityHeaders.pagePolicy(
+                    formTargets: formTargets)
+            }
+            return answer
         }
         let nonce = Secrets.token()
         var fields = fields
         fields["passkeys_on"] = true
         fields["script_nonce"] = nonce
         var answer = WebAnswer.page(render(name, page: name, title: title, fields), status: status, cookies: cookies)
-        answer.headers[SecurityHeaders.contentSecurityPolicy] = Self.scriptPolicy(nonce: nonce)
+        answer.headers[SecurityHeaders.contentSecurityPolicy] = Self.scriptPolicy(
+            nonce: nonce, formTargets: formTargets)
         return answer
     }
 
     /// The pages' policy with one script allowed, the `<script src>` carrying this answer's nonce (the templates
     /// have no inline code), and its requests to this server. Everything else stays as `SecurityHeaders.pagePolicy`
     /// says.
-    static func scriptPolicy(nonce: String) -> String {
-        SecurityHeaders.pagePolicy(formTargets: []) + "; script-src 'nonce-\(nonce)'; connect-src 'self'"
+    static func scriptPolicy(nonce: String, formTargets: [String] = []) -> String {
+        SecurityHeaders.pagePolicy(formTargets: formTargets) + "; script-src 'nonce-\(nonce)'; connect-src 'self'"
     }
 
     /// A page of a heading and paragraphs, optionally with the form that asks for a new link.
+    /// `refresh` (a path here) moves the browser on at once, as a navigation from this site's own page.
     func message(
         page: String, title: String, _ paragraphs: [String], status: HTTPResponse.Status = .ok,
-        newLink purpose: String? = nil, accountLink: Bool = false, signInLink: Bool = false, cookies: [String] = []
+        newLink purpose: String? = nil, accountLink: Bool = false, signInLink: Bool = false, cookies: [String] = [],
+        refresh: String? = nil
     ) -> WebAnswer {
         var fields: [String: Any] = ["paragraphs": paragraphs, "account_link": accountLink, "sign_in_link": signInLink]
         if let purpose { fields["new_link"] = true; fields["purpose"] = purpose }
+        if let refresh { fields["refresh"] = refresh }
         return .page(render("message", page: page, title: title, fields), status: status, cookies: cookies)
     }
 

@@ -27,7 +27,8 @@ struct PageRoutes: Sendable {
             tokens: api.tokens, passkeysOn: api.passkeys.settings.enabled)
         let account = AccountPages(
             kit: kit, profiles: api.profiles, accountSessions: api.accountSessions, deletion: api.accountDeletion,
-            store: env.store, settings: env.settings, factors: api.factors, passkeys: api.passkeys, box: services.box)
+            store: env.store, settings: env.settings, factors: api.factors, passkeys: api.passkeys, box: services.box,
+            external: api.external, customProviders: api.customProviders, oauthFlow: api.oauthFlow)
         self.kit = kit
         link = LinkPages(
             kit: kit, mail: env.mail, store: env.store, clock: env.clock, settings: env.settings,
@@ -39,7 +40,7 @@ struct PageRoutes: Sendable {
         share = SharePages(
             kit: kit, shares: api.shares, appURL: services.configuration.appURL,
             appStoreURL: services.configuration.appStoreURL)
-        providers = ProviderRedirectRoutes(flow: api.oauthFlow, access: api.access, publicURL: env.publicURL)
+        providers = ProviderRedirectRoutes(flow: api.oauthFlow, access: api.access, publicURL: env.publicURL, kit: kit)
     }
 
     func register(on router: Router<AppRequestContext>) {
@@ -168,7 +169,24 @@ struct AccountPageRoutes {
         "factor_removed": "The factor is removed.",
         "passkey_added": "Your passkey is added: use it to sign in next time.",
         "passkey_renamed": "The passkey is renamed.", "passkey_removed": "The passkey is removed.",
+        "identity_linked": "The account is linked: you can sign in with it too.",
+        "identity_unlinked": "The sign-in method is removed.",
+        "identity_taken": "That account is linked to another user already, so it was not linked to this one.",
+        "identity_not_linked": "Linking did not finish. Try again, and approve the request at the provider.",
     ]
+
+    /// The account page's identity forms.
+    struct IdentityForm: Decodable {
+        let provider: String?
+        let identityID: String?
+        let csrfToken: String?
+
+        enum CodingKeys: String, CodingKey {
+            case provider
+            case identityID = "identity_id"
+            case csrfToken = "csrf_token"
+        }
+    }
 
     func register(on router: Router<AppRequestContext>) {
         router.get("/account") { request, _ in
@@ -178,6 +196,18 @@ struct AccountPageRoutes {
                 try await pages.account(
                     notice: notice.flatMap { Self.notices[$0] }, reviewPasskeys: notice == "password_changed")
             }
+        }
+        router.post("/account/identities/link") { request, context in
+            let form = try await PageInput.form(IdentityForm.self, request, context)
+            guard let provider = form.provider else { throw PageInput.invalidParameter }
+            return try await PageInput.answer {
+                try await pages.linkIdentity(provider: provider, token: form.csrfToken)
+            }
+        }
+        router.post("/account/identities/unlink") { request, context in
+            let form = try await PageInput.form(IdentityForm.self, request, context)
+            guard let id = form.identityID else { throw PageInput.invalidParameter }
+            return try await PageInput.answer { try await pages.unlinkIdentity(id: id, token: form.csrfToken) }
         }
         router.get("/account/password") { _, _ in
             try await PageInput.answer { try await pages.passwordPage() }

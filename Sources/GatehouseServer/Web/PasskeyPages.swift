@@ -132,6 +132,11 @@ struct PasskeyPages: Sendable {
 
     /// Refuses a page token that is not one of the caller's session (`AccountPages.pageToken` gives it).
     func checkPageToken(_ given: String?, caller: Caller) throws {
+        try Self.checkPageToken(given, caller: caller, box: box)
+    }
+
+    /// The same check, for the account page's other forms.
+    static func checkPageToken(_ given: String?, caller: Caller, box: SecretBox) throws {
         guard let given,
             Self.pageTokens(sessionID: caller.identity.sessionID, box: box).contains(where: {
                 Secrets.constantTimeEquals($0, given)

@@ -11,6 +11,8 @@ struct ProviderRedirectRoutes: Sendable {
     let flow: OAuthFlow
     let access: Access
     let publicURL: String
+    /// The page that hands a link started on the account page back to it.
+    let kit: PageKit
 
     /// Parameters the flow reads itself; every other one goes on to the provider, as GoTrue passes `queryParams`.
     static let own: Set<String> = [
@@ -43,6 +45,14 @@ struct ProviderRedirectRoutes: Sendable {
             var query: [String: String] = [:]
             for (key, value) in Self.pairs(request) where query[key] == nil { query[key] = value }
             let redirect = await flow.callback(query: query, browser: browser(request), client: try access.client())
+            if redirect.location.hasPrefix(flow.accountPage + "?") {
+                // Back to the account page through a page of ours: the browser came from the provider, and its
+                // SameSite=Strict session cookies go only with a navigation this site starts.
+                let path = String(redirect.location.dropFirst(publicURL.count))
+                return kit.message(
+                    page: "returning", title: "Back to your account", ["Taking you back to your account."],
+                    accountLink: true, refresh: path)
+            }
             return WebAnswer(status: .found, html: nil, headers: redirect.headers)
         }
     }

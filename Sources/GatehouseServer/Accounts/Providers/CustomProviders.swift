@@ -65,6 +65,12 @@ struct CustomProviders: Sendable {
             .filter { type == nil || $0.settings.providerType == type }.map(Self.wire)
     }
 
+    /// The enabled providers, as `/auth/v1/settings` lists them for a login screen.
+    func signInProviders() async throws -> [Schemas.SignInProvider] {
+        try await CustomProviderRepository(db: store.database).all().filter(\.settings.enabled)
+            .map { Schemas.SignInProvider(identifier: $0.settings.identifier, name: $0.settings.name) }
+    }
+
     func get(_ identifier: String) async throws -> Schemas.CustomProvider {
         try Self.checkIdentifier(identifier)
         guard let record = try await CustomProviderRepository(db: store.database).find(identifier) else {

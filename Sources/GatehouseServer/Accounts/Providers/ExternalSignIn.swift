@@ -210,8 +210,12 @@ struct ExternalSignIn: Sendable {
             if let existing = try await accounts.find(email: email) {
                 account = existing
             } else {
+                // A new account starts with the profile the provider gave (name, picture), as GoTrue fills
+                // `user_metadata` from the identity's data.
+                var metadata = identity.profile
+                if let name = metadata["name"], metadata["full_name"] == nil { metadata["full_name"] = name }
                 account = try await accounts.create(
-                    email: email, passwordHash: nil, metadata: [:], confirmedAt: now, now: now)
+                    email: email, passwordHash: nil, metadata: metadata, confirmedAt: now, now: now)
             }
         }
         let id = Secrets.identifier()
@@ -275,6 +279,11 @@ struct ExternalSignIn: Sendable {
         if !given.isEmpty { metadata["given_name"] = .string(given) }
         if !family.isEmpty { metadata["family_name"] = .string(family) }
         return true
+    }
+
+    /// The account's identities, oldest first, as the account page lists them.
+    func identities(of caller: Caller) async throws -> [IdentityRecord] {
+        try await AccountRepository(db: store.database).identities(accountID: caller.accountID)
     }
 
     // MARK: Unlinking

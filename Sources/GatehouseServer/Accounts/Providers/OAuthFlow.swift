@@ -71,7 +71,7 @@ struct OAuthFlow: Sendable {
         let upstream = try await self.upstream(request.provider)
         let challenge = try PKCE.challenge(request.codeChallenge, method: request.codeChallengeMethod)
         let target =
-            returnsTo == .account ? mail.publicURL + "/account" : mail.redirectTarget(request.redirectTo)
+            returnsTo == .account ? accountPage : mail.redirectTarget(request.redirectTo)
         let now = clock.now
         let id = Secrets.identifier()
         let state = Secrets.token()
@@ -229,7 +229,7 @@ struct OAuthFlow: Sendable {
             identity, ExternalSignIn.Arrival(linkTo: record.linkAccountID, startsSession: startsSession),
             client: client)
         if record.returnsTo == Return.account.rawValue {
-            return LinkPage.redirect(record.redirectTo, query: [("linked", record.provider)])
+            return LinkPage.redirect(record.redirectTo, query: [("notice", "identity_linked")])
         }
         if let challenge = record.codeChallenge {
             let grant = ProviderGrant(
@@ -247,6 +247,16 @@ struct OAuthFlow: Sendable {
         ]
         if let refresh = tokens.refreshToken { fragment.append(("provider_refresh_token", refresh)) }
         return LinkPage.redirect(record.redirectTo, fragment: fragment)
+    }
+
+    /// The authorization endpoints of `providers`, for a page whose forms send the browser there; a provider that
+    /// cannot be read now is left out (its button is then refused by the page's policy, never sent elsewhere).
+    func authorizationEndpoints(_ providers: [String]) async -> [String] {
+        var endpoints: [String] = []
+        for provider in providers {
+            if let upstream = try? await upstream(provider) { endpoints.append(upstream.endpoints.authorization) }
+        }
+        return endpoints
     }
 
     /// The enabled custom provider `name` names, or the refusal that names it: a provider GoTrue knows that signs in
@@ -273,6 +283,9 @@ struct OAuthFlow: Sendable {
         return try JSONDecoder().decode(Sealed.self, from: Data(json.utf8))
     }
 
+    /// Where a link started on the account page comes back.
+    var accountPage: String { mail.publicURL + "/account" }
+
     /// Where providers send the browser back: registered with each provider as the redirect URI.
     var callbackURL: String { mail.publicURL + "/auth/v1/callback" }
 
@@ -290,6 +303,12 @@ struct OAuthFlow: Sendable {
     private func failure(
         to target: String, inQuery: Bool, error: String, codeString: String, _ description: String
     ) -> LinkRedirect {
+        if target == accountPage {
+            // The account page says it in its own words: a notice it knows, never text from the query.
+            let notice =
+                codeString == ErrorCode.identityAlreadyExists.rawValue ? "identity_taken" : "identity_not_linked"
+            return LinkPage.redirect(target, query: [("notice", notice)])
+        }
         let items = [("error", error), ("error_code", codeString), ("error_description", description)]
         return inQuery ? LinkPage.redirect(target, query: items) : LinkPage.redirect(target, fragment: items)
     }
