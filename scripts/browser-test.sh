@@ -2,13 +2,15 @@
 # The web pages in a real browser: headless Chromium (selenium) against the gatehouse binary, every page rendered,
 # its forms used end to end with the keyboard alone, axe-core 4.9 in light and dark (no violation of any impact), a
 # visible focus indicator on every control, a mail scanner's GET and HEAD of a magic link, account deletion, passkeys
-# (a virtual authenticator in the browser).
+# (a virtual authenticator in the browser), sign-in through an upstream OpenID provider and linking one from the account
+# page (Tests/oidc/provider.py, which the tests start on a free port and register through the admin API).
 # Screenshots of each page in light and dark are written to docs/pages/NAME-{light,dark}.png on every run.
 #
 # The server runs on a free loopback port with a throwaway data folder and no SMTP, so mail lands in
 # <data>/outbox/*.eml; it is stopped when this script exits. Its public URL is http://localhost:PORT, with passkeys on:
-# WebAuthn takes a domain as the relying party, never an IP address, and http only on localhost. Installs Debian's
-# chromium and chromium-driver and the Python packages of scripts/requirements-test.txt when missing.
+# WebAuthn takes a domain as the relying party, never an IP address, and http only on localhost; manual linking is
+# on (the account page's Link and Remove buttons). Installs Debian's chromium and chromium-driver and the Python
+# packages of scripts/requirements-test.txt when missing.
 #
 # Usage: scripts/browser-test.sh [path/to/gatehouse] [test names...]
 set -euo pipefail
@@ -28,7 +30,7 @@ fi
 work=$(mktemp -d /tmp/gatehouse-browser.XXXXXX)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$binary" serve --port "$port" --data-dir "$work/data" --log-level error \
-    --public-url "http://localhost:$port" --passkeys on \
+    --public-url "http://localhost:$port" --passkeys on --manual-linking on \
     --app-url gatehouse-example:// --app-store-url https://apps.example.com/gatehouse &
 server=$!
 tests=

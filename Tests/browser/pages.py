@@ -9,9 +9,14 @@ Usage: python3 Tests/browser/pages.py --base URL --data-dir DIR --binary PATH [-
 
 import argparse
 import io
+import os
 import re
+import secrets
 import signal
+import socket
+import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 
@@ -24,6 +29,8 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROVIDER = os.path.join(ROOT, "Tests", "oidc", "provider.py")
 PASSWORD = "correct horse battery staple"
 NEW_PASSWORD = "a brand new pass phrase 42"
 
@@ -565,6 +572,284 @@ def test_passkeys(server, browser, check):
     check.equal(browser.page_name(), "sign-in", "the page after a removed passkey")
 
 
+# --- 8. upstream providers ------------------------------------------------------------------------------------------
+
+
+class Upstream:
+    """Tests/oidc/provider.py (Authlib's OpenID provider, on Flask) in a process of its own, registered with the
+    server through the admin API as `custom:acme` ("Acme"), its client's redirect URI the server's callback. For one
+    test, as a context manager: on leaving, the registration is removed and the process stopped."""
+
+    IDENTIFIER = "custom:acme"
+    NAME = "Acme"
+
+    def __init__(self, server, check):
+        self.server = server
+        self.check = check
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.issuer = f"http://127.0.0.1:{self.port}"
+        self.log = tempfile.TemporaryFile()
+        self.process = None
+        self.service_key = None
+
+    def __enter__(self):
+        try:
+            self._start()
+            self._register()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *_):
+        try:
+            if self.service_key:
+                self._admin(self.service_key, "DELETE", f"/auth/v1/admin/custom-providers/{self.IDENTIFIER}")
+        finally:
+            if self.process and self.process.poll() is None:
+                self.process.terminate()
+                try:
+                    self.process.wait(timeout=WAIT)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait()
+            self.log.close()
+
+    def printed(self):
+        self.log.seek(0)
+        return self.log.read().decode("utf-8", "replace").strip()[-2000:]
+
+    def _start(self):
+        """Starts the provider and polls, up to WAIT seconds, until its discovery document answers."""
+        self.process = subprocess.Popen(
+            [sys.executable, PROVIDER, "--port", str(self.port)], stdout=self.log, stderr=subprocess.STDOUT
+        )
+        end = time.monotonic() + WAIT
+        while True:
+            if self.process.poll() is not None:
+                raise CheckFailed(f"the provider exited with {self.process.returncode}: {self.printed()}")
+            try:
+                status, _, _ = self.server.request("GET", self.issuer + "/.well-known/openid-configuration")
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > end:
+                raise CheckFailed(f"the provider did not answer at {self.issuer} within {WAIT}s: {self.printed()}")
+            time.sleep(0.05)  # polling interval, not a wait for state
+
+    def _admin(self, key, method, path, body=None):
+        """(status, text) of an admin API call made with the service key `key`, as a backend makes one."""
+        status, _, text = self.server.request(method, path, body=body, token=key, headers={"apikey": key})
+        return status, text
+
+    def _register(self):
+        c = self.check
+        callback = self.server.base + "/auth/v1/callback"
+        secret = secrets.token_hex(16)
+        client = {"client_id": "gatehouse", "client_secret": secret, "redirect_uris": [callback],
+                  "token_endpoint_auth_method": "client_secret_basic"}
+        status, _, text = self.server.request("POST", self.issuer + "/admin/clients", body=client)
+        c(status == 201, f"the provider refused the client: {status} {text}")
+        # A service key names the server's public URL as its issuer, as an operator mints one.
+        minted = self.server.cli("keys", "service-key", "--public-url", self.server.base)
+        key = minted.stdout.strip()
+        c(minted.returncode == 0 and key and "\n" not in key,
+          f"`gatehouse keys service-key` exited with {minted.returncode}: {minted.stderr.strip()!r}")
+        registration = {
+            "provider_type": "oidc", "identifier": self.IDENTIFIER, "name": self.NAME, "client_id": "gatehouse",
+            "client_secret": secret, "issuer": self.issuer, "scopes": ["email", "profile"], "pkce_enabled": True,
+        }
+        status, text = self._admin(key, "POST", "/auth/v1/admin/custom-providers", registration)
+        c(status == 201, f"registering {self.IDENTIFIER} answered {status}: {text}")
+        self.service_key = key  # registered: removed on leaving
+
+    # the provider's sign-in page --------------------------------------------------------------------------------
+
+    def on_page(self, browser):
+        """The browser shows the provider's sign-in form."""
+        browser.expect(None)
+        url = browser.driver.current_url
+        self.check(url.startswith(self.issuer + "/authorize") and browser.css("form button#approve"),
+                   f"expected the provider's sign-in page at {self.issuer}/authorize; {browser.describe()}")
+
+    def fill_in(self, browser, email, sub, name="Ada Lovelace"):
+        """Types the user into the provider's form by keyboard, email_verified ticked."""
+        self.on_page(browser)
+        browser.type_into("input#email", email)
+        browser.type_into("input#sub", sub)
+        if not browser.one("input#email_verified").is_selected():
+            browser.tab_to("input#email_verified")
+            ActionChains(browser.driver).send_keys(Keys.SPACE).perform()
+        self.check(browser.one("input#email_verified").is_selected(), "the provider's email_verified is not ticked")
+        browser.type_into("input#name", name)
+
+    def approve(self, browser, email, sub, page=None):
+        """Signs in at the provider's page as the user and presses Approve; the browser follows the redirects back
+        through the server's callback to page `page` (None: any document)."""
+        self.fill_in(browser, email, sub)
+        return browser.press_on("button#approve", page)
+
+    def approve_for_callback(self, browser, email, sub):
+        """What the provider's form posts on Approve, posted by the test without following the answer: the URL of the
+        server's callback (with code and state) the provider sends the browser to."""
+        self.on_page(browser)
+        action = browser.driver.execute_script("return document.querySelector('form').action")
+        fields = {"email": email, "sub": sub, "email_verified": "on", "name": "Ada Lovelace", "decision": "approve"}
+        status, headers, text = self.server.request("POST", action, form=fields, follow=False)
+        location = headers.get("Location") or headers.get("location") or ""
+        self.check(
+            status == 302 and location.startswith(self.server.base + "/auth/v1/callback?"),
+            f"the provider's approval answered {status} to {location!r}, not the server's callback: {text[:300]}",
+        )
+        return location
+
+
+def landing(url):
+    """The query and fragment parameters of the URL the browser landed on, merged (the fragment's win)."""
+    parts = urllib.parse.urlsplit(url)
+    found = {name: values[0] for name, values in urllib.parse.parse_qs(parts.query).items()}
+    found.update({name: values[0] for name, values in urllib.parse.parse_qs(parts.fragment).items()})
+    return parts, found
+
+
+def authorize_url(server, redirect_to):
+    query = urllib.parse.urlencode({"provider": Upstream.IDENTIFIER, "redirect_to": redirect_to})
+    return f"{server.base}/auth/v1/authorize?{query}"
+
+
+def expect_site(server, check, url, what):
+    """`url` is the site URL (the server's public URL: scripts/browser-test.sh gives no --site-url)."""
+    parts = urllib.parse.urlsplit(url)
+    site = urllib.parse.urlsplit(server.base)
+    check((parts.scheme, parts.netloc, parts.path or "/") == (site.scheme, site.netloc, "/"),
+          f"{what} landed on {url}, not the site URL {server.base}")
+
+
+def test_provider_sign_in(server, browser, check):
+    """Sign-in through an upstream OpenID provider in the browser: /auth/v1/authorize goes to the provider's page, the
+    person approves there, and the server's callback lands on redirect_to with the session in the fragment (the
+    implicit flow: no code_challenge). A callback opened a second time is refused with bad_oauth_state."""
+    email = "upstream@example.com"
+    sub = "acme-user-1"
+    site = server.base  # the site URL, where GoTrue lands without an allowed redirect_to
+    with Upstream(server, check) as acme:
+        browser.driver.get(authorize_url(server, site))
+        acme.approve(browser, email, sub)
+        url = browser.driver.current_url
+        expect_site(server, check, url, "the approved sign-in")
+        _, found = landing(url)
+        check(bool(found.get("access_token")) and bool(found.get("refresh_token")),
+              f"no access_token and refresh_token in {url}")
+        check(bool(found.get("provider_token")), f"no provider_token in {url}")
+        check.equal(found.get("token_type"), "bearer", "the landing's token_type")
+        check("error" not in found and "error_code" not in found, f"the approved sign-in landed with an error: {url}")
+        status, user = server.api("GET", "/auth/v1/user", token=found["access_token"])
+        check(status == 200, f"/auth/v1/user with the landing's access token answered {status}: {user}")
+        check.equal(user.get("email"), email, "the signed-in user's email")
+        providers = [identity.get("provider") for identity in user.get("identities") or []]
+        check(Upstream.IDENTIFIER in providers, f"the signed-in user's identities are at {providers}")
+        identity = next(i for i in user["identities"] if i.get("provider") == Upstream.IDENTIFIER)
+        check.equal(identity.get("id") or (identity.get("identity_data") or {}).get("sub"), sub,
+                    "the custom:acme identity's provider id")
+
+        # The same person again; the provider's redirect to the callback is read, the browser opens it (signed in,
+        # the same user), then opens it once more: that trip is spent.
+        browser.driver.get(authorize_url(server, site))
+        callback = acme.approve_for_callback(browser, email, sub)
+        browser.open(callback, None)
+        url = browser.driver.current_url
+        expect_site(server, check, url, "the callback")
+        _, found = landing(url)
+        check(bool(found.get("access_token")), f"the callback opened by the browser gave no session: {url}")
+        status, again = server.api("GET", "/auth/v1/user", token=found["access_token"])
+        check(status == 200 and again.get("id") == user.get("id"),
+              f"the second sign-in as {sub} is user {again.get('id')} ({status}), not {user.get('id')}")
+
+        browser.open(callback, None)
+        url = browser.driver.current_url
+        expect_site(server, check, url, "the replayed callback")
+        _, found = landing(url)
+        check.equal(found.get("error_code"), "bad_oauth_state", f"the replayed callback's error_code ({url})")
+        check("access_token" not in found, f"the replayed callback gave a session: {url}")
+
+
+def blocked_by_policy(browser):
+    """What the browser's console said about the page's content security policy (a form whose answer redirects to
+    another origin is blocked unless its form-action allows that origin)."""
+    said = [entry.get("message", "") for entry in browser.driver.get_log("browser")]
+    return [line for line in said if "Content Security Policy" in line] or said
+
+
+def identities_on_page(browser):
+    """(the providers listed in #identities, the Link buttons, the Remove buttons), as the page says them."""
+    section = browser.one("section#identities")
+    listed = [e.text.strip() for e in section.find_elements("css selector", "li.identity .identity-provider")]
+    links = [e.text.strip() for e in section.find_elements("css selector", "form.link-identity button")]
+    removes = [e.text.strip() for e in section.find_elements("css selector", "form.unlink-identity button")]
+    return listed, links, removes
+
+
+def test_link_identity(server, browser, check):
+    """The account page's "Ways to sign in": Link Acme goes to the provider, approved there it comes back to the
+    account page with the identity listed (another address than the account's: linking does not need it to match);
+    Remove Acme unlinks it and offers Link Acme again."""
+    email = "linker@example.com"
+    server.sign_up(check, email, PASSWORD)
+    with Upstream(server, check) as acme:
+        sign_in_with_password(browser, email, PASSWORD)
+        listed, links, removes = identities_on_page(browser)
+        check.equal(listed, ["Email and password"], "the providers in #identities of a new account")
+        check.equal(links, ["Link Acme"], "the link-identity buttons")
+        check.equal(removes, [], "the unlink-identity buttons of an account with one way in")
+        browser.audit("account", shots=False)
+
+        try:
+            browser.press_on(f"form.link-identity:has(input[value='{Upstream.IDENTIFIER}']) [type=submit]", None)
+        except CheckFailed as failure:
+            raise CheckFailed(f"{failure}; the browser's console: {blocked_by_policy(browser)}") from None
+        acme.approve(browser, "ada-at-acme@example.org", "acme-linker-1")
+        if browser.page_name() != "account":
+            cookies = browser.driver.execute_cdp_cmd("Network.getAllCookies", {})["cookies"]
+            held = [f"{c['name']} (path {c['path']}, SameSite={c.get('sameSite')})" for c in cookies]
+            raise CheckFailed(
+                f"after approving at the provider the browser is not on the account page ({browser.describe()}); "
+                f"the browser holds the cookies {held}"
+            )
+        parts, found = landing(browser.driver.current_url)
+        check(parts.path == "/account" and found.get("notice") == "identity_linked",
+              f"linking landed on {browser.driver.current_url}, not /account?notice=identity_linked")
+        notice = browser.text("#notice")
+        check(notice.startswith("The account is linked"), f"#notice after linking: {notice!r}")
+        listed, links, removes = identities_on_page(browser)
+        check("Acme" in listed, f"#identities after linking lists {listed}")
+        check.equal(removes, ["Remove Acme"], "the unlink-identity buttons after linking")
+        check.equal(links, [], "the link-identity buttons after linking")
+        browser.audit("account", shots=False)
+        browser.section_shots("section#identities", "account-identities")
+
+        status, session = server.password_grant(email, PASSWORD)
+        check(status == 200, f"the account's password sign-in answered {status}: {session}")
+        status, user = server.api("GET", "/auth/v1/user", token=session["access_token"])
+        providers = sorted(identity.get("provider") for identity in (user or {}).get("identities") or [])
+        check.equal(providers, [Upstream.IDENTIFIER, "email"], "the account's identities through the API")
+
+        browser.press_on("form.unlink-identity [type=submit]", "account")
+        parts, found = landing(browser.driver.current_url)
+        check(parts.path == "/account" and found.get("notice") == "identity_unlinked",
+              f"unlinking landed on {browser.driver.current_url}, not /account?notice=identity_unlinked")
+        check(bool(browser.text("#notice")), "the account page after unlinking has an empty #notice")
+        listed, links, removes = identities_on_page(browser)
+        check.equal(listed, ["Email and password"], "the providers in #identities after unlinking")
+        check.equal(links, ["Link Acme"], "the link-identity buttons after unlinking")
+        check.equal(removes, [], "the unlink-identity buttons after unlinking")
+        status, user = server.api("GET", "/auth/v1/user", token=session["access_token"])
+        providers = sorted(identity.get("provider") for identity in (user or {}).get("identities") or [])
+        check.equal(providers, ["email"], "the account's identities through the API after unlinking")
+
+
 TESTS = [
     test_magic_link,
     test_used_link,
@@ -578,6 +863,8 @@ TESTS = [
     test_delete_account,
     test_second_factor,
     test_passkeys,
+    test_provider_sign_in,
+    test_link_identity,
 ]
 
 
