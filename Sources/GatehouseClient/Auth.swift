@@ -12,6 +12,10 @@ public struct Auth: Sendable {
     let hub: AuthEventHub
     let pkce: PKCEState
     let restoration: SessionRestore
+    /// The server, for the pages a browser opens (a provider's sign-in).
+    let serverURL: URL
+    /// The same server, for answers read without the generated decoding.
+    let raw: RawCaller
 
     /// What happens to the sessions: the one found at launch, sign-ins, refreshes, expiry warnings, company changes,
     /// the app lock, and sign-outs with their reason. Each call makes a new stream. Its first event is
@@ -161,28 +165,20 @@ public struct Auth: Sendable {
         }
     }
 
-    /// Signs in from a mailed link the app was opened with: the PKCE code in `url` is exchanged with the verifier
-    /// this client made when it asked for the mail. A link that carries an error answers it as a `server` error.
+    /// Signs in from a link the app was opened with: the PKCE code in `url` is exchanged with the verifier this client
+    /// made when it asked for the mail, or for `oauthSignInURL` or `linkIdentityURL` (a link's session replaces the
+    /// account's, told as `refreshed`). A URL that carries an error answers it as a `server` error with its code.
     @discardableResult
     public func handleOpenURL(_ url: URL) async throws(GatehouseError) -> AuthSession {
-        let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
-        let fragment = URLComponents(string: "?" + (url.fragment ?? ""))?.queryItems ?? []
-        if let code = (items + fragment).first(where: { $0.name == "error_code" })?.value {
-            let message = (items + fragment).first { $0.name == "error_description" }?.value ?? ""
-            throw .server(status: 403, code: code, message: message)
-        }
-        guard let code = items.first(where: { $0.name == "code" })?.value else {
-            throw .server(status: 400, code: "validation_failed", message: "The URL carries no sign-in code")
-        }
-        guard let verifier = await pkce.verifier else {
+        let code = try OAuthRedirect.code(in: url)
+        guard let pending = await pkce.pending else {
             throw .server(status: 400, code: "flow_state_not_found", message: "This client did not ask for that link")
         }
-        let client = self.client
-        let session = try await signIn {
-            try await client.token(
-                query: .init(grantType: .pkce), body: .json(.PKCEGrant(.init(authCode: code, codeVerifier: verifier)))
-            ).ok.body.json
-        }
+        let session =
+            switch pending.purpose {
+            case .signIn: try await exchange(code, verifier: pending.verifier)
+            case .link: try await exchangeLinked(code, verifier: pending.verifier)
+            }
         await pkce.finish()
         return session
     }
@@ -235,9 +231,14 @@ public struct Auth: Sendable {
         _ body: @Sendable () async throws -> Components.Schemas.Session
     ) async throws(GatehouseError) -> AuthSession {
         let signedIn = AuthSession(try await call(body))
+        try await adopt(signedIn)
+        return signedIn
+    }
+
+    /// Keeps a new account session, signing out of the company signed in to.
+    func adopt(_ signedIn: AuthSession) async throws(GatehouseError) {
         try await companySessions.end(.sessionEnded)
         try await sessions.adopt(signedIn)
-        return signedIn
     }
 
     // MARK: The account
@@ -306,18 +307,54 @@ public struct Auth: Sendable {
 
 /// The verifier of the PKCE flow in progress: made when a link is asked for, spent when the app opens it.
 actor PKCEState {
-    private(set) var verifier: String?
+    /// A verifier kept for the link that will open the app, and what its session is for.
+    struct Pending {
+        let verifier: String
+        let purpose: Purpose
+    }
+
+    /// What the code a link brings back is for.
+    enum Purpose {
+        /// A sign-in: mailed links and `oauthSignInURL`.
+        case signIn
+        /// Linking an identity to the signed-in account: `linkIdentityURL`.
+        case link
+    }
+
+    private(set) var pending: Pending?
 
     /// The challenge and method of a mail request: a new verifier's S256 challenge when the mail links back to the
     /// app at `redirect`, none without a redirect.
     func challenge(for redirect: URL?) -> (challenge: String?, method: String?) {
         guard redirect != nil else { return (nil, nil) }
-        let made = randomToken(bytes: 48)
-        verifier = made
-        return (base64URL(Data(SHA256.hash(data: Data(made.utf8)))), "s256")
+        let made = PKCEVerifier()
+        keep(made, for: .signIn)
+        return (made.challenge, PKCEVerifier.method)
     }
 
-    func finish() { verifier = nil }
+    /// Keeps `made` for the link that will open the app, in place of any kept before, until the app hands it in.
+    func keep(_ made: PKCEVerifier, for purpose: Purpose) {
+        pending = Pending(verifier: made.value, purpose: purpose)
+    }
+
+    func finish() { pending = nil }
+}
+
+/// One PKCE verifier (RFC 7636) and its S256 challenge: the challenge goes out with the request, the verifier with
+/// the code that comes back.
+struct PKCEVerifier: Sendable {
+    /// The method GoTrue names S256 by.
+    static let method = "s256"
+    /// 64 characters of base64url (48 random bytes): within RFC 7636's 43 to 128.
+    let value: String
+
+    /// A new random verifier.
+    init() { self.init(randomToken(bytes: 48)) }
+
+    init(_ value: String) { self.value = value }
+
+    /// BASE64URL(SHA256(verifier)), unpadded.
+    var challenge: String { base64URL(Data(SHA256.hash(data: Data(value.utf8)))) }
 }
 
 /// The nonce of a Sign in with Apple request: give Apple `hashed`, and Gatehouse `raw`.

@@ -79,7 +79,7 @@ public final class GatehouseClient: Sendable {
             clock: clock)
         auth = Auth(
             client: client, sessions: account, companySessions: company, hub: hub, pkce: PKCEState(),
-            restoration: SessionRestore())
+            restoration: SessionRestore(), serverURL: url, raw: raw)
         companies = Companies(client: client, sessions: account, companySessions: company, hub: hub)
     }
 }

@@ -17,8 +17,9 @@ public final class LoginFlowModel {
     @ObservationIgnored public let passkeyAuthenticator: (any PasskeyAuthenticator)?
     /// The factor enrolled from the set-up screen (show its QR code), until a code verifies it.
     public private(set) var enrollment: TOTPEnrollment?
-    /// The ways to sign in the server offers, for the sign-in screen's buttons (Sign in with Apple, Google): email
-    /// only until the server said, which `start()` asks.
+    /// The ways to sign in the server offers, for the sign-in screen's buttons (Sign in with Apple, Google, and a
+    /// button for each of the server's own providers in `custom`): email only until the server said, which `start()`
+    /// asks.
     public private(set) var signInProviders = SignInProviders()
     @ObservationIgnored private var listeners: [Task<Void, Never>] = []
     /// The company login refused for want of a second factor, replayed once the factor is verified: its credential
@@ -129,6 +130,16 @@ public final class LoginFlowModel {
     /// Signs in to the account with a password; on to the second factor when the account has one.
     public func signIn(email: String, password: String) async throws(GatehouseError) {
         try await client.auth.signIn(email: email, password: password)
+        await signedIn()
+    }
+
+    /// Signs in to the account through a provider's sign-in page (one of `signInProviders.custom`, say), which
+    /// `authenticator` shows, returning to the app at `redirectTo`; on to the second factor when the account has one.
+    /// A closed page throws `authenticator(.cancelled)`: the sign-in screen stays, with nothing to show.
+    public func signInWithOAuth(
+        provider: IdentityProvider, redirectTo: URL, using authenticator: some WebAuthenticator
+    ) async throws(GatehouseError) {
+        try await client.auth.signInWithOAuth(provider: provider, redirectTo: redirectTo, using: authenticator)
         await signedIn()
     }
 

@@ -216,7 +216,8 @@ final class FakeProviders: Sendable {
                 nonce: approval.nonce, email: approval.email, email_verified: approval.verified, name: "Ada"),
             kid: JWKIdentifier(string: kid))
         return Self.json(
-            .ok, #"{"access_token":"upstream-access","token_type":"Bearer","expires_in":3600,"id_token":"\#(idToken)"}"#)
+            .ok, #"{"access_token":"upstream-access","token_type":"Bearer","expires_in":3600,"id_token":"\#(idToken)"}"#
+        )
     }
 
     private func revoke(_ request: Request) async throws -> Response {

@@ -34,7 +34,7 @@ extension Auth {
     @discardableResult
     public func signInWithApple(using authorizer: some AppleIDAuthorizer) async throws(GatehouseError) -> AuthSession {
         let nonce = AppleNonce()
-        let authorization = try await Self.authorize(nonce) { try await authorizer.authorize(hashedNonce: $0) }
+        let authorization = try await askAuthenticator { try await authorizer.authorize(hashedNonce: nonce.hashed) }
         return try await signInWithApple(
             idToken: authorization.identityToken, nonce: nonce.raw, authorizationCode: authorization.authorizationCode,
             fullName: authorization.fullName)
@@ -45,24 +45,7 @@ extension Auth {
     @discardableResult
     public func linkApple(using authorizer: some AppleIDAuthorizer) async throws(GatehouseError) -> AuthSession {
         let nonce = AppleNonce()
-        let authorization = try await Self.authorize(nonce) { try await authorizer.authorize(hashedNonce: $0) }
+        let authorization = try await askAuthenticator { try await authorizer.authorize(hashedNonce: nonce.hashed) }
         return try await linkIdentity(provider: .apple, idToken: authorization.identityToken, nonce: nonce.raw)
-    }
-
-    /// Runs the authorizer with `nonce`'s hash; what it throws becomes `GatehouseError.authenticator`.
-    private static func authorize(
-        _ nonce: AppleNonce, _ authorize: (String) async throws -> AppleIDAuthorization
-    ) async throws(GatehouseError) -> AppleIDAuthorization {
-        do {
-            return try await authorize(nonce.hashed)
-        } catch let error as PasskeyAuthenticatorError {
-            throw .authenticator(error)
-        } catch let error as GatehouseError {
-            throw error
-        } catch is CancellationError {
-            throw .authenticator(.cancelled)
-        } catch {
-            throw .authenticator(.failed((error as? LocalizedError)?.errorDescription ?? String(describing: error)))
-        }
     }
 }

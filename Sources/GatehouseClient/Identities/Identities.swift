@@ -65,17 +65,75 @@ public struct SignInProviders: Sendable, Equatable {
     public var apple: Bool
     /// Google, by id token.
     public var google: Bool
+    /// The server's own OAuth and OpenID Connect providers, signed in with through their pages
+    /// (`Auth.signInWithOAuth(provider:redirectTo:scopes:queryParams:using:)`), in the order the server lists them.
+    public var custom: [CustomSignInProvider]
 
     /// What a sign-in screen assumes before the server said: email only.
-    public init(email: Bool = true, apple: Bool = false, google: Bool = false) {
+    public init(email: Bool = true, apple: Bool = false, google: Bool = false, custom: [CustomSignInProvider] = []) {
         self.email = email
         self.apple = apple
         self.google = google
+        self.custom = custom
     }
 
-    init(_ wire: Components.Schemas.Settings.ExternalPayload) {
-        self.init(email: wire.email, apple: wire.apple, google: wire.google)
+    /// The settings as the server answers them: GoTrue's `external` object, and beside it `custom_providers`, which
+    /// a server that has none (or an older one) leaves out.
+    init(settings json: Data) throws(GatehouseError) {
+        struct Settings: Decodable {
+            struct External: Decodable {
+                let email: Bool?
+                let apple: Bool?
+                let google: Bool?
+            }
+            struct Custom: Decodable {
+                let identifier: String
+                let name: String?
+            }
+            let external: External
+            let custom: [Custom]?
+
+            enum CodingKeys: String, CodingKey {
+                case external
+                case custom = "custom_providers"
+            }
+
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                external = try container.decode(External.self, forKey: .external)
+                // An extension of GoTrue's answer: unreadable, it is as if absent.
+                custom = try? container.decodeIfPresent([Custom].self, forKey: .custom)
+            }
+        }
+        guard let settings = try? JSONDecoder().decode(Settings.self, from: json) else {
+            throw .server(status: 200, code: "unexpected_answer", message: "The server's settings cannot be read")
+        }
+        self.init(
+            email: settings.external.email ?? true, apple: settings.external.apple ?? false,
+            google: settings.external.google ?? false,
+            custom: (settings.custom ?? []).map {
+                CustomSignInProvider(
+                    provider: IdentityProvider(rawValue: $0.identifier), name: $0.name.flatMap { $0.isEmpty ? nil : $0 }
+                )
+            })
     }
+}
+
+/// One of the server's own OAuth or OpenID Connect providers, as a sign-in screen shows it.
+public struct CustomSignInProvider: Sendable, Hashable, Identifiable {
+    /// The provider to sign in with: `custom:<slug>`.
+    public let provider: IdentityProvider
+    /// The name the server's operator gave it, for the button ("Continue with Acme").
+    public let name: String
+
+    /// A provider and its name; without one, its slug (`acme` for `custom:acme`).
+    public init(provider: IdentityProvider, name: String? = nil) {
+        self.provider = provider
+        self.name = name ?? String(provider.rawValue.split(separator: ":", maxSplits: 1).last ?? "")
+    }
+
+    /// The provider's name as the server spells it, for SwiftUI lists.
+    public var id: String { provider.rawValue }
 }
 
 extension Auth {
@@ -120,8 +178,10 @@ extension Auth {
 
     /// The ways to sign in the server offers now.
     public func signInProviders() async throws(GatehouseError) -> SignInProviders {
-        let client = self.client
-        return SignInProviders(try await call { try await client.getSettings().ok.body.json }.external)
+        let raw = self.raw
+        // Read without the generated decoding, which would drop `custom_providers`, GoTrue's answer's extension.
+        return try SignInProviders(
+            settings: try await call { try await raw.get("/auth/v1/settings", operationID: "getSettings") })
     }
 }
 

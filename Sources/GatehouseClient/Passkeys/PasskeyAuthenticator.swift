@@ -112,6 +112,22 @@ public enum PasskeyAuthenticatorError: Error, Sendable, Equatable, LocalizedErro
     }
 }
 
+/// Runs one request of an authenticator the app supplied (a passkey's, Apple's sheet, a browser's sign-in page) and
+/// answers what it gave; what it throws becomes `GatehouseError.authenticator` (a cancelled task is `.cancelled`).
+func askAuthenticator<Answer>(_ request: () async throws -> Answer) async throws(GatehouseError) -> Answer {
+    do {
+        return try await request()
+    } catch let error as PasskeyAuthenticatorError {
+        throw .authenticator(error)
+    } catch let error as GatehouseError {
+        throw error
+    } catch is CancellationError {
+        throw .authenticator(.cancelled)
+    } catch {
+        throw .authenticator(.failed((error as? LocalizedError)?.errorDescription ?? String(describing: error)))
+    }
+}
+
 /// A passkey of the account, or of the account's member in one company.
 public struct Passkey: Sendable, Equatable, Identifiable {
     /// The passkey's id (for `renamePasskey`, `deletePasskey`).
@@ -173,18 +189,7 @@ enum PasskeyWire {
     static func credential(
         _ authenticate: () async throws -> Data
     ) async throws(GatehouseError) -> Components.Schemas.PasskeyVerifyRequest.CredentialPayload {
-        let json: Data
-        do {
-            json = try await authenticate()
-        } catch let error as PasskeyAuthenticatorError {
-            throw .authenticator(error)
-        } catch let error as GatehouseError {
-            throw error
-        } catch is CancellationError {
-            throw .authenticator(.cancelled)
-        } catch {
-            throw .authenticator(.failed((error as? LocalizedError)?.errorDescription ?? String(describing: error)))
-        }
+        let json = try await askAuthenticator(authenticate)
         do {
             return .init(additionalProperties: try JSONDecoder().decode(OpenAPIObjectContainer.self, from: json))
         } catch {

@@ -256,6 +256,18 @@ struct RawCaller: Sendable {
         return Array(try await Data(collecting: answer, upTo: 64 << 20))
     }
 
+    /// GETs `path` (with its query) and answers the body of its 200.
+    func get(_ path: String, operationID: String) async throws -> Data {
+        var request = HTTPRequest(method: .get, scheme: nil, authority: nil, path: path)
+        request.headerFields[.accept] = "application/json"
+        let (response, answer) = try await send(request, body: nil, operationID: operationID)
+        guard response.status.code == 200, let answer else {
+            throw GatehouseError.server(
+                status: response.status.code, code: "unexpected_answer", message: "The server answered nothing")
+        }
+        return try await Data(collecting: answer, upTo: 1 << 20)
+    }
+
     /// Sends `request` through the middlewares and the transport; the answer's body as the transport hands it over,
     /// which may still be arriving.
     func send(_ request: HTTPRequest, body: HTTPBody?, operationID: String) async throws -> (HTTPResponse, HTTPBody?) {

@@ -90,6 +90,10 @@ extension Components {
             package var smsProvider: Swift.String
             /// - Remark: Generated from `#/components/schemas/Settings/saml_enabled`.
             package var samlEnabled: Swift.Bool
+            /// Our extension beside GoTrue's `external`: the enabled custom providers (`/auth/v1/authorize?provider=…`).
+            ///
+            /// - Remark: Generated from `#/components/schemas/Settings/custom_providers`.
+            package var customProviders: [Components.Schemas.SignInProvider]?
             /// Creates a new `Settings`.
             ///
             /// - Parameters:
@@ -99,13 +103,15 @@ extension Components {
             ///   - phoneAutoconfirm:
             ///   - smsProvider:
             ///   - samlEnabled:
+            ///   - customProviders: Our extension beside GoTrue's `external`: the enabled custom providers (`/auth/v1/authorize?provider=…`).
             package init(
                 external: Components.Schemas.Settings.ExternalPayload,
                 disableSignup: Swift.Bool,
                 mailerAutoconfirm: Swift.Bool,
                 phoneAutoconfirm: Swift.Bool,
                 smsProvider: Swift.String,
-                samlEnabled: Swift.Bool
+                samlEnabled: Swift.Bool,
+                customProviders: [Components.Schemas.SignInProvider]? = nil
             ) {
                 self.external = external
                 self.disableSignup = disableSignup
@@ -113,6 +119,7 @@ extension Components {
                 self.phoneAutoconfirm = phoneAutoconfirm
                 self.smsProvider = smsProvider
                 self.samlEnabled = samlEnabled
+                self.customProviders = customProviders
             }
             package enum CodingKeys: String, CodingKey {
                 case external
@@ -121,6 +128,30 @@ extension Components {
                 case phoneAutoconfirm = "phone_autoconfirm"
                 case smsProvider = "sms_provider"
                 case samlEnabled = "saml_enabled"
+                case customProviders = "custom_providers"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/SignInProvider`.
+        package struct SignInProvider: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/SignInProvider/identifier`.
+            package var identifier: Swift.String
+            /// - Remark: Generated from `#/components/schemas/SignInProvider/name`.
+            package var name: Swift.String
+            /// Creates a new `SignInProvider`.
+            ///
+            /// - Parameters:
+            ///   - identifier:
+            ///   - name:
+            package init(
+                identifier: Swift.String,
+                name: Swift.String
+            ) {
+                self.identifier = identifier
+                self.name = name
+            }
+            package enum CodingKeys: String, CodingKey {
+                case identifier
+                case name
             }
         }
         /// - Remark: Generated from `#/components/schemas/Tier`.
