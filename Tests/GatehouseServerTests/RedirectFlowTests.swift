@@ -34,7 +34,10 @@ struct RedirectFlowTests {
                     "client_secret": FakeProviders.acmeSecret, "issuer": fake.baseURL,
                 ])
             #expect(created.status == 201, "\(created.json)")
-            let listed = try await h.client.get("/auth/v1/settings").json["custom_providers"] as? [[String: Any]]
+            let settings = try await h.client.get("/auth/v1/settings").json
+            let external = settings["external"] as? [String: Any]
+            #expect(external?["github"] as? Bool == false && external?["google"] as? Bool == true)
+            let listed = settings["custom_providers"] as? [[String: Any]]
             #expect(
                 listed?.first?["identifier"] as? String == "custom:acme" && listed?.first?["name"] as? String == "Acme")
             try await body(h, fake)

@@ -37,6 +37,8 @@ extension Components {
         package typealias Empty = OpenAPIRuntime.OpenAPIObjectContainer
         /// - Remark: Generated from `#/components/schemas/Settings`.
         package struct Settings: Codable, Hashable, Sendable {
+            /// GoTrue's booleans: `email`, `apple` and `google` sign in here; GoTrue's other built-in providers are listed and false (register one as a custom provider to offer it: `custom_providers`).
+            ///
             /// - Remark: Generated from `#/components/schemas/Settings/external`.
             package struct ExternalPayload: Codable, Hashable, Sendable {
                 /// - Remark: Generated from `#/components/schemas/Settings/external/email`.
@@ -49,6 +51,48 @@ extension Components {
                 package var phone: Swift.Bool
                 /// - Remark: Generated from `#/components/schemas/Settings/external/anonymous_users`.
                 package var anonymousUsers: Swift.Bool
+                /// - Remark: Generated from `#/components/schemas/Settings/external/azure`.
+                package var azure: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/bitbucket`.
+                package var bitbucket: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/discord`.
+                package var discord: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/facebook`.
+                package var facebook: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/figma`.
+                package var figma: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/fly`.
+                package var fly: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/github`.
+                package var github: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/gitlab`.
+                package var gitlab: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/kakao`.
+                package var kakao: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/keycloak`.
+                package var keycloak: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/linkedin`.
+                package var linkedin: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/linkedin_oidc`.
+                package var linkedinOidc: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/notion`.
+                package var notion: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/slack`.
+                package var slack: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/slack_oidc`.
+                package var slackOidc: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/snapchat`.
+                package var snapchat: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/spotify`.
+                package var spotify: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/twitch`.
+                package var twitch: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/twitter`.
+                package var twitter: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/workos`.
+                package var workos: Swift.Bool?
+                /// - Remark: Generated from `#/components/schemas/Settings/external/zoom`.
+                package var zoom: Swift.Bool?
                 /// Creates a new `ExternalPayload`.
                 ///
                 /// - Parameters:
@@ -57,18 +101,81 @@ extension Components {
                 ///   - google:
                 ///   - phone:
                 ///   - anonymousUsers:
+                ///   - azure:
+                ///   - bitbucket:
+                ///   - discord:
+                ///   - facebook:
+                ///   - figma:
+                ///   - fly:
+                ///   - github:
+                ///   - gitlab:
+                ///   - kakao:
+                ///   - keycloak:
+                ///   - linkedin:
+                ///   - linkedinOidc:
+                ///   - notion:
+                ///   - slack:
+                ///   - slackOidc:
+                ///   - snapchat:
+                ///   - spotify:
+                ///   - twitch:
+                ///   - twitter:
+                ///   - workos:
+                ///   - zoom:
                 package init(
                     email: Swift.Bool,
                     apple: Swift.Bool,
                     google: Swift.Bool,
                     phone: Swift.Bool,
-                    anonymousUsers: Swift.Bool
+                    anonymousUsers: Swift.Bool,
+                    azure: Swift.Bool? = nil,
+                    bitbucket: Swift.Bool? = nil,
+                    discord: Swift.Bool? = nil,
+                    facebook: Swift.Bool? = nil,
+                    figma: Swift.Bool? = nil,
+                    fly: Swift.Bool? = nil,
+                    github: Swift.Bool? = nil,
+                    gitlab: Swift.Bool? = nil,
+                    kakao: Swift.Bool? = nil,
+                    keycloak: Swift.Bool? = nil,
+                    linkedin: Swift.Bool? = nil,
+                    linkedinOidc: Swift.Bool? = nil,
+                    notion: Swift.Bool? = nil,
+                    slack: Swift.Bool? = nil,
+                    slackOidc: Swift.Bool? = nil,
+                    snapchat: Swift.Bool? = nil,
+                    spotify: Swift.Bool? = nil,
+                    twitch: Swift.Bool? = nil,
+                    twitter: Swift.Bool? = nil,
+                    workos: Swift.Bool? = nil,
+                    zoom: Swift.Bool? = nil
                 ) {
                     self.email = email
                     self.apple = apple
                     self.google = google
                     self.phone = phone
                     self.anonymousUsers = anonymousUsers
+                    self.azure = azure
+                    self.bitbucket = bitbucket
+                    self.discord = discord
+                    self.facebook = facebook
+                    self.figma = figma
+                    self.fly = fly
+                    self.github = github
+                    self.gitlab = gitlab
+                    self.kakao = kakao
+                    self.keycloak = keycloak
+                    self.linkedin = linkedin
+                    self.linkedinOidc = linkedinOidc
+                    self.notion = notion
+                    self.slack = slack
+                    self.slackOidc = slackOidc
+                    self.snapchat = snapchat
+                    self.spotify = spotify
+                    self.twitch = twitch
+                    self.twitter = twitter
+                    self.workos = workos
+                    self.zoom = zoom
                 }
                 package enum CodingKeys: String, CodingKey {
                     case email
@@ -76,8 +183,31 @@ extension Components {
                     case google
                     case phone
                     case anonymousUsers = "anonymous_users"
+                    case azure
+                    case bitbucket
+                    case discord
+                    case facebook
+                    case figma
+                    case fly
+                    case github
+                    case gitlab
+                    case kakao
+                    case keycloak
+                    case linkedin
+                    case linkedinOidc = "linkedin_oidc"
+                    case notion
+                    case slack
+                    case slackOidc = "slack_oidc"
+                    case snapchat
+                    case spotify
+                    case twitch
+                    case twitter
+                    case workos
+                    case zoom
                 }
             }
+            /// GoTrue's booleans: `email`, `apple` and `google` sign in here; GoTrue's other built-in providers are listed and false (register one as a custom provider to offer it: `custom_providers`).
+            ///
             /// - Remark: Generated from `#/components/schemas/Settings/external`.
             package var external: Components.Schemas.Settings.ExternalPayload
             /// - Remark: Generated from `#/components/schemas/Settings/disable_signup`.
@@ -97,7 +227,7 @@ extension Components {
             /// Creates a new `Settings`.
             ///
             /// - Parameters:
-            ///   - external:
+            ///   - external: GoTrue's booleans: `email`, `apple` and `google` sign in here; GoTrue's other built-in providers are listed and false (register one as a custom provider to offer it: `custom_providers`).
             ///   - disableSignup:
             ///   - mailerAutoconfirm:
             ///   - phoneAutoconfirm:

@@ -131,7 +131,10 @@ extension API {
         let settings = Schemas.Settings(
             external: .init(
                 email: true, apple: external.providers.enabled("apple"), google: external.providers.enabled("google"),
-                phone: false, anonymousUsers: verification.settings.anonymousUsers),
+                phone: false, anonymousUsers: verification.settings.anonymousUsers, azure: false, bitbucket: false,
+                discord: false, facebook: false, figma: false, fly: false, github: false, gitlab: false, kakao: false,
+                keycloak: false, linkedin: false, linkedinOidc: false, notion: false, slack: false, slackOidc: false,
+                snapchat: false, spotify: false, twitch: false, twitter: false, workos: false, zoom: false),
             disableSignup: false,
             mailerAutoconfirm: false, phoneAutoconfirm: false, smsProvider: "", samlEnabled: false,
             customProviders: try await customProviders.signInProviders())

@@ -306,17 +306,24 @@ final class RouteTable: Sendable {
         routes.withLockedValue { $0 = described.map { ($0.method, $0.path.split(separator: "/")) } }
     }
 
-    /// The methods served on `path`, sorted; empty when no route has this path.
+    /// The methods served on `path`, sorted; empty when no route has this path. As the router does, a route naming
+    /// a segment outright wins over one taking it as a parameter (`/user/identities/authorize` is not an identity).
     func methods(for path: String) -> [String] {
         let segments = path.split(separator: "/")
-        return routes.withLockedValue { routes in
-            routes.filter { route in
-                route.segments.count == segments.count
-                    && zip(route.segments, segments).allSatisfy { pattern, given in
-                        pattern.hasPrefix("{") || pattern.hasPrefix(":") || pattern == given
-                    }
-            }.map(\.method)
-        }.uniqued().sorted()
+        let matches: [(method: String, literals: Int)] = routes.withLockedValue { routes in
+            routes.compactMap { route in
+                guard route.segments.count == segments.count else { return nil }
+                var literals = 0
+                for (pattern, given) in zip(route.segments, segments) {
+                    if pattern.hasPrefix("{") || pattern.hasPrefix(":") { continue }
+                    guard pattern == given else { return nil }
+                    literals += 1
+                }
+                return (route.method, literals)
+            }
+        }
+        let most = matches.map(\.literals).max()
+        return matches.filter { $0.literals == most }.map(\.method).uniqued().sorted()
     }
 }
 
