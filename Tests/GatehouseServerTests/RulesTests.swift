@@ -104,6 +104,19 @@ struct RulesTests {
         #expect(CompanyRules.judge(Change(deptMask: 0b10), by: manager, on: owner) != .allowed)
         #expect(CompanyRules.judge(Change(deptMask: 0b10), by: Self.member(.member), on: target) != .allowed)
     }
+
+    @Test("a company logo's URL is what the contract's pattern allows, and nothing a page would have to escape")
+    func logoURLs() throws {
+        for good in ["https://cdn.example.com/logo.png", "http://img.example:8080/a/b?size=64&v=2", "https://x.io"] {
+            #expect(try CompanyService.validLogo(good) == good)
+        }
+        for bad in [
+            "http://Wp4t:048/0vE*", "https://example.com/a b", "javascript:alert(1)", "ftp://example.com/logo",
+            "https://exa_mple.com/", "https://example.com/\"<", "https://user@example.com/",
+        ] {
+            #expect(throws: APIError.self, "\(bad)") { try CompanyService.validLogo(bad) }
+        }
+    }
 }
 
 /// The lists that clients and operators rely on.

@@ -68,14 +68,17 @@ struct CompanyService: Sendable {
         return name
     }
 
+    /// A logo's URL as the contract documents it (openapi.yaml's pattern): http(s), a plain host, an optional port,
+    /// and a path of unreserved characters; anything a page would have to escape is refused.
     static func validLogo(_ raw: String) throws -> String {
-        guard let url = URL(string: raw), ["https", "http"].contains(url.scheme ?? ""), url.host != nil,
-            raw.count <= 2048
+        guard raw.count <= 2048, raw.wholeMatch(of: logoPattern) != nil, let url = URL(string: raw), url.host != nil
         else {
             throw APIError.validation("logo_url must be an http(s) URL")
         }
         return raw
     }
+
+    nonisolated(unsafe) static let logoPattern = #/https?://[A-Za-z0-9.-]+(:[0-9]{1,4})?(/[A-Za-z0-9._~/?=&+-]*)?/#
 
     // MARK: One company
 
