@@ -58,7 +58,9 @@ expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "410", "42
 [[operations]]
 include-operation-id = ["getCompany", "updateCompany", "getCredential", "changeCredentialPassword", "listShares",
     "createShare", "revokeShare", "listMembers", "updateMember", "removeMember", "memberImage", "leaveCompany",
-    "transferOwnership", "companyAudit", "syncPull", "syncPush", "syncDigest", "listRecords", "getRecord"]
+    "transferOwnership", "companyAudit", "syncPull", "syncPush", "syncDigest", "listRecords", "getRecord",
+    "listDomains", "addDomain", "verifyDomain", "removeDomain", "getDomainJoin", "setDomainJoin", "listJoinRequests",
+    "approveJoinRequest", "declineJoinRequest"]
 headers = { Authorization = "Bearer $company" }
 
 [[operations]]

@@ -117,7 +117,8 @@ public struct Companies: Sendable {
 
     // MARK: The company signed in to
 
-    private func inCompany<T: Sendable>(
+    /// Runs `body` with the company session and the company's id (`notSignedIn` without one).
+    func inCompany<T: Sendable>(
         _ body: @Sendable (Client, String) async throws -> T
     ) async throws(GatehouseError) -> T {
         guard let cid = await companySessions.current?.companyID else { throw .notSignedIn }

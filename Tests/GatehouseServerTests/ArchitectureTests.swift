@@ -57,7 +57,8 @@ struct ArchitectureTests {
 
     /// The folders of features; `Storage/`, `Security/` and `Mail/` lie below them, `App/` above.
     static let features: Set<String> = [
-        "Accounts", "Admin", "Companies", "Credentials", "Factors", "Passkeys", "Sessions", "Sync", "Web",
+        "Accounts", "Admin", "Companies", "Credentials", "Factors", "Invitations", "Passkeys", "Sessions", "Sync",
+        "Web",
     ]
     static let lowerLayers: Set<String> = ["Storage", "Security", "Mail"]
 

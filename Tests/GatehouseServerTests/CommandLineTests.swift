@@ -169,6 +169,7 @@ extension CommandLineTests {
             "--apple-private-key": appleKey, "--apple-client-id": "com.example.app.web",
             "--apple-api-url": "http://127.0.0.1:9", "--google-client-ids": "web.apps.googleusercontent.com",
             "--google-jwks-url": "https://www.googleapis.com/oauth2/v3/certs", "--manual-linking": "on",
+            "--dns-resolver": "127.0.0.1:53",
         ]
     }
 

@@ -47,6 +47,7 @@ struct ContractTests {
         "GET /account/passkeys.js", "POST /account/passkeys/options", "POST /account/passkeys/add",
         "POST /account/passkeys/rename", "POST /account/passkeys/remove", "POST /account/sign-in/passkey/options",
         "POST /account/sign-in/passkey", "POST /account/identities/link", "POST /account/identities/unlink",
+        "POST /account/invitations/accept", "POST /account/invitations/decline",
     ]
 
     @Test("every route the router serves is a documented operation or a page, and every documented operation is served")

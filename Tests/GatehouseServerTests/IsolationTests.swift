@@ -41,6 +41,10 @@ struct IsolationTests {
             let shareB = try await h.client.createShare(
                 b, permission: "read_write", bearer: try #require(ownerB.company?.access))
             let shareBID = try #require(shareB.json["id"] as? String)
+            let invitedB = AccountHarness.newEmail("invited-b")
+            let invitationB = try await h.client.invite(
+                b, email: invitedB, bearer: try #require(ownerB.company?.access))
+            let invitationBID = try #require(invitationB.json["id"] as? String)
             // Records: one of company B, and one of company A in a department nobody but the owner sees.
             let recordB = newRecordID()
             let recordA = newRecordID()
@@ -69,6 +73,12 @@ struct IsolationTests {
                     method: "PATCH", path: c, body: ["name": "Alpha Inc"],
                     expected: [401, 403, 403, 403, 403, 403, 200]),
                 Case(method: "GET", path: "\(c)/shares", body: nil, expected: [401, 403, 403, 403, 403, 403, 200]),
+                Case(
+                    method: "GET", path: "\(c)/invitations", body: nil, expected: [401, 403, 403, 403, 403, 403, 200]),
+                Case(
+                    method: "POST", path: "\(c)/invitations",
+                    body: ["email": AccountHarness.newEmail("invited-a"), "role": "read_only"],
+                    expected: [401, 403, 403, 403, 403, 403, 201]),
                 Case(
                     method: "POST", path: "\(c)/shares", body: ["permission": "read_only"],
                     expected: [401, 403, 403, 403, 403, 403, 201]),
@@ -136,6 +146,12 @@ struct IsolationTests {
                     method: "DELETE", path: "\(c)/shares/\(shareBID)", body: nil,
                     expected: [401, 403, 403, 403, 403, 403, 404]),
                 Case(
+                    method: "DELETE", path: "\(c)/invitations/\(invitationBID)", body: nil,
+                    expected: [401, 403, 403, 403, 403, 403, 404]),
+                Case(
+                    method: "POST", path: "\(c)/invitations/\(invitationBID)/resend", body: [:],
+                    expected: [401, 403, 403, 403, 403, 403, 404]),
+                Case(
                     method: "PATCH", path: "\(c)/members/\(ownerB.id)", body: ["dept_mask": 1],
                     expected: [401, 403, 403, 404, 404, 404, 404]),
                 Case(
@@ -148,7 +164,9 @@ struct IsolationTests {
                     method: "POST", path: "\(c)/transfer", body: ["account_id": ownerB.id],
                     expected: [401, 403, 403, 403, 403, 403, 404]),
             ]
-            let foreign = [b, ownerB.id, shareBID, "Bravo Corp", ownerB.email, recordB, "bravo-secret"]
+            let foreign = [
+                b, ownerB.id, shareBID, "Bravo Corp", ownerB.email, recordB, "bravo-secret", invitationBID, invitedB,
+            ]
             var checked = 0
             for testCase in cases {
                 for (index, principal) in Principal.allCases.enumerated() {

@@ -2487,6 +2487,303 @@ extension Components {
                 case shares
             }
         }
+        /// - Remark: Generated from `#/components/schemas/AddDomainRequest`.
+        package struct AddDomainRequest: Codable, Hashable, Sendable {
+            /// A domain the company owns, such as `acme.com`; lowercased. Internationalized names in their `xn--` form.
+            ///
+            /// - Remark: Generated from `#/components/schemas/AddDomainRequest/domain`.
+            package var domain: Swift.String
+            /// Creates a new `AddDomainRequest`.
+            ///
+            /// - Parameters:
+            ///   - domain: A domain the company owns, such as `acme.com`; lowercased. Internationalized names in their `xn--` form.
+            package init(domain: Swift.String) {
+                self.domain = domain
+            }
+            package enum CodingKeys: String, CodingKey {
+                case domain
+            }
+        }
+        /// A company's domain. Only a verified one counts; one company at a time holds a domain verified, and a verified domain is re-checked daily (three failed checks in a row, an hour apart, drop it).
+        ///
+        /// - Remark: Generated from `#/components/schemas/CompanyDomain`.
+        package struct CompanyDomain: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CompanyDomain/id`.
+            package var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/CompanyDomain/domain`.
+            package var domain: Swift.String
+            /// - Remark: Generated from `#/components/schemas/CompanyDomain/status`.
+            @frozen package enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case pending = "pending"
+                case verified = "verified"
+            }
+            /// - Remark: Generated from `#/components/schemas/CompanyDomain/status`.
+            package var status: Components.Schemas.CompanyDomain.StatusPayload
+            /// Where to publish the TXT record: `_gatehouse-challenge.<domain>`.
+            ///
+            /// - Remark: Generated from `#/components/schemas/CompanyDomain/record_name`.
+            package var recordName: Swift.String
+            /// The TXT record's value: `gatehouse-verification=<token>`.
+            ///
+            /// - Remark: Generated from `#/components/schemas/CompanyDomain/record_value`.
+            package var recordValue: Swift.String
+            /// - Remark: Generated from `#/components/schemas/CompanyDomain/verified_at`.
+            package var verifiedAt: Foundation.Date?
+            /// - Remark: Generated from `#/components/schemas/CompanyDomain/last_checked_at`.
+            package var lastCheckedAt: Foundation.Date?
+            /// - Remark: Generated from `#/components/schemas/CompanyDomain/created_at`.
+            package var createdAt: Foundation.Date
+            /// Creates a new `CompanyDomain`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - domain:
+            ///   - status:
+            ///   - recordName: Where to publish the TXT record: `_gatehouse-challenge.<domain>`.
+            ///   - recordValue: The TXT record's value: `gatehouse-verification=<token>`.
+            ///   - verifiedAt:
+            ///   - lastCheckedAt:
+            ///   - createdAt:
+            package init(
+                id: Swift.String,
+                domain: Swift.String,
+                status: Components.Schemas.CompanyDomain.StatusPayload,
+                recordName: Swift.String,
+                recordValue: Swift.String,
+                verifiedAt: Foundation.Date? = nil,
+                lastCheckedAt: Foundation.Date? = nil,
+                createdAt: Foundation.Date
+            ) {
+                self.id = id
+                self.domain = domain
+                self.status = status
+                self.recordName = recordName
+                self.recordValue = recordValue
+                self.verifiedAt = verifiedAt
+                self.lastCheckedAt = lastCheckedAt
+                self.createdAt = createdAt
+            }
+            package enum CodingKeys: String, CodingKey {
+                case id
+                case domain
+                case status
+                case recordName = "record_name"
+                case recordValue = "record_value"
+                case verifiedAt = "verified_at"
+                case lastCheckedAt = "last_checked_at"
+                case createdAt = "created_at"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/CompanyDomainList`.
+        package struct CompanyDomainList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CompanyDomainList/domains`.
+            package var domains: [Components.Schemas.CompanyDomain]
+            /// Creates a new `CompanyDomainList`.
+            ///
+            /// - Parameters:
+            ///   - domains:
+            package init(domains: [Components.Schemas.CompanyDomain]) {
+                self.domains = domains
+            }
+            package enum CodingKeys: String, CodingKey {
+                case domains
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/DomainJoinSetting`.
+        package struct DomainJoinSetting: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/DomainJoinSetting/mode`.
+            @frozen package enum ModePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case off = "off"
+                case automatic = "automatic"
+                case approval = "approval"
+            }
+            /// - Remark: Generated from `#/components/schemas/DomainJoinSetting/mode`.
+            package var mode: Components.Schemas.DomainJoinSetting.ModePayload
+            /// The role a member joining by domain gets.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DomainJoinSetting/role`.
+            @frozen package enum RolePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case member = "member"
+                case readOnly = "read_only"
+            }
+            /// The role a member joining by domain gets.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DomainJoinSetting/role`.
+            package var role: Components.Schemas.DomainJoinSetting.RolePayload
+            /// The department mask they get.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DomainJoinSetting/dept_mask`.
+            package var deptMask: Swift.Int64
+            /// Creates a new `DomainJoinSetting`.
+            ///
+            /// - Parameters:
+            ///   - mode:
+            ///   - role: The role a member joining by domain gets.
+            ///   - deptMask: The department mask they get.
+            package init(
+                mode: Components.Schemas.DomainJoinSetting.ModePayload,
+                role: Components.Schemas.DomainJoinSetting.RolePayload,
+                deptMask: Swift.Int64
+            ) {
+                self.mode = mode
+                self.role = role
+                self.deptMask = deptMask
+            }
+            package enum CodingKeys: String, CodingKey {
+                case mode
+                case role
+                case deptMask = "dept_mask"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/JoinRequest`.
+        package struct JoinRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/JoinRequest/id`.
+            package var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/JoinRequest/account_id`.
+            package var accountId: Swift.String
+            /// The confirmed address at the company's domain that qualifies them.
+            ///
+            /// - Remark: Generated from `#/components/schemas/JoinRequest/email`.
+            package var email: Swift.String
+            /// - Remark: Generated from `#/components/schemas/JoinRequest/created_at`.
+            package var createdAt: Foundation.Date
+            /// Creates a new `JoinRequest`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - accountId:
+            ///   - email: The confirmed address at the company's domain that qualifies them.
+            ///   - createdAt:
+            package init(
+                id: Swift.String,
+                accountId: Swift.String,
+                email: Swift.String,
+                createdAt: Foundation.Date
+            ) {
+                self.id = id
+                self.accountId = accountId
+                self.email = email
+                self.createdAt = createdAt
+            }
+            package enum CodingKeys: String, CodingKey {
+                case id
+                case accountId = "account_id"
+                case email
+                case createdAt = "created_at"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/JoinRequestList`.
+        package struct JoinRequestList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/JoinRequestList/requests`.
+            package var requests: [Components.Schemas.JoinRequest]
+            /// Creates a new `JoinRequestList`.
+            ///
+            /// - Parameters:
+            ///   - requests:
+            package init(requests: [Components.Schemas.JoinRequest]) {
+                self.requests = requests
+            }
+            package enum CodingKeys: String, CodingKey {
+                case requests
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/DomainCompany`.
+        package struct DomainCompany: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/DomainCompany/id`.
+            package var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/DomainCompany/name`.
+            package var name: Swift.String
+            /// - Remark: Generated from `#/components/schemas/DomainCompany/logo_url`.
+            package var logoUrl: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/DomainCompany/domain`.
+            package var domain: Swift.String
+            /// - Remark: Generated from `#/components/schemas/DomainCompany/mode`.
+            @frozen package enum ModePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case automatic = "automatic"
+                case approval = "approval"
+            }
+            /// - Remark: Generated from `#/components/schemas/DomainCompany/mode`.
+            package var mode: Components.Schemas.DomainCompany.ModePayload
+            /// The caller is a member already.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DomainCompany/member`.
+            package var member: Swift.Bool
+            /// The caller's request waits for approval.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DomainCompany/requested`.
+            package var requested: Swift.Bool
+            /// Creates a new `DomainCompany`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - name:
+            ///   - logoUrl:
+            ///   - domain:
+            ///   - mode:
+            ///   - member: The caller is a member already.
+            ///   - requested: The caller's request waits for approval.
+            package init(
+                id: Swift.String,
+                name: Swift.String,
+                logoUrl: Swift.String? = nil,
+                domain: Swift.String,
+                mode: Components.Schemas.DomainCompany.ModePayload,
+                member: Swift.Bool,
+                requested: Swift.Bool
+            ) {
+                self.id = id
+                self.name = name
+                self.logoUrl = logoUrl
+                self.domain = domain
+                self.mode = mode
+                self.member = member
+                self.requested = requested
+            }
+            package enum CodingKeys: String, CodingKey {
+                case id
+                case name
+                case logoUrl = "logo_url"
+                case domain
+                case mode
+                case member
+                case requested
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/DomainCompanyList`.
+        package struct DomainCompanyList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/DomainCompanyList/companies`.
+            package var companies: [Components.Schemas.DomainCompany]
+            /// Creates a new `DomainCompanyList`.
+            ///
+            /// - Parameters:
+            ///   - companies:
+            package init(companies: [Components.Schemas.DomainCompany]) {
+                self.companies = companies
+            }
+            package enum CodingKeys: String, CodingKey {
+                case companies
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/DomainJoinOutcome`.
+        package struct DomainJoinOutcome: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/DomainJoinOutcome/status`.
+            @frozen package enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case joined = "joined"
+                case pending = "pending"
+            }
+            /// - Remark: Generated from `#/components/schemas/DomainJoinOutcome/status`.
+            package var status: Components.Schemas.DomainJoinOutcome.StatusPayload
+            /// Creates a new `DomainJoinOutcome`.
+            ///
+            /// - Parameters:
+            ///   - status:
+            package init(status: Components.Schemas.DomainJoinOutcome.StatusPayload) {
+                self.status = status
+            }
+            package enum CodingKeys: String, CodingKey {
+                case status
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/SharePreview`.
         package struct SharePreview: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/SharePreview/company_name`.
@@ -2588,6 +2885,226 @@ extension Components {
             }
             package enum CodingKeys: String, CodingKey {
                 case members
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/CreateInvitationRequest`.
+        package struct CreateInvitationRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CreateInvitationRequest/email`.
+            package var email: Swift.String
+            /// - Remark: Generated from `#/components/schemas/CreateInvitationRequest/role`.
+            @frozen package enum RolePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case member = "member"
+                case readOnly = "read_only"
+            }
+            /// - Remark: Generated from `#/components/schemas/CreateInvitationRequest/role`.
+            package var role: Components.Schemas.CreateInvitationRequest.RolePayload
+            /// - Remark: Generated from `#/components/schemas/CreateInvitationRequest/dept_mask`.
+            package var deptMask: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/CreateInvitationRequest/manager_mask`.
+            package var managerMask: Swift.Int64?
+            /// Creates a new `CreateInvitationRequest`.
+            ///
+            /// - Parameters:
+            ///   - email:
+            ///   - role:
+            ///   - deptMask:
+            ///   - managerMask:
+            package init(
+                email: Swift.String,
+                role: Components.Schemas.CreateInvitationRequest.RolePayload,
+                deptMask: Swift.Int64? = nil,
+                managerMask: Swift.Int64? = nil
+            ) {
+                self.email = email
+                self.role = role
+                self.deptMask = deptMask
+                self.managerMask = managerMask
+            }
+            package enum CodingKeys: String, CodingKey {
+                case email
+                case role
+                case deptMask = "dept_mask"
+                case managerMask = "manager_mask"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/InvitationState`.
+        @frozen package enum InvitationState: String, Codable, Hashable, Sendable, CaseIterable {
+            case open = "open"
+            case expired = "expired"
+            case accepted = "accepted"
+            case declined = "declined"
+            case revoked = "revoked"
+        }
+        /// An invitation as the company's owner (or managers) see it; its link and code are only in the mail.
+        ///
+        /// - Remark: Generated from `#/components/schemas/Invitation`.
+        package struct Invitation: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Invitation/id`.
+            package var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Invitation/email`.
+            package var email: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Invitation/role`.
+            @frozen package enum RolePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case member = "member"
+                case readOnly = "read_only"
+            }
+            /// - Remark: Generated from `#/components/schemas/Invitation/role`.
+            package var role: Components.Schemas.Invitation.RolePayload
+            /// - Remark: Generated from `#/components/schemas/Invitation/dept_mask`.
+            package var deptMask: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/Invitation/manager_mask`.
+            package var managerMask: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/Invitation/state`.
+            package var state: Components.Schemas.InvitationState
+            /// The inviter's account id.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Invitation/invited_by`.
+            package var invitedBy: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Invitation/created_at`.
+            package var createdAt: Foundation.Date
+            /// The last time it was mailed; resending waits a minute after it.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Invitation/sent_at`.
+            package var sentAt: Foundation.Date
+            /// - Remark: Generated from `#/components/schemas/Invitation/expires_at`.
+            package var expiresAt: Foundation.Date
+            /// Creates a new `Invitation`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - email:
+            ///   - role:
+            ///   - deptMask:
+            ///   - managerMask:
+            ///   - state:
+            ///   - invitedBy: The inviter's account id.
+            ///   - createdAt:
+            ///   - sentAt: The last time it was mailed; resending waits a minute after it.
+            ///   - expiresAt:
+            package init(
+                id: Swift.String,
+                email: Swift.String,
+                role: Components.Schemas.Invitation.RolePayload,
+                deptMask: Swift.Int64,
+                managerMask: Swift.Int64,
+                state: Components.Schemas.InvitationState,
+                invitedBy: Swift.String,
+                createdAt: Foundation.Date,
+                sentAt: Foundation.Date,
+                expiresAt: Foundation.Date
+            ) {
+                self.id = id
+                self.email = email
+                self.role = role
+                self.deptMask = deptMask
+                self.managerMask = managerMask
+                self.state = state
+                self.invitedBy = invitedBy
+                self.createdAt = createdAt
+                self.sentAt = sentAt
+                self.expiresAt = expiresAt
+            }
+            package enum CodingKeys: String, CodingKey {
+                case id
+                case email
+                case role
+                case deptMask = "dept_mask"
+                case managerMask = "manager_mask"
+                case state
+                case invitedBy = "invited_by"
+                case createdAt = "created_at"
+                case sentAt = "sent_at"
+                case expiresAt = "expires_at"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/InvitationList`.
+        package struct InvitationList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/InvitationList/invitations`.
+            package var invitations: [Components.Schemas.Invitation]
+            /// Creates a new `InvitationList`.
+            ///
+            /// - Parameters:
+            ///   - invitations:
+            package init(invitations: [Components.Schemas.Invitation]) {
+                self.invitations = invitations
+            }
+            package enum CodingKeys: String, CodingKey {
+                case invitations
+            }
+        }
+        /// An open invitation as its invitee sees it.
+        ///
+        /// - Remark: Generated from `#/components/schemas/ReceivedInvitation`.
+        package struct ReceivedInvitation: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ReceivedInvitation/id`.
+            package var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ReceivedInvitation/company_id`.
+            package var companyId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ReceivedInvitation/company_name`.
+            package var companyName: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ReceivedInvitation/logo_url`.
+            package var logoUrl: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/ReceivedInvitation/inviter_name`.
+            package var inviterName: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ReceivedInvitation/role`.
+            @frozen package enum RolePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case member = "member"
+                case readOnly = "read_only"
+            }
+            /// - Remark: Generated from `#/components/schemas/ReceivedInvitation/role`.
+            package var role: Components.Schemas.ReceivedInvitation.RolePayload
+            /// - Remark: Generated from `#/components/schemas/ReceivedInvitation/expires_at`.
+            package var expiresAt: Foundation.Date
+            /// Creates a new `ReceivedInvitation`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - companyId:
+            ///   - companyName:
+            ///   - logoUrl:
+            ///   - inviterName:
+            ///   - role:
+            ///   - expiresAt:
+            package init(
+                id: Swift.String,
+                companyId: Swift.String,
+                companyName: Swift.String,
+                logoUrl: Swift.String? = nil,
+                inviterName: Swift.String,
+                role: Components.Schemas.ReceivedInvitation.RolePayload,
+                expiresAt: Foundation.Date
+            ) {
+                self.id = id
+                self.companyId = companyId
+                self.companyName = companyName
+                self.logoUrl = logoUrl
+                self.inviterName = inviterName
+                self.role = role
+                self.expiresAt = expiresAt
+            }
+            package enum CodingKeys: String, CodingKey {
+                case id
+                case companyId = "company_id"
+                case companyName = "company_name"
+                case logoUrl = "logo_url"
+                case inviterName = "inviter_name"
+                case role
+                case expiresAt = "expires_at"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ReceivedInvitationList`.
+        package struct ReceivedInvitationList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ReceivedInvitationList/invitations`.
+            package var invitations: [Components.Schemas.ReceivedInvitation]
+            /// Creates a new `ReceivedInvitationList`.
+            ///
+            /// - Parameters:
+            ///   - invitations:
+            package init(invitations: [Components.Schemas.ReceivedInvitation]) {
+                self.invitations = invitations
+            }
+            package enum CodingKeys: String, CodingKey {
+                case invitations
             }
         }
         /// - Remark: Generated from `#/components/schemas/UpdateMemberRequest`.

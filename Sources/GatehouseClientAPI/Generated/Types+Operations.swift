@@ -6626,7 +6626,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/sessions/get(listSessions)/responses/403`.
@@ -6799,7 +6799,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/sessions/{id}/delete(revokeSession)/responses/403`.
@@ -6823,7 +6823,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/sessions/{id}/delete(revokeSession)/responses/400`.
@@ -6987,7 +6987,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/get(listCompanies)/responses/403`.
@@ -7062,7 +7062,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/get(listCompanies)/responses/401`.
@@ -7156,7 +7156,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/post(createCompany)/responses/403`.
@@ -7180,7 +7180,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/post(createCompany)/responses/413`.
@@ -7255,7 +7255,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/post(createCompany)/responses/400`.
@@ -7279,7 +7279,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/post(createCompany)/responses/401`.
@@ -7303,7 +7303,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/post(createCompany)/responses/415`.
@@ -7455,7 +7455,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/get(getCompany)/responses/401`.
@@ -7479,7 +7479,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/get(getCompany)/responses/403`.
@@ -7589,7 +7589,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/patch(updateCompany)/responses/413`.
@@ -7664,7 +7664,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/patch(updateCompany)/responses/400`.
@@ -7688,7 +7688,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/patch(updateCompany)/responses/401`.
@@ -7712,7 +7712,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/patch(updateCompany)/responses/403`.
@@ -7736,7 +7736,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/patch(updateCompany)/responses/415`.
@@ -7837,7 +7837,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/delete(deleteCompany)/responses/400`.
@@ -7896,7 +7896,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/delete(deleteCompany)/responses/401`.
@@ -7920,7 +7920,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/delete(deleteCompany)/responses/403`.
@@ -8072,7 +8072,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/get(getCredential)/responses/404`.
@@ -8096,7 +8096,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/get(getCredential)/responses/401`.
@@ -8120,7 +8120,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/get(getCredential)/responses/403`.
@@ -8230,7 +8230,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/put(createCredential)/responses/403`.
@@ -8254,7 +8254,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/put(createCredential)/responses/413`.
@@ -8329,7 +8329,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/put(createCredential)/responses/400`.
@@ -8353,7 +8353,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/put(createCredential)/responses/401`.
@@ -8377,7 +8377,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/put(createCredential)/responses/404`.
@@ -8401,7 +8401,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/put(createCredential)/responses/409`.
@@ -8425,7 +8425,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/put(createCredential)/responses/415`.
@@ -8449,7 +8449,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/put(createCredential)/responses/422`.
@@ -8550,7 +8550,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/delete(deleteCredential)/responses/400`.
@@ -8609,7 +8609,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/delete(deleteCredential)/responses/404`.
@@ -8633,7 +8633,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/delete(deleteCredential)/responses/401`.
@@ -8657,7 +8657,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/delete(deleteCredential)/responses/403`.
@@ -8767,7 +8767,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/password/post(changeCredentialPassword)/responses/429`.
@@ -8791,7 +8791,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/password/post(changeCredentialPassword)/responses/413`.
@@ -8850,7 +8850,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/password/post(changeCredentialPassword)/responses/400`.
@@ -8874,7 +8874,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/password/post(changeCredentialPassword)/responses/415`.
@@ -8898,7 +8898,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/password/post(changeCredentialPassword)/responses/422`.
@@ -8922,7 +8922,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/password/post(changeCredentialPassword)/responses/401`.
@@ -8946,7 +8946,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/credential/password/post(changeCredentialPassword)/responses/403`.
@@ -9056,7 +9056,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/login/post(companyLogin)/responses/403`.
@@ -9080,7 +9080,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/login/post(companyLogin)/responses/413`.
@@ -9155,7 +9155,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/login/post(companyLogin)/responses/400`.
@@ -9179,7 +9179,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/login/post(companyLogin)/responses/401`.
@@ -9203,7 +9203,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/login/post(companyLogin)/responses/404`.
@@ -9227,7 +9227,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/login/post(companyLogin)/responses/415`.
@@ -9251,7 +9251,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/login/post(companyLogin)/responses/429`.
@@ -9403,7 +9403,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/get(listCompanyPasskeys)/responses/401`.
@@ -9427,7 +9427,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/get(listCompanyPasskeys)/responses/403`.
@@ -9451,7 +9451,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/get(listCompanyPasskeys)/responses/404`.
@@ -9612,7 +9612,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/options/post(companyPasskeyRegistrationOptions)/responses/400`.
@@ -9636,7 +9636,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/options/post(companyPasskeyRegistrationOptions)/responses/401`.
@@ -9660,7 +9660,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/options/post(companyPasskeyRegistrationOptions)/responses/413`.
@@ -9684,7 +9684,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/options/post(companyPasskeyRegistrationOptions)/responses/415`.
@@ -9708,7 +9708,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/options/post(companyPasskeyRegistrationOptions)/responses/403`.
@@ -9732,7 +9732,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/options/post(companyPasskeyRegistrationOptions)/responses/404`.
@@ -9756,7 +9756,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/options/post(companyPasskeyRegistrationOptions)/responses/422`.
@@ -9780,7 +9780,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/options/post(companyPasskeyRegistrationOptions)/responses/429`.
@@ -9941,7 +9941,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/verify/post(companyPasskeyRegistrationVerify)/responses/400`.
@@ -9965,7 +9965,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/verify/post(companyPasskeyRegistrationVerify)/responses/401`.
@@ -9989,7 +9989,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/verify/post(companyPasskeyRegistrationVerify)/responses/403`.
@@ -10013,7 +10013,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/verify/post(companyPasskeyRegistrationVerify)/responses/404`.
@@ -10037,7 +10037,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/verify/post(companyPasskeyRegistrationVerify)/responses/413`.
@@ -10061,7 +10061,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/verify/post(companyPasskeyRegistrationVerify)/responses/415`.
@@ -10085,7 +10085,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/verify/post(companyPasskeyRegistrationVerify)/responses/422`.
@@ -10109,7 +10109,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/registration/verify/post(companyPasskeyRegistrationVerify)/responses/429`.
@@ -10252,7 +10252,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/{passkey_id}/delete(deleteCompanyPasskey)/responses/401`.
@@ -10276,7 +10276,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/{passkey_id}/delete(deleteCompanyPasskey)/responses/403`.
@@ -10300,7 +10300,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/{passkey_id}/delete(deleteCompanyPasskey)/responses/404`.
@@ -10452,7 +10452,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/login/options/post(companyPasskeyLoginOptions)/responses/400`.
@@ -10476,7 +10476,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/login/options/post(companyPasskeyLoginOptions)/responses/401`.
@@ -10500,7 +10500,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/login/options/post(companyPasskeyLoginOptions)/responses/403`.
@@ -10524,7 +10524,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/login/options/post(companyPasskeyLoginOptions)/responses/404`.
@@ -10548,7 +10548,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/login/options/post(companyPasskeyLoginOptions)/responses/429`.
@@ -10709,7 +10709,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/login/verify/post(companyPasskeyLogin)/responses/400`.
@@ -10733,7 +10733,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/login/verify/post(companyPasskeyLogin)/responses/401`.
@@ -10757,7 +10757,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/login/verify/post(companyPasskeyLogin)/responses/403`.
@@ -10781,7 +10781,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/login/verify/post(companyPasskeyLogin)/responses/404`.
@@ -10805,7 +10805,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/login/verify/post(companyPasskeyLogin)/responses/413`.
@@ -10829,7 +10829,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/login/verify/post(companyPasskeyLogin)/responses/415`.
@@ -10853,7 +10853,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/passkeys/login/verify/post(companyPasskeyLogin)/responses/429`.
@@ -11005,7 +11005,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/shares/get(listShares)/responses/401`.
@@ -11029,7 +11029,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/shares/get(listShares)/responses/403`.
@@ -11139,7 +11139,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/shares/post(createShare)/responses/413`.
@@ -11214,7 +11214,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/shares/post(createShare)/responses/400`.
@@ -11238,7 +11238,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/shares/post(createShare)/responses/401`.
@@ -11262,7 +11262,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/shares/post(createShare)/responses/403`.
@@ -11286,7 +11286,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/shares/post(createShare)/responses/415`.
@@ -11394,7 +11394,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/shares/{id}/delete(revokeShare)/responses/400`.
@@ -11453,7 +11453,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/shares/{id}/delete(revokeShare)/responses/404`.
@@ -11477,7 +11477,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/shares/{id}/delete(revokeShare)/responses/401`.
@@ -11501,7 +11501,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/shares/{id}/delete(revokeShare)/responses/403`.
@@ -11520,6 +11520,2234 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// The company's domains, pending and verified, each with the TXT record that proves it (owner only).
+    ///
+    /// - Remark: HTTP `GET /v1/companies/{cid}/domains`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/get(listDomains)`.
+    package enum ListDomains {
+        package static let id: Swift.String = "listDomains"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/GET/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/GET/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                package init(cid: Components.Parameters.CompanyID) {
+                    self.cid = cid
+                }
+            }
+            package var path: Operations.ListDomains.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListDomains.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListDomains.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.ListDomains.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.ListDomains.Input.Path,
+                headers: Operations.ListDomains.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.CompanyDomainList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.CompanyDomainList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.ListDomains.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.ListDomains.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/get(listDomains)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListDomains.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.ListDomains.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/get(listDomains)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/get(listDomains)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Add a domain (owner only), pending until its TXT record is verified: publish `record_value` as a TXT record at `record_name`. 409 domain_exists; at most 50.
+    ///
+    /// - Remark: HTTP `POST /v1/companies/{cid}/domains`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/post(addDomain)`.
+    package enum AddDomain {
+        package static let id: Swift.String = "addDomain"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/POST/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/POST/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                package init(cid: Components.Parameters.CompanyID) {
+                    self.cid = cid
+                }
+            }
+            package var path: Operations.AddDomain.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/POST/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.AddDomain.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.AddDomain.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.AddDomain.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/POST/requestBody`.
+            @frozen package enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.AddDomainRequest)
+            }
+            package var body: Operations.AddDomain.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            package init(
+                path: Operations.AddDomain.Input.Path,
+                headers: Operations.AddDomain.Input.Headers = .init(),
+                body: Operations.AddDomain.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/POST/responses/201/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/POST/responses/201/content/application\/json`.
+                    case json(Components.Schemas.CompanyDomain)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.CompanyDomain {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.AddDomain.Output.Created.Body
+                /// Creates a new `Created`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.AddDomain.Output.Created.Body) {
+                    self.body = body
+                }
+            }
+            /// Added
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/post(addDomain)/responses/201`.
+            ///
+            /// HTTP response code: `201 created`.
+            case created(Operations.AddDomain.Output.Created)
+            /// The associated value of the enum case if `self` is `.created`.
+            ///
+            /// - Throws: An error if `self` is not `.created`.
+            /// - SeeAlso: `.created`.
+            package var created: Operations.AddDomain.Output.Created {
+                get throws {
+                    switch self {
+                    case let .created(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "created",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/post(addDomain)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/post(addDomain)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/post(addDomain)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/post(addDomain)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            package var conflict: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/post(addDomain)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Remove a domain (owner only); a verified one stops counting at once.
+    ///
+    /// - Remark: HTTP `DELETE /v1/companies/{cid}/domains/{id}`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/{id}/delete(removeDomain)`.
+    package enum RemoveDomain {
+        package static let id: Swift.String = "removeDomain"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/{id}/DELETE/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/{id}/DELETE/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/{id}/DELETE/path/id`.
+                package var id: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                ///   - id:
+                package init(
+                    cid: Components.Parameters.CompanyID,
+                    id: Swift.String
+                ) {
+                    self.cid = cid
+                    self.id = id
+                }
+            }
+            package var path: Operations.RemoveDomain.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/{id}/DELETE/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RemoveDomain.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RemoveDomain.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.RemoveDomain.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.RemoveDomain.Input.Path,
+                headers: Operations.RemoveDomain.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                package init() {}
+            }
+            /// Removed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/{id}/delete(removeDomain)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.RemoveDomain.Output.NoContent)
+            /// Removed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/{id}/delete(removeDomain)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            package static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            package var noContent: Operations.RemoveDomain.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/{id}/delete(removeDomain)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/{id}/delete(removeDomain)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/{id}/delete(removeDomain)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Look up the domain's TXT record through the server's resolver now (owner only). 422 domain_record_not_found (it stays pending); 409 domain_already_verified (another company holds it; nothing changed); 503 dns_lookup_failed (the resolver did not answer). Verifying a verified domain checks it again.
+    ///
+    /// - Remark: HTTP `POST /v1/companies/{cid}/domains/{id}/verify`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/{id}/verify/post(verifyDomain)`.
+    package enum VerifyDomain {
+        package static let id: Swift.String = "verifyDomain"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/{id}/verify/POST/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/{id}/verify/POST/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/{id}/verify/POST/path/id`.
+                package var id: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                ///   - id:
+                package init(
+                    cid: Components.Parameters.CompanyID,
+                    id: Swift.String
+                ) {
+                    self.cid = cid
+                    self.id = id
+                }
+            }
+            package var path: Operations.VerifyDomain.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/{id}/verify/POST/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.VerifyDomain.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.VerifyDomain.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.VerifyDomain.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.VerifyDomain.Input.Path,
+                headers: Operations.VerifyDomain.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/{id}/verify/POST/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/companies/{cid}/domains/{id}/verify/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.CompanyDomain)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.CompanyDomain {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.VerifyDomain.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.VerifyDomain.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// Verified
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/{id}/verify/post(verifyDomain)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.VerifyDomain.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.VerifyDomain.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/{id}/verify/post(verifyDomain)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/{id}/verify/post(verifyDomain)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/{id}/verify/post(verifyDomain)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/{id}/verify/post(verifyDomain)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            package var conflict: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/{id}/verify/post(verifyDomain)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            package var unprocessableContent: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domains/{id}/verify/post(verifyDomain)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Whether accounts with a confirmed address at the company's verified domains may join, and with which role and department mask (owner only).
+    ///
+    /// - Remark: HTTP `GET /v1/companies/{cid}/domain-join`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/domain-join/get(getDomainJoin)`.
+    package enum GetDomainJoin {
+        package static let id: Swift.String = "getDomainJoin"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/domain-join/GET/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domain-join/GET/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                package init(cid: Components.Parameters.CompanyID) {
+                    self.cid = cid
+                }
+            }
+            package var path: Operations.GetDomainJoin.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/domain-join/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetDomainJoin.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetDomainJoin.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.GetDomainJoin.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.GetDomainJoin.Input.Path,
+                headers: Operations.GetDomainJoin.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domain-join/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/companies/{cid}/domain-join/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.DomainJoinSetting)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.DomainJoinSetting {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.GetDomainJoin.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.GetDomainJoin.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domain-join/get(getDomainJoin)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetDomainJoin.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.GetDomainJoin.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domain-join/get(getDomainJoin)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domain-join/get(getDomainJoin)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Set joining by domain (owner only): off (the default), automatic, or approval (the owner approves each request).
+    ///
+    /// - Remark: HTTP `PUT /v1/companies/{cid}/domain-join`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/domain-join/put(setDomainJoin)`.
+    package enum SetDomainJoin {
+        package static let id: Swift.String = "setDomainJoin"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/domain-join/PUT/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domain-join/PUT/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                package init(cid: Components.Parameters.CompanyID) {
+                    self.cid = cid
+                }
+            }
+            package var path: Operations.SetDomainJoin.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/domain-join/PUT/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SetDomainJoin.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SetDomainJoin.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.SetDomainJoin.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/domain-join/PUT/requestBody`.
+            @frozen package enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domain-join/PUT/requestBody/content/application\/json`.
+                case json(Components.Schemas.DomainJoinSetting)
+            }
+            package var body: Operations.SetDomainJoin.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            package init(
+                path: Operations.SetDomainJoin.Input.Path,
+                headers: Operations.SetDomainJoin.Input.Headers = .init(),
+                body: Operations.SetDomainJoin.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/domain-join/PUT/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/companies/{cid}/domain-join/PUT/responses/200/content/application\/json`.
+                    case json(Components.Schemas.DomainJoinSetting)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.DomainJoinSetting {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.SetDomainJoin.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.SetDomainJoin.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domain-join/put(setDomainJoin)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.SetDomainJoin.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.SetDomainJoin.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domain-join/put(setDomainJoin)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domain-join/put(setDomainJoin)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domain-join/put(setDomainJoin)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/domain-join/put(setDomainJoin)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Accounts of the company's verified domains waiting for approval (owner only).
+    ///
+    /// - Remark: HTTP `GET /v1/companies/{cid}/join-requests`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/get(listJoinRequests)`.
+    package enum ListJoinRequests {
+        package static let id: Swift.String = "listJoinRequests"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/join-requests/GET/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/join-requests/GET/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                package init(cid: Components.Parameters.CompanyID) {
+                    self.cid = cid
+                }
+            }
+            package var path: Operations.ListJoinRequests.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/join-requests/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListJoinRequests.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListJoinRequests.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.ListJoinRequests.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.ListJoinRequests.Input.Path,
+                headers: Operations.ListJoinRequests.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/join-requests/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/companies/{cid}/join-requests/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.JoinRequestList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.JoinRequestList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.ListJoinRequests.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.ListJoinRequests.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/get(listJoinRequests)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListJoinRequests.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.ListJoinRequests.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/get(listJoinRequests)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/get(listJoinRequests)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Admit the account with the setting's role and mask (owner only). 403 participant_limit_reached; 404 when the request is gone or its address or domain no longer qualifies.
+    ///
+    /// - Remark: HTTP `POST /v1/companies/{cid}/join-requests/{id}/approve`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/{id}/approve/post(approveJoinRequest)`.
+    package enum ApproveJoinRequest {
+        package static let id: Swift.String = "approveJoinRequest"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/join-requests/{id}/approve/POST/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/join-requests/{id}/approve/POST/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/join-requests/{id}/approve/POST/path/id`.
+                package var id: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                ///   - id:
+                package init(
+                    cid: Components.Parameters.CompanyID,
+                    id: Swift.String
+                ) {
+                    self.cid = cid
+                    self.id = id
+                }
+            }
+            package var path: Operations.ApproveJoinRequest.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/join-requests/{id}/approve/POST/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ApproveJoinRequest.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ApproveJoinRequest.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.ApproveJoinRequest.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.ApproveJoinRequest.Input.Path,
+                headers: Operations.ApproveJoinRequest.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                package init() {}
+            }
+            /// Admitted.
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/{id}/approve/post(approveJoinRequest)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.ApproveJoinRequest.Output.NoContent)
+            /// Admitted.
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/{id}/approve/post(approveJoinRequest)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            package static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            package var noContent: Operations.ApproveJoinRequest.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/{id}/approve/post(approveJoinRequest)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/{id}/approve/post(approveJoinRequest)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/{id}/approve/post(approveJoinRequest)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Decline a request (owner only); the account may ask again.
+    ///
+    /// - Remark: HTTP `DELETE /v1/companies/{cid}/join-requests/{id}`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/{id}/delete(declineJoinRequest)`.
+    package enum DeclineJoinRequest {
+        package static let id: Swift.String = "declineJoinRequest"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/join-requests/{id}/DELETE/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/join-requests/{id}/DELETE/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/join-requests/{id}/DELETE/path/id`.
+                package var id: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                ///   - id:
+                package init(
+                    cid: Components.Parameters.CompanyID,
+                    id: Swift.String
+                ) {
+                    self.cid = cid
+                    self.id = id
+                }
+            }
+            package var path: Operations.DeclineJoinRequest.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/join-requests/{id}/DELETE/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeclineJoinRequest.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeclineJoinRequest.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.DeclineJoinRequest.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.DeclineJoinRequest.Input.Path,
+                headers: Operations.DeclineJoinRequest.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                package init() {}
+            }
+            /// Declined.
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/{id}/delete(declineJoinRequest)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.DeclineJoinRequest.Output.NoContent)
+            /// Declined.
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/{id}/delete(declineJoinRequest)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            package static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            package var noContent: Operations.DeclineJoinRequest.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/{id}/delete(declineJoinRequest)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/{id}/delete(declineJoinRequest)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/join-requests/{id}/delete(declineJoinRequest)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Companies the caller may join by the domain of their confirmed address: a verified domain whose company allows joining by domain (account session).
+    ///
+    /// - Remark: HTTP `GET /v1/domain-companies`.
+    /// - Remark: Generated from `#/paths//v1/domain-companies/get(listDomainCompanies)`.
+    package enum ListDomainCompanies {
+        package static let id: Swift.String = "listDomainCompanies"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/domain-companies/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListDomainCompanies.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListDomainCompanies.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.ListDomainCompanies.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            package init(headers: Operations.ListDomainCompanies.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/domain-companies/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/domain-companies/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.DomainCompanyList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.DomainCompanyList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.ListDomainCompanies.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.ListDomainCompanies.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK
+            ///
+            /// - Remark: Generated from `#/paths//v1/domain-companies/get(listDomainCompanies)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListDomainCompanies.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.ListDomainCompanies.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/domain-companies/get(listDomainCompanies)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/domain-companies/get(listDomainCompanies)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Join (automatic: `joined`, idempotent for members) or ask to (approval: `pending`). 404 not_found when the caller's confirmed address is not at a verified domain of a company that allows it; 403 removed_from_company, participant_limit_reached.
+    ///
+    /// - Remark: HTTP `POST /v1/domain-companies/{cid}/join`.
+    /// - Remark: Generated from `#/paths//v1/domain-companies/{cid}/join/post(joinByDomain)`.
+    package enum JoinByDomain {
+        package static let id: Swift.String = "joinByDomain"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/domain-companies/{cid}/join/POST/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/domain-companies/{cid}/join/POST/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                package init(cid: Components.Parameters.CompanyID) {
+                    self.cid = cid
+                }
+            }
+            package var path: Operations.JoinByDomain.Input.Path
+            /// - Remark: Generated from `#/paths/v1/domain-companies/{cid}/join/POST/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.JoinByDomain.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.JoinByDomain.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.JoinByDomain.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.JoinByDomain.Input.Path,
+                headers: Operations.JoinByDomain.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/domain-companies/{cid}/join/POST/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/domain-companies/{cid}/join/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.DomainJoinOutcome)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.DomainJoinOutcome {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.JoinByDomain.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.JoinByDomain.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK
+            ///
+            /// - Remark: Generated from `#/paths//v1/domain-companies/{cid}/join/post(joinByDomain)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.JoinByDomain.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.JoinByDomain.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/domain-companies/{cid}/join/post(joinByDomain)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/domain-companies/{cid}/join/post(joinByDomain)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/domain-companies/{cid}/join/post(joinByDomain)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
                             response: self
                         )
                     }
@@ -11602,7 +13830,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/shares/{token}/get(previewShare)/responses/403`.
@@ -11626,7 +13854,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/shares/{token}/get(previewShare)/responses/429`.
@@ -11701,7 +13929,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/shares/{token}/get(previewShare)/responses/401`.
@@ -11725,7 +13953,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/shares/{token}/get(previewShare)/responses/410`.
@@ -11826,7 +14054,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/shares/{token}/accept/post(acceptShare)/responses/429`.
@@ -11850,7 +14078,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/shares/{token}/accept/post(acceptShare)/responses/400`.
@@ -11925,7 +14153,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/shares/{token}/accept/post(acceptShare)/responses/401`.
@@ -11949,7 +14177,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/shares/{token}/accept/post(acceptShare)/responses/403`.
@@ -11973,7 +14201,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/shares/{token}/accept/post(acceptShare)/responses/409`.
@@ -11997,7 +14225,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/shares/{token}/accept/post(acceptShare)/responses/410`.
@@ -12016,6 +14244,1547 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "gone",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Invitations by email, newest first, with their state; never their tokens or codes (owner, or managers when allowed).
+    ///
+    /// - Remark: HTTP `GET /v1/companies/{cid}/invitations`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/get(listInvitations)`.
+    package enum ListInvitations {
+        package static let id: Swift.String = "listInvitations"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/GET/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/GET/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                package init(cid: Components.Parameters.CompanyID) {
+                    self.cid = cid
+                }
+            }
+            package var path: Operations.ListInvitations.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListInvitations.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListInvitations.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.ListInvitations.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.ListInvitations.Input.Path,
+                headers: Operations.ListInvitations.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.InvitationList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.InvitationList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.ListInvitations.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.ListInvitations.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/get(listInvitations)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListInvitations.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.ListInvitations.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/get(listInvitations)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/get(listInvitations)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Invite an address with a role and masks, and mail it a link and a code (in the invitee's language). The role and masks cannot exceed the inviter's: a manager invites members with departments they manage and no manager bits. A second open invitation to the same address replaces the first (whose link and code stop working). Expires in 7 days. 403 forbidden, tier_forbids_sharing, dept_mask_forbidden; 409 already_member; 400 validation_failed.
+    ///
+    /// - Remark: HTTP `POST /v1/companies/{cid}/invitations`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/post(createInvitation)`.
+    package enum CreateInvitation {
+        package static let id: Swift.String = "createInvitation"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/POST/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/POST/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                package init(cid: Components.Parameters.CompanyID) {
+                    self.cid = cid
+                }
+            }
+            package var path: Operations.CreateInvitation.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/POST/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CreateInvitation.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CreateInvitation.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.CreateInvitation.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/POST/requestBody`.
+            @frozen package enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.CreateInvitationRequest)
+            }
+            package var body: Operations.CreateInvitation.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            package init(
+                path: Operations.CreateInvitation.Input.Path,
+                headers: Operations.CreateInvitation.Input.Headers = .init(),
+                body: Operations.CreateInvitation.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/POST/responses/201/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/POST/responses/201/content/application\/json`.
+                    case json(Components.Schemas.Invitation)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.Invitation {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.CreateInvitation.Output.Created.Body
+                /// Creates a new `Created`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.CreateInvitation.Output.Created.Body) {
+                    self.body = body
+                }
+            }
+            /// OK
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/post(createInvitation)/responses/201`.
+            ///
+            /// HTTP response code: `201 created`.
+            case created(Operations.CreateInvitation.Output.Created)
+            /// The associated value of the enum case if `self` is `.created`.
+            ///
+            /// - Throws: An error if `self` is not `.created`.
+            /// - SeeAlso: `.created`.
+            package var created: Operations.CreateInvitation.Output.Created {
+                get throws {
+                    switch self {
+                    case let .created(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "created",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/post(createInvitation)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/post(createInvitation)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/post(createInvitation)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/post(createInvitation)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            package var conflict: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/post(createInvitation)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            package var contentTooLarge: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/post(createInvitation)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Revoke an open invitation: its link and code stop working. 404 invitation_not_found (unknown, or no longer open).
+    ///
+    /// - Remark: HTTP `DELETE /v1/companies/{cid}/invitations/{id}`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/{id}/delete(revokeInvitation)`.
+    package enum RevokeInvitation {
+        package static let id: Swift.String = "revokeInvitation"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/{id}/DELETE/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/{id}/DELETE/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/{id}/DELETE/path/id`.
+                package var id: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                ///   - id:
+                package init(
+                    cid: Components.Parameters.CompanyID,
+                    id: Swift.String
+                ) {
+                    self.cid = cid
+                    self.id = id
+                }
+            }
+            package var path: Operations.RevokeInvitation.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/{id}/DELETE/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RevokeInvitation.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RevokeInvitation.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.RevokeInvitation.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.RevokeInvitation.Input.Path,
+                headers: Operations.RevokeInvitation.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                package init() {}
+            }
+            /// Revoked.
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/{id}/delete(revokeInvitation)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.RevokeInvitation.Output.NoContent)
+            /// Revoked.
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/{id}/delete(revokeInvitation)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            package static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            package var noContent: Operations.RevokeInvitation.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/{id}/delete(revokeInvitation)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/{id}/delete(revokeInvitation)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/{id}/delete(revokeInvitation)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Mail the invitation again with a new link and code (the old ones stop working) and a fresh 7-day expiry; also revives an expired one. At most once a minute: 429 over_email_send_rate_limit with Retry-After. 404 invitation_not_found (unknown, accepted, declined or revoked).
+    ///
+    /// - Remark: HTTP `POST /v1/companies/{cid}/invitations/{id}/resend`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/{id}/resend/post(resendInvitation)`.
+    package enum ResendInvitation {
+        package static let id: Swift.String = "resendInvitation"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/{id}/resend/POST/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/{id}/resend/POST/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/{id}/resend/POST/path/id`.
+                package var id: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                ///   - id:
+                package init(
+                    cid: Components.Parameters.CompanyID,
+                    id: Swift.String
+                ) {
+                    self.cid = cid
+                    self.id = id
+                }
+            }
+            package var path: Operations.ResendInvitation.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/{id}/resend/POST/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ResendInvitation.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ResendInvitation.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.ResendInvitation.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.ResendInvitation.Input.Path,
+                headers: Operations.ResendInvitation.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/{id}/resend/POST/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/companies/{cid}/invitations/{id}/resend/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Invitation)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.Invitation {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.ResendInvitation.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.ResendInvitation.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/{id}/resend/post(resendInvitation)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ResendInvitation.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.ResendInvitation.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/{id}/resend/post(resendInvitation)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/{id}/resend/post(resendInvitation)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/{id}/resend/post(resendInvitation)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/invitations/{id}/resend/post(resendInvitation)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            package var tooManyRequests: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// The open invitations to the caller's confirmed address (account session), to accept or decline.
+    ///
+    /// - Remark: HTTP `GET /v1/invitations`.
+    /// - Remark: Generated from `#/paths//v1/invitations/get(listMyInvitations)`.
+    package enum ListMyInvitations {
+        package static let id: Swift.String = "listMyInvitations"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/invitations/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyInvitations.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListMyInvitations.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.ListMyInvitations.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            package init(headers: Operations.ListMyInvitations.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/invitations/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/invitations/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.ReceivedInvitationList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.ReceivedInvitationList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.ListMyInvitations.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.ListMyInvitations.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/get(listMyInvitations)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListMyInvitations.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.ListMyInvitations.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/get(listMyInvitations)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/get(listMyInvitations)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Join with the invitation's role and masks (account session). `id` is the invitation's id, or the token of the mailed link, or the mailed six-digit code. The caller's confirmed address must be the invited one: 403 invitation_email_mismatch otherwise. 403 participant_limit_reached, tier_forbids_sharing; 404 invitation_not_found; 409 already_member; 410 invitation_expired, invitation_used (accepted or declined), invitation_revoked.
+    ///
+    /// - Remark: HTTP `POST /v1/invitations/{id}/accept`.
+    /// - Remark: Generated from `#/paths//v1/invitations/{id}/accept/post(acceptInvitation)`.
+    package enum AcceptInvitation {
+        package static let id: Swift.String = "acceptInvitation"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/invitations/{id}/accept/POST/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/invitations/{id}/accept/POST/path/id`.
+                package var id: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id:
+                package init(id: Swift.String) {
+                    self.id = id
+                }
+            }
+            package var path: Operations.AcceptInvitation.Input.Path
+            /// - Remark: Generated from `#/paths/v1/invitations/{id}/accept/POST/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.AcceptInvitation.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.AcceptInvitation.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.AcceptInvitation.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.AcceptInvitation.Input.Path,
+                headers: Operations.AcceptInvitation.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/invitations/{id}/accept/POST/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/invitations/{id}/accept/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.CompanySummary)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.CompanySummary {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.AcceptInvitation.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.AcceptInvitation.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// OK
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/{id}/accept/post(acceptInvitation)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.AcceptInvitation.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.AcceptInvitation.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/{id}/accept/post(acceptInvitation)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/{id}/accept/post(acceptInvitation)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/{id}/accept/post(acceptInvitation)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/{id}/accept/post(acceptInvitation)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            package var conflict: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/{id}/accept/post(acceptInvitation)/responses/410`.
+            ///
+            /// HTTP response code: `410 gone`.
+            case gone(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.gone`.
+            ///
+            /// - Throws: An error if `self` is not `.gone`.
+            /// - SeeAlso: `.gone`.
+            package var gone: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .gone(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gone",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/{id}/accept/post(acceptInvitation)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            package var tooManyRequests: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Decline an invitation to the caller's confirmed address (account session); `id` as for accept. Errors as for accept.
+    ///
+    /// - Remark: HTTP `POST /v1/invitations/{id}/decline`.
+    /// - Remark: Generated from `#/paths//v1/invitations/{id}/decline/post(declineInvitation)`.
+    package enum DeclineInvitation {
+        package static let id: Swift.String = "declineInvitation"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/invitations/{id}/decline/POST/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/invitations/{id}/decline/POST/path/id`.
+                package var id: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id:
+                package init(id: Swift.String) {
+                    self.id = id
+                }
+            }
+            package var path: Operations.DeclineInvitation.Input.Path
+            /// - Remark: Generated from `#/paths/v1/invitations/{id}/decline/POST/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeclineInvitation.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeclineInvitation.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.DeclineInvitation.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.DeclineInvitation.Input.Path,
+                headers: Operations.DeclineInvitation.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                package init() {}
+            }
+            /// Declined.
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/{id}/decline/post(declineInvitation)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.DeclineInvitation.Output.NoContent)
+            /// Declined.
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/{id}/decline/post(declineInvitation)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            package static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            package var noContent: Operations.DeclineInvitation.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/{id}/decline/post(declineInvitation)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/{id}/decline/post(declineInvitation)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/{id}/decline/post(declineInvitation)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/{id}/decline/post(declineInvitation)/responses/410`.
+            ///
+            /// HTTP response code: `410 gone`.
+            case gone(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.gone`.
+            ///
+            /// - Throws: An error if `self` is not `.gone`.
+            /// - SeeAlso: `.gone`.
+            package var gone: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .gone(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gone",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/invitations/{id}/decline/post(declineInvitation)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            package var tooManyRequests: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
                             response: self
                         )
                     }
@@ -12149,7 +15918,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/members/get(listMembers)/responses/401`.
@@ -12173,7 +15942,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/members/get(listMembers)/responses/403`.
@@ -12290,7 +16059,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/members/{accountId}/patch(updateMember)/responses/413`.
@@ -12365,7 +16134,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/members/{accountId}/patch(updateMember)/responses/400`.
@@ -12389,7 +16158,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/members/{accountId}/patch(updateMember)/responses/404`.
@@ -12413,7 +16182,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/members/{accountId}/patch(updateMember)/responses/401`.
@@ -12437,7 +16206,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/members/{accountId}/patch(updateMember)/responses/403`.
@@ -12461,7 +16230,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/members/{accountId}/patch(updateMember)/responses/415`.
@@ -12569,7 +16338,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/members/{accountId}/delete(removeMember)/responses/400`.
@@ -12628,7 +16397,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/members/{accountId}/delete(removeMember)/responses/404`.
@@ -12652,7 +16421,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/members/{accountId}/delete(removeMember)/responses/409`.
@@ -12676,7 +16445,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/members/{accountId}/delete(removeMember)/responses/401`.
@@ -12700,7 +16469,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/members/{accountId}/delete(removeMember)/responses/403`.
@@ -12801,7 +16570,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/leave/post(leaveCompany)/responses/400`.
@@ -12860,7 +16629,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/leave/post(leaveCompany)/responses/409`.
@@ -12884,7 +16653,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/leave/post(leaveCompany)/responses/401`.
@@ -12908,7 +16677,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/leave/post(leaveCompany)/responses/403`.
@@ -13018,7 +16787,7 @@ package enum Operations {
             }
         }
         @frozen package enum Output: Sendable, Hashable {
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/transfer/post(transferOwnership)/responses/400`.
@@ -13042,7 +16811,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/transfer/post(transferOwnership)/responses/413`.
@@ -13117,7 +16886,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/transfer/post(transferOwnership)/responses/404`.
@@ -13141,7 +16910,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/transfer/post(transferOwnership)/responses/401`.
@@ -13165,7 +16934,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/transfer/post(transferOwnership)/responses/403`.
@@ -13189,7 +16958,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/transfer/post(transferOwnership)/responses/415`.
@@ -13353,7 +17122,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/400`.
@@ -13377,7 +17146,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/401`.
@@ -13401,7 +17170,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/403`.
@@ -13425,7 +17194,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/404`.
@@ -13449,7 +17218,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/409`.
@@ -13473,7 +17242,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/413`.
@@ -13497,7 +17266,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/415`.
@@ -13521,7 +17290,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/subscription/post(reportPurchase)/responses/422`.
@@ -13685,7 +17454,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/sync/push/post(syncPush)/responses/400`.
@@ -13709,7 +17478,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/sync/push/post(syncPush)/responses/401`.
@@ -13733,7 +17502,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/sync/push/post(syncPush)/responses/403`.
@@ -13757,7 +17526,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/sync/push/post(syncPush)/responses/413`.
@@ -13781,7 +17550,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/sync/push/post(syncPush)/responses/415`.
@@ -13945,7 +17714,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/sync/digest/post(syncDigest)/responses/400`.
@@ -13969,7 +17738,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/sync/digest/post(syncDigest)/responses/401`.
@@ -13993,7 +17762,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/sync/digest/post(syncDigest)/responses/403`.
@@ -14017,7 +17786,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/sync/digest/post(syncDigest)/responses/413`.
@@ -14041,7 +17810,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company (403), not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave (409), share_expired (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password (422), over_request_rate_limit (429).
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/companies/{cid}/sync/digest/post(syncDigest)/responses/415`.

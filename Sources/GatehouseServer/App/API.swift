@@ -29,6 +29,10 @@ final class API: APIProtocol {
     let admin: AdminService
     let companies: CompanyService
     let shares: ShareService
+    /// Company domains and their DNS proof, and joining a company by one.
+    let domains: DomainService
+    let domainJoins: DomainJoinService
+    let invitations: InvitationService
     let subscriptions: SubscriptionService
     let credentials: CredentialService
     let factors: FactorService
@@ -93,7 +97,13 @@ final class API: APIProtocol {
         shares = ShareService(
             store: env.store, clock: env.clock, settings: env.settings, trail: env.trail,
             publicURL: env.publicURL, throttling: throttling)
+        invitations = InvitationService(
+            store: env.store, clock: env.clock, settings: env.settings, trail: env.trail, mail: mail,
+            publicURL: env.publicURL, throttling: throttling)
         subscriptions = services.subscriptions
+        domains = DomainService(
+            store: env.store, clock: env.clock, trail: env.trail, lookup: services.domainLookup)
+        domainJoins = DomainJoinService(store: env.store, clock: env.clock, trail: env.trail)
         credentials = CredentialService(
             store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, trail: env.trail,
             hasher: env.hasher,

@@ -24,6 +24,9 @@ public struct GatehouseServices: Sendable {
     let sync: SyncService
     /// Company tiers bought in the app.
     let subscriptions: SubscriptionService
+    /// Where company domains' TXT records are looked up, and the worker that looks at verified ones again.
+    let domainLookup: any TXTLookup
+    let domainRechecks: DomainRechecks
     /// The pages' and mails' templates, the operator's overrides included.
     public let templates: Templates
 
@@ -77,6 +80,11 @@ public struct GatehouseServices: Sendable {
             store: store, clock: clock, trail: trail, mailer: mailer,
             verifier: try Self.appStoreVerifier(configuration.appStore), products: configuration.appStore.products,
             logger: logger)
+        let domainLookup = DNSResolver(
+            server: configuration.dnsResolver.flatMap(DNSResolver.address) ?? DNSResolver.system())
+        self.domainLookup = domainLookup
+        self.domainRechecks = DomainRechecks(
+            store: store, lookup: domainLookup, clock: clock, trail: trail, mailer: mailer, logger: logger)
         let appleKeys = JWKSCache(url: settings.appleJWKSURL)
         let appleRevocations = AppleSignInAPI(settings: settings.appleSignIn, audiences: settings.appleAudiences).map {
             AppleRevocations(store: store, api: $0, box: box, clock: clock, trail: trail, logger: logger)
@@ -219,6 +227,7 @@ public func buildApplication(
             Sweeper(
                 store: services.store, settings: configuration.sweep, auth: configuration.auth, clock: services.clock,
                 logger: logger),
+            services.domainRechecks,
         ] + [services.parts.appleRevocations].compactMap { $0 },
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port

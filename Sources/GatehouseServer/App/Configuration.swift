@@ -51,6 +51,9 @@ public struct GatehouseConfiguration: Sendable, Equatable {
     public var appleAppIDs: [String] = []
     /// In-app purchases of company tiers: which apps, environments and products count, and whose signatures.
     public var appStore = AppStoreSettings()
+    /// The DNS resolver (`HOST:PORT`) that company domains' TXT records are looked up through; nil for the system's
+    /// (the first `nameserver` in /etc/resolv.conf).
+    public var dnsResolver: String?
 
     public init() {}
 

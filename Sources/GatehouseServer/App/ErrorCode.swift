@@ -227,4 +227,24 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case conflict = "conflict"
     /// No custom provider has that identifier.
     case providerNotFound = "provider_not_found"
+    /// Another company holds that domain verified: one company per domain. Nothing changed.
+    case domainAlreadyVerified = "domain_already_verified"
+    /// The company has added that domain already.
+    case domainExists = "domain_exists"
+    /// The domain's challenge TXT record was not found, or holds another value: the domain stays pending.
+    case domainRecordNotFound = "domain_record_not_found"
+    /// The DNS resolver (`--dns-resolver`) did not answer in time, or answered with a failure: try again later.
+    case dnsLookupFailed = "dns_lookup_failed"
+    /// An invitation to an account that is a member already (or a member accepting one).
+    case alreadyMember = "already_member"
+    /// An invitation accepted or declined by an account whose confirmed address is not the invited one.
+    case invitationEmailMismatch = "invitation_email_mismatch"
+    /// An invitation past its expiry (7 days after it was last sent).
+    case invitationExpired = "invitation_expired"
+    /// No invitation has that id, link token or code.
+    case invitationNotFound = "invitation_not_found"
+    /// An invitation already accepted or declined: each is used once.
+    case invitationUsed = "invitation_used"
+    /// An invitation its company revoked, or replaced with a newer one to the same address.
+    case invitationRevoked = "invitation_revoked"
 }

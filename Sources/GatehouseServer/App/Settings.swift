@@ -78,7 +78,7 @@ extension Setting {
         anonymousRetention, passkeys, passkeyRPID, passkeyOrigins, passkeyRPName, appleAppIDs, appStoreBundleIDs,
         appStoreAppID, appStoreEnvironments, appStoreProducts, appStoreRootCertificates, appStoreIssuerID,
         appStoreKeyID, appStoreKeyFile, appStoreAPIURL, appleTeamID, appleKeyID, applePrivateKeyFile, applePrivateKey,
-        appleClientID, appleAPIURL, googleClientIDs, googleJWKSURL, manualLinking,
+        appleClientID, appleAPIURL, googleClientIDs, googleJWKSURL, manualLinking, dnsResolver,
     ]
 
     public static let host = Setting("host", default: .value("127.0.0.1"), meaning: "address to listen on") {
@@ -288,6 +288,19 @@ extension Setting {
         meaning: "where Google's signing keys are fetched (cached for an hour, fetched again for an unknown key id)"
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.googleJWKSURL = try httpURL(value, source: source)
+    }
+
+    public static let dnsResolver = Setting(
+        "dns-resolver", default: .unset(note: "the system's: the first `nameserver` in /etc/resolv.conf"),
+        meaning: """
+            `HOST:PORT` (`[IPv6]:PORT`; the port defaults to 53) of the recursive resolver that company domains' TXT \
+            records are looked up through, over UDP, three seconds per lookup
+            """
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard DNSResolver.address(value) != nil else {
+            throw ConfigurationError("\(source) must be an IP address and port such as 127.0.0.1:53, got '\(value)'")
+        }
+        config.dnsResolver = value
     }
 
     public static let manualLinking = Setting(

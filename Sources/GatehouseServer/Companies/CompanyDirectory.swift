@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseAPI
 import SQLKit
 
 /// What another feature asks of companies: is this account a member, with which role and masks; a company's row;
@@ -39,6 +40,38 @@ struct CompanyDirectory {
     func summaries(accountID: String) async throws -> [CompanySummaryRecord] {
         try await companies.summaries(accountID: accountID)
     }
+
+    /// Takes the company row's write lock for the rest of the transaction, so that admissions count one at a time.
+    func lock(_ companyID: String) async throws {
+        try await companies.lock(companyID)
+    }
+
+    /// Participants besides the owner, as the tier's limit counts them.
+    func participantCount(_ companyID: String) async throws -> Int {
+        try await companies.participantCount(companyID)
+    }
+
+    /// How the account's last membership of the company ended; nil if it never ended.
+    func former(_ companyID: String, accountID: String) async throws -> FormerMembership? {
+        try await companies.former(companyID, accountID: accountID)
+    }
+
+    /// Makes the account a member with `role` and masks (an invitation's acceptance), in the caller's transaction.
+    func admit(
+        _ companyID: String, accountID: String, role: MemberRole, deptMask: Int64, managerMask: Int64, now: Date
+    ) async throws {
+        try await companies.addMember(companyID, accountID: accountID, role: role, now: now)
+        if deptMask != 0 || managerMask != 0 {
+            try await companies.updateMember(
+                companyID, accountID: accountID, role: role, deptMask: deptMask, managerMask: managerMask)
+        }
+    }
+
+    /// The name other members see of a profile (never the email).
+    static func displayName(_ metadataJSON: String) -> String { CompanyRepository.displayName(metadataJSON) }
+
+    /// The same, from the profile as the account holds it.
+    static func displayName(_ metadata: [String: JSONValue]) -> String { CompanyRepository.displayName(metadata) }
 
     /// Ends an account's sessions in one company, but for `except`.
     func endSessions(_ companyID: String, accountID: String, except: String?, now: Date) async throws {

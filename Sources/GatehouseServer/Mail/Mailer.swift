@@ -39,6 +39,10 @@ public struct Mailer: Sendable {
         /// A company's App Store subscription stopped giving its tier: `state` is expired, billing_retry, refunded
         /// or revoked.
         case subscriptionEnded(company: String, state: String)
+        /// A company's domain failed its re-checks in a row and no longer counts as the company's.
+        case domainVerificationLost(company: String, domain: String)
+        /// An invitation to join a company by email: its link and six-digit code, valid for `days` days.
+        case companyInvitation(company: String, inviter: String, readOnly: Bool, code: String, link: String, days: Int)
 
         /// Its templates' file name: `magic_link` for `LOCALE/magic_link.{subject,text,html}.mustache`.
         var name: String {
@@ -58,6 +62,8 @@ public struct Mailer: Sendable {
             case .signInMethodAdded: "sign_in_method_added"
             case .signInMethodRemoved: "sign_in_method_removed"
             case .subscriptionEnded: "subscription_ended"
+            case .domainVerificationLost: "domain_verification_lost"
+            case .companyInvitation: "company_invitation"
             }
         }
 
@@ -78,6 +84,12 @@ public struct Mailer: Sendable {
             case .signInMethodAdded(let method, let name), .signInMethodRemoved(let method, let name):
                 method.variables.merging(["name": name]) { $1 }
             case .subscriptionEnded(let company, let state): ["company": company, state: "yes"]
+            case .domainVerificationLost(let company, let domain): ["company": company, "domain": domain]
+            case .companyInvitation(let company, let inviter, let readOnly, let code, let link, let days):
+                [
+                    "company": company, "inviter": inviter, readOnly ? "read_only" : "member": "yes", "code": code,
+                    "link": link, "expires_days": String(days),
+                ]
             }
         }
 
@@ -98,6 +110,10 @@ public struct Mailer: Sendable {
             .signInMethodAdded(.passkey, name: "iCloud Keychain"),
             .signInMethodRemoved(.authenticator, name: "Authenticator app"),
             .subscriptionEnded(company: "Acme Corp", state: "refunded"),
+            .domainVerificationLost(company: "Acme Corp", domain: "acme.example"),
+            .companyInvitation(
+                company: "Acme Corp", inviter: "Ada Lovelace", readOnly: false, code: "123456",
+                link: "https://auth.example.com/account?invitation=sample-link-token", days: 7),
         ]
 
         private static func sampleLink(_ type: String) -> String {

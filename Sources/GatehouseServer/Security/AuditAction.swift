@@ -21,6 +21,18 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case companyLogin = "company_login"
     case companyLoginFailed = "company_login_failed"
     case companyUpdated = "company_updated"
+    /// A company's domains: added, proven by its TXT record, removed, and verification dropped after repeated failed
+    /// re-checks (the owner is mailed).
+    case domainAdded = "domain_added"
+    case domainVerified = "domain_verified"
+    case domainRemoved = "domain_removed"
+    case domainVerificationLost = "domain_verification_lost"
+    /// Joining by domain: the setting changed, an account joined or asked to, the owner approved or declined.
+    case domainJoinChanged = "domain_join_changed"
+    case domainJoined = "domain_joined"
+    case domainJoinRequested = "domain_join_requested"
+    case domainJoinApproved = "domain_join_approved"
+    case domainJoinDeclined = "domain_join_declined"
     case credentialCreated = "credential_created"
     case credentialDeleted = "credential_deleted"
     case credentialPasswordChangeFailed = "credential_password_change_failed"
@@ -107,4 +119,11 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case passkeyRegistrationFailed = "passkey_registration_failed"
     case passkeySignInFailed = "passkey_sign_in_failed"
     case passkeyCloneSuspected = "passkey_clone_suspected"
+    /// Invitations by email: sent (or replaced by a new one to the same address), mailed again, revoked, accepted
+    /// and declined. The detail names the invitation and its role, never its address's token or code.
+    case invitationSent = "invitation_sent"
+    case invitationResent = "invitation_resent"
+    case invitationRevoked = "invitation_revoked"
+    case invitationAccepted = "invitation_accepted"
+    case invitationDeclined = "invitation_declined"
 }

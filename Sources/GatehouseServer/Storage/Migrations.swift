@@ -614,5 +614,69 @@ public enum Migrations {
             try await db.create(index: "oauth_states_continue").on("oauth_states").column("continue_hash").run()
             try await db.create(index: "oauth_states_expires").on("oauth_states").column("expires_at").run()
         },
+        Migration(version: 15, name: "invitations by email") { db in
+            // One row per invitation: to a normalized address, with the role and masks it grants. The link's token
+            // and the mailed code are kept only as digests. At most one open invitation per company and address
+            // (a second one replaces the first, in `InvitationRepository.insert`).
+            try await db.create(table: "invitations")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("company_id", type: .text, .notNull, .references("companies", "id", onDelete: .cascade))
+                .column("email", type: .text, .notNull)
+                .column("role", type: .text, .notNull)
+                .column("dept_mask", type: .bigint, .notNull)
+                .column("manager_mask", type: .bigint, .notNull)
+                .column("token_hash", type: .text, .notNull, .unique)
+                .column("code_hash", type: .text, .notNull)
+                .column("invited_by", type: .text, .notNull)
+                .column("created_at", type: .bigint, .notNull)
+                .column("sent_at", type: .bigint, .notNull)
+                .column("expires_at", type: .bigint, .notNull)
+                .column("used_at", type: .bigint)
+                .column("used_by", type: .text)
+                .column("declined_at", type: .bigint)
+                .column("revoked_at", type: .bigint)
+                .run()
+            try await db.create(index: "invitations_company").on("invitations").column("company_id").run()
+            try await db.create(index: "invitations_email").on("invitations").column("email").run()
+            try await db.create(index: "invitations_expires").on("invitations").column("expires_at").run()
+        },
+        Migration(version: 16, name: "company domains proven by a DNS TXT record") { db in
+            // A company's domains; a verified one is re-checked at `next_check_at`. One company at a time holds a
+            // domain verified: the partial unique index is the rule's last word when two verify at once.
+            try await db.create(table: "company_domains")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("company_id", type: .text, .notNull, .references("companies", "id", onDelete: .cascade))
+                .column("domain", type: .text, .notNull)
+                .column("token", type: .text, .notNull)
+                .column("verified_at", type: .bigint)
+                .column("failures", type: .bigint, .notNull)
+                .column("next_check_at", type: .bigint)
+                .column("last_checked_at", type: .bigint)
+                .column("created_at", type: .bigint, .notNull)
+                .unique("company_id", "domain")
+                .run()
+            try await db.raw(
+                "CREATE UNIQUE INDEX company_domains_verified ON company_domains (domain) WHERE verified_at IS NOT NULL"
+            ).run()
+            try await db.create(index: "company_domains_due").on("company_domains").column("next_check_at").run()
+            // Joining by domain: each company's choice (no row: off), and the requests that wait for its owner.
+            try await db.create(table: "company_domain_join")
+                .column(
+                    "company_id", type: .text, .primaryKey(autoIncrement: false),
+                    .references("companies", "id", onDelete: .cascade)
+                )
+                .column("mode", type: .text, .notNull)
+                .column("role", type: .text, .notNull)
+                .column("dept_mask", type: .bigint, .notNull)
+                .column("updated_at", type: .bigint, .notNull)
+                .run()
+            try await db.create(table: "domain_join_requests")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("company_id", type: .text, .notNull, .references("companies", "id", onDelete: .cascade))
+                .column("account_id", type: .text, .notNull, .references("accounts", "id", onDelete: .cascade))
+                .column("created_at", type: .bigint, .notNull)
+                .unique("company_id", "account_id")
+                .run()
+        },
     ]
 }

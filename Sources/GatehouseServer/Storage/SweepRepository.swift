@@ -38,6 +38,8 @@ enum SweepKind: String, CaseIterable, Sendable {
     case appStoreNotifications = "app_store_notifications"
     /// Sign in with Apple notifications applied more than 30 days ago (their `iat` may be an hour old at most).
     case appleNotifications = "apple_notifications"
+    /// Invitations by email 30 days after they ended (accepted, declined, revoked or expired).
+    case invitations
 
     var table: String {
         switch self {
@@ -56,6 +58,7 @@ enum SweepKind: String, CaseIterable, Sendable {
         case .passkeyChallenges: "passkey_challenges"
         case .appStoreNotifications: "app_store_notifications"
         case .appleNotifications: "apple_notifications"
+        case .invitations: "invitations"
         }
     }
 
@@ -84,6 +87,7 @@ struct SweepCutoffs: Sendable, Equatable {
     let auditBefore: Int64?
     var anonymousIdleBefore: Int64 = .min
     var appStoreNotificationsBefore: Int64 = .min
+    var invitationsEndedBefore: Int64 = .min
 }
 
 /// All SQL of the sweeper. A batch is found by a plain read (no write lock held while the store is searched), then
@@ -189,6 +193,12 @@ struct SweepRepository {
             return "status = 'unverified' AND created_at < \(bind: c.codesExpiredBefore)"
         case .appStoreNotifications, .appleNotifications:
             return "received_at < \(bind: c.appStoreNotificationsBefore)"
+        case .invitations:
+            let at = c.invitationsEndedBefore
+            return """
+                expires_at < \(bind: at) OR used_at < \(bind: at) OR declined_at < \(bind: at) \
+                OR revoked_at < \(bind: at)
+                """
         case .audit:
             // Never reached with no retention: the sweeper skips the kind.
             return "occurred_at < \(bind: c.auditBefore ?? Int64.min)"

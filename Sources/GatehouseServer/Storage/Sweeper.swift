@@ -13,6 +13,8 @@ enum SweepRules {
     static let throttleWindow: TimeInterval = 24 * 3600
     /// An applied App Store notification is remembered 30 days: Apple retries one for about three.
     static let appStoreNotificationRetention: TimeInterval = 30 * 24 * 3600
+    /// How long an ended invitation stays listed for its company (accepted, declined, revoked or expired).
+    static let endedInvitationRetention: TimeInterval = 30 * 24 * 3600
 
     /// How long a rotated refresh token is kept: a day, as GoTrue's cleanup keeps revoked tokens, or four
     /// access-token lifetimes if that is longer, and never less than the reuse grace. A device whose token was stolen
@@ -37,7 +39,8 @@ enum SweepRules {
             throttlesIdleBefore: before(max(throttleWindow, auth.resendCooldown)),
             auditBefore: sweep.auditRetention > 0 ? before(sweep.auditRetention) : nil,
             anonymousIdleBefore: before(sweep.anonymousRetention),
-            appStoreNotificationsBefore: before(appStoreNotificationRetention))
+            appStoreNotificationsBefore: before(appStoreNotificationRetention),
+            invitationsEndedBefore: before(endedInvitationRetention))
     }
 }
 

@@ -22,12 +22,14 @@ struct AccountPages: Sendable {
     let external: ExternalSignIn
     let customProviders: CustomProviders
     let oauthFlow: OAuthFlow
+    /// The open invitations to the account's address, to accept or decline.
+    let invitations: InvitationService
 
     // MARK: The account page
 
     func account(
         notice: String? = nil, deleteError: APIError? = nil, passkeyError: String? = nil,
-        status: HTTPResponse.Status = .ok, reviewPasskeys: Bool = false
+        status: HTTPResponse.Status = .ok, reviewPasskeys: Bool = false, linkedInvitation: String? = nil
     ) async throws -> WebAnswer {
         let (caller, cookies) = try await kit.signedIn()
         // An account with a verified factor gives a code before its page opens.
@@ -48,6 +50,7 @@ struct AccountPages: Sendable {
         fields.merge(try await passkeyFields(caller, review: reviewPasskeys)) { $1 }
         let identities = try await identityFields(caller)
         fields.merge(identities) { $1 }
+        fields.merge(try await invitationFields(caller, linked: linkedInvitation)) { $1 }
         if let notice { fields["notice"] = notice }
         if let passkeyError { fields["passkey_error"] = passkeyError }
         if let deleteError {
@@ -137,6 +140,40 @@ struct AccountPages: Sendable {
             "identities": rows, "link_providers": offered, "has_link_providers": !offered.isEmpty,
             "csrf_token": pageToken(caller),
         ]
+    }
+
+    /// The invitations section: the open invitations to the account's confirmed address, the one a mailed link
+    /// (`?invitation=<token>`) named marked, each with its Join and Decline forms.
+    func invitationFields(_ caller: Caller, linked token: String?) async throws -> [String: Any] {
+        var linkedID: String?
+        if let token { linkedID = try await invitations.identify(token, by: caller) }
+        let rows: [[String: Any]] = try await invitations.received(by: caller).map { received in
+            [
+                "id": received.invitation.id, "company": received.companyName, "inviter": received.inviterName,
+                "read_only": received.invitation.role == .readOnly,
+                "expires": PageKit.dateText(received.invitation.expiresAt),
+                "linked": received.invitation.id == linkedID,
+            ]
+        }
+        return ["invitations": rows, "has_invitations": !rows.isEmpty, "csrf_token": pageToken(caller)]
+    }
+
+    /// Accepts or declines an invitation from the account page, refusals said on the page.
+    func answerInvitation(id: String, accept: Bool, token: String?) async throws -> WebAnswer {
+        _ = try await kit.formClient()
+        let (caller, cookies) = try await kit.signedIn()
+        do {
+            try PasskeyPages.checkPageToken(token, caller: caller, box: box)
+            if accept {
+                _ = try await invitations.accept(id, by: caller)
+            } else {
+                try await invitations.decline(id, by: caller)
+            }
+        } catch let error as APIError {
+            return try await account(notice: error.message, status: error.status)
+        }
+        return .redirect(
+            "/account?notice=\(accept ? "invitation_accepted" : "invitation_declined")", cookies: cookies)
     }
 
     /// A provider as a person calls it.

@@ -28,7 +28,8 @@ struct PageRoutes: Sendable {
         let account = AccountPages(
             kit: kit, profiles: api.profiles, accountSessions: api.accountSessions, deletion: api.accountDeletion,
             store: env.store, settings: env.settings, factors: api.factors, passkeys: api.passkeys, box: services.box,
-            external: api.external, customProviders: api.customProviders, oauthFlow: api.oauthFlow)
+            external: api.external, customProviders: api.customProviders, oauthFlow: api.oauthFlow,
+            invitations: api.invitations)
         self.kit = kit
         link = LinkPages(
             kit: kit, mail: env.mail, store: env.store, clock: env.clock, settings: env.settings,
@@ -173,7 +174,20 @@ struct AccountPageRoutes {
         "identity_unlinked": "The sign-in method is removed.",
         "identity_taken": "That account is linked to another user already, so it was not linked to this one.",
         "identity_not_linked": "Linking did not finish. Try again, and approve the request at the provider.",
+        "invitation_accepted": "You joined the company: it is in your app's company list.",
+        "invitation_declined": "The invitation is declined.",
     ]
+
+    /// The account page's invitation forms.
+    struct InvitationForm: Decodable {
+        let invitationID: String
+        let csrfToken: String?
+
+        enum CodingKeys: String, CodingKey {
+            case invitationID = "invitation_id"
+            case csrfToken = "csrf_token"
+        }
+    }
 
     /// The account page's identity forms.
     struct IdentityForm: Decodable {
@@ -192,9 +206,24 @@ struct AccountPageRoutes {
         router.get("/account") { request, _ in
             let notice = request.uri.queryParameters["notice"].map(String.init)
             guard notice.map({ Self.notices[$0] != nil }) ?? true else { throw PageInput.invalidParameter }
+            // A mailed invitation's link names its invitation, marked on the page.
+            let invitation = request.uri.queryParameters["invitation"].map(String.init)
             return try await PageInput.answer {
                 try await pages.account(
-                    notice: notice.flatMap { Self.notices[$0] }, reviewPasskeys: notice == "password_changed")
+                    notice: notice.flatMap { Self.notices[$0] }, reviewPasskeys: notice == "password_changed",
+                    linkedInvitation: invitation)
+            }
+        }
+        router.post("/account/invitations/accept") { request, context in
+            let form = try await PageInput.form(InvitationForm.self, request, context)
+            return try await PageInput.answer {
+                try await pages.answerInvitation(id: form.invitationID, accept: true, token: form.csrfToken)
+            }
+        }
+        router.post("/account/invitations/decline") { request, context in
+            let form = try await PageInput.form(InvitationForm.self, request, context)
+            return try await PageInput.answer {
+                try await pages.answerInvitation(id: form.invitationID, accept: false, token: form.csrfToken)
             }
         }
         router.post("/account/identities/link") { request, context in
