@@ -47,6 +47,8 @@ final class FakeProviders: Sendable {
         var secretsSeen: [String] = []
         /// Authorization codes the fake OpenID provider issued (`approve`), by code.
         var codes: [String: Approval] = [:]
+        /// How often the discovery document was fetched.
+        var discoveryFetches = 0
     }
 
     /// A user the fake OpenID provider vouches for, bound to the authorization request it answered.
@@ -77,6 +79,7 @@ final class FakeProviders: Sendable {
             router.get("/google/certs") { _, _ in fake.jwks() }
             // An OpenID provider of its own, issuer the server's base URL, for custom providers.
             router.get("/.well-known/openid-configuration") { _, _ in
+                fake.state.withLockedValue { $0.discoveryFetches += 1 }
                 let base = fake.baseURL
                 return
                     #"{"issuer":"\#(base)","jwks_uri":"\#(base)/google/certs","authorization_endpoint":"\#(base)/authorize","token_endpoint":"\#(base)/token","response_types_supported":["code"]}"#

@@ -126,6 +126,20 @@ struct RedirectFlowTests {
         }
     }
 
+    @Test("sign-ins starting together share one fetch of the provider's discovery document")
+    func discoveryShared() async throws {
+        try await Self.with { h, fake in
+            let before = fake.state.withLockedValue { $0.discoveryFetches }
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<8 {
+                    group.addTask { try await h.client.get("/auth/v1/authorize?" + Self.appQuery).status }
+                }
+                for try await status in group { #expect(status == 302) }
+            }
+            #expect(fake.state.withLockedValue { $0.discoveryFetches } - before == 1)
+        }
+    }
+
     @Test("implicit: the session and the provider's token in the fragment; the same person signs in to one account")
     func implicit() async throws {
         try await Self.with { h, fake in

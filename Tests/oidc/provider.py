@@ -271,7 +271,10 @@ def openid_code(store):
 
     class Extension(OpenIDCode):
         def exists_nonce(self, nonce, req):
-            return any(code.nonce == nonce and code.client_id == req.payload.client_id for code in store.codes.values())
+            # Under the lock: other requests' threads add and remove codes while this one looks.
+            with store.lock:
+                codes = list(store.codes.values())
+            return any(code.nonce == nonce and code.client_id == req.payload.client_id for code in codes)
 
         def get_jwt_config(self, grant, client):
             return {"key": store.keys.current, "alg": "RS256", "iss": store.issuer, "exp": 3600, "kid": store.keys.kid}

@@ -231,6 +231,8 @@ actor CustomProviderKeys {
     }
 
     private var discovered: [String: (document: Discovery, at: Date)] = [:]
+    /// Fetches under way, by URL: sign-ins starting together share one (as `JWKSCache` shares its keys' fetch).
+    private var fetching: [String: Task<Discovery, any Error>] = [:]
     private var caches: [String: JWKSCache] = [:]
 
     /// The verifier of a custom OIDC provider, or the refusal that names it.
@@ -311,18 +313,26 @@ actor CustomProviderKeys {
         if let known = discovered[url], Date().timeIntervalSince(known.at) < JWKSCache.maximumAge {
             return Self.overriding(known.document, settings)
         }
+        let task =
+            fetching[url]
+            ?? Task {
+                let body = try await JWKSCache.get(url)
+                guard let object = try JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any],
+                    let jwksURI = object["jwks_uri"] as? String
+                else { throw IDTokenError.keysUnavailable }
+                return Discovery(
+                    jwksURI: jwksURI, authorization: object["authorization_endpoint"] as? String,
+                    token: object["token_endpoint"] as? String, userinfo: object["userinfo_endpoint"] as? String,
+                    authMethods: object["token_endpoint_auth_methods_supported"] as? [String] ?? [])
+            }
+        fetching[url] = task
         do {
-            let body = try await JWKSCache.get(url)
-            guard let object = try JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any],
-                let jwksURI = object["jwks_uri"] as? String
-            else { throw IDTokenError.keysUnavailable }
-            let document = Discovery(
-                jwksURI: jwksURI, authorization: object["authorization_endpoint"] as? String,
-                token: object["token_endpoint"] as? String, userinfo: object["userinfo_endpoint"] as? String,
-                authMethods: object["token_endpoint_auth_methods_supported"] as? [String] ?? [])
+            let document = try await task.value
+            fetching[url] = nil
             discovered[url] = (document, Date())
             return Self.overriding(document, settings)
         } catch {
+            fetching[url] = nil
             if let known = discovered[url] { return Self.overriding(known.document, settings) }
             throw APIError.idToken(.keysUnavailable, provider: settings.identifier)
         }
