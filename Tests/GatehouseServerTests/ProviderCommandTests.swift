@@ -18,9 +18,10 @@ struct ProviderCommandTests {
 
         init() throws {
             folder = try CommandLineTests.scratchFolder()
-            FileManager.default.createFile(
+            let written = FileManager.default.createFile(
                 atPath: folder.appendingPathComponent("acme-secret").path,
                 contents: Data((ProviderCommandTests.oidcSecret + "\n").utf8), attributes: [.posixPermissions: 0o600])
+            guard written else { throw CocoaError(.fileWriteUnknown) }
         }
 
         /// `gatehouse providers <arguments> --data-dir …`, with `stdin` (or nothing) on its standard input.
