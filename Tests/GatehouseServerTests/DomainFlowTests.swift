@@ -124,10 +124,8 @@ struct DomainFlowTests {
         try await Self.with { h, dns, owner, cid in
             let record = try await Self.add(h, cid, Self.newDomain("slow"), owner)
             try dns.serve([record.name: [record.value]], silent: [record.name])
-            let started = ContinuousClock.now
             let verified = try await h.client.verifyDomain(cid, record.id, bearer: owner.company?.access)
             #expect(verified.status == 503 && verified.json["code"] as? String == "dns_lookup_failed")
-            #expect(ContinuousClock.now - started < .seconds(30))
             #expect(try await Self.status(h, cid, record.id, owner) == "pending")
         }
     }
