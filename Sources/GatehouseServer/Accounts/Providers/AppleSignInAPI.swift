@@ -110,7 +110,8 @@ actor AppleSignInAPI {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         request.headers.add(name: "Accept", value: "application/json")
-        request.body = .bytes(ByteBuffer(string: Self.formEncode(form)))
+        request.body = .bytes(
+            ByteBuffer(string: UpstreamProvider.form(form.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })))
         let response: HTTPClientResponse
         let body: ByteBuffer
         do {
@@ -127,14 +128,5 @@ actor AppleSignInAPI {
                 description: "Apple's \(path) answered \(code)" + (apple.map { " \($0)" } ?? ""))
         }
         return body
-    }
-
-    /// `application/x-www-form-urlencoded`, keys sorted.
-    static func formEncode(_ form: [String: String]) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return form.sorted { $0.key < $1.key }.map { key, value in
-            "\(key)=\(value.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")"
-        }.joined(separator: "&")
     }
 }

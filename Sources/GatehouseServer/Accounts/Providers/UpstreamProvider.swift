@@ -223,6 +223,7 @@ struct UpstreamProvider: Sendable {
         return (value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value)
     }
 
+    /// A form's body, its pairs in the order given (Apple's calls and the token endpoint's).
     static func form(_ pairs: [(String, String)]) -> String {
         pairs.map { formEncode($0.0) + "=" + formEncode($0.1) }.joined(separator: "&")
     }
