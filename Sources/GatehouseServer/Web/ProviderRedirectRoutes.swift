@@ -44,16 +44,16 @@ struct ProviderRedirectRoutes: Sendable {
         router.get("/auth/v1/callback") { request, _ in
             var query: [String: String] = [:]
             for (key, value) in Self.pairs(request) where query[key] == nil { query[key] = value }
-            let redirect = await flow.callback(query: query, browser: browser(request), client: try access.client())
-            if redirect.location.hasPrefix(flow.accountPage + "?") {
-                // Back to the account page through a page of ours: the browser came from the provider, and its
-                // SameSite=Strict session cookies go only with a navigation this site starts.
-                let path = String(redirect.location.dropFirst(publicURL.count))
+            switch await flow.callback(query: query, browser: browser(request), client: try access.client()) {
+            case .app(let redirect):
+                return WebAnswer(status: .found, html: nil, headers: redirect.headers)
+            case .accountPage(let notice):
+                // Back through a page of ours: the browser came from the provider, and its SameSite=Strict session
+                // cookies go only with a navigation this site starts.
                 return kit.message(
                     page: "returning", title: "Back to your account", ["Taking you back to your account."],
-                    accountLink: true, refresh: path)
+                    accountLink: true, refresh: "/account?notice=\(notice)")
             }
-            return WebAnswer(status: .found, html: nil, headers: redirect.headers)
         }
     }
 

@@ -51,6 +51,14 @@ struct OAuthFlow: Sendable {
     /// Where the trip ends: the app (`redirect_to`) or the account page that started a link.
     enum Return: String, Sendable { case app, account }
 
+    /// Where the browser goes when the trip is over.
+    enum Landing: Sendable {
+        /// To the app (or the site URL), the outcome in the query or the fragment.
+        case app(LinkRedirect)
+        /// Back to the account page that started a link, with one of the notices it knows.
+        case accountPage(notice: String)
+    }
+
     /// The nonce and PKCE verifier sent upstream, sealed in the trip's row, and (for the continue URL) the scopes
     /// and parameters the app asked for.
     private struct Sealed: Codable {
@@ -132,7 +140,7 @@ struct OAuthFlow: Sendable {
     /// `/auth/v1/callback`: the provider's answer, checked, exchanged and signed in; every outcome is a redirect (to
     /// the app, the account page, or the site URL when the trip is unknown), failures carrying `error`,
     /// `error_code` and `error_description`.
-    func callback(query: [String: String], browser: String?, client: ClientInfo) async -> LinkRedirect {
+    func callback(query: [String: String], browser: String?, client: ClientInfo) async -> Landing {
         guard let state = query["state"], !state.isEmpty else {
             return failure(
                 to: mail.siteURL, inQuery: true, error: "invalid_request", code: .badOAuthCallback,
@@ -218,7 +226,7 @@ struct OAuthFlow: Sendable {
     }
 
     /// The code exchanged, the user found, and the trip's end: the account page, `?code=`, or the session.
-    private func finish(_ record: OAuthStateRecord, code: String, client: ClientInfo) async throws -> LinkRedirect {
+    private func finish(_ record: OAuthStateRecord, code: String, client: ClientInfo) async throws -> Landing {
         let opened = try open(record)
         let upstream = try await self.upstream(record.provider)
         let tokens = try await upstream.exchange(code: code, redirectURI: callbackURL, verifier: opened.verifier)
@@ -229,14 +237,14 @@ struct OAuthFlow: Sendable {
             identity, ExternalSignIn.Arrival(linkTo: record.linkAccountID, startsSession: startsSession),
             client: client)
         if record.returnsTo == Return.account.rawValue {
-            return LinkPage.redirect(record.redirectTo, query: [("notice", "identity_linked")])
+            return .accountPage(notice: "identity_linked")
         }
         if let challenge = record.codeChallenge {
             let grant = ProviderGrant(
                 accountID: account.id, provider: record.provider, linked: record.linkAccountID != nil)
             let authCode = try await FlowStates(db: store.database, clock: clock).create(
                 for: grant, challenge: challenge)
-            return LinkPage.redirect(record.redirectTo, query: [("code", authCode)])
+            return .app(LinkPage.redirect(record.redirectTo, query: [("code", authCode)]))
         }
         guard let issued else { throw APIError.sessionNotFound }
         let session = try await sessions.response(for: issued, user: try await users.user(account, db: store.database))
@@ -246,7 +254,7 @@ struct OAuthFlow: Sendable {
             ("refresh_token", session.refreshToken), ("token_type", "bearer"),
         ]
         if let refresh = tokens.refreshToken { fragment.append(("provider_refresh_token", refresh)) }
-        return LinkPage.redirect(record.redirectTo, fragment: fragment)
+        return .app(LinkPage.redirect(record.redirectTo, fragment: fragment))
     }
 
     /// The authorization endpoints of `providers`, for a page whose forms send the browser there; a provider that
@@ -296,20 +304,20 @@ struct OAuthFlow: Sendable {
 
     private func failure(
         to target: String, inQuery: Bool, error: String, code: ErrorCode, _ description: String
-    ) -> LinkRedirect {
+    ) -> Landing {
         failure(to: target, inQuery: inQuery, error: error, codeString: code.rawValue, description)
     }
 
     private func failure(
         to target: String, inQuery: Bool, error: String, codeString: String, _ description: String
-    ) -> LinkRedirect {
+    ) -> Landing {
         if target == accountPage {
             // The account page says it in its own words: a notice it knows, never text from the query.
             let notice =
                 codeString == ErrorCode.identityAlreadyExists.rawValue ? "identity_taken" : "identity_not_linked"
-            return LinkPage.redirect(target, query: [("notice", notice)])
+            return .accountPage(notice: notice)
         }
         let items = [("error", error), ("error_code", codeString), ("error_description", description)]
-        return inQuery ? LinkPage.redirect(target, query: items) : LinkPage.redirect(target, fragment: items)
+        return .app(inQuery ? LinkPage.redirect(target, query: items) : LinkPage.redirect(target, fragment: items))
     }
 }
