@@ -116,11 +116,16 @@ let package = Package(
             path: "Examples/GatehouseExample"
         ),
         .systemLibrary(name: "CCrypt"),
+        // libxmlsec1 and libxml2 for SAML: xmlsec checks the XML signatures and decrypts assertions.
+        .systemLibrary(name: "CXMLSec", pkgConfig: "xmlsec1-openssl", providers: [.apt(["libxmlsec1-dev"])]),
+        // The few calls Swift cannot make into xmlsec (its macros), and raw DEFLATE for the HTTP-Redirect binding.
+        .target(name: "CSAML", dependencies: ["CXMLSec"], linkerSettings: [.linkedLibrary("z")]),
         .target(
             name: "GatehouseServer",
             dependencies: [
                 "GatehouseAPI",
                 "CCrypt",
+                "CSAML",
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth", condition: server),
                 .product(name: "CryptoExtras", package: "swift-crypto", condition: server),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: server),
