@@ -25,6 +25,20 @@ struct AccountRecord: Sendable {
     var confirmationSentAt: Date? = nil
     var recoverySentAt: Date? = nil
     var invitedAt: Date? = nil
+    /// A single sign-on account (GoTrue's `is_sso_user`): its provider, and the address that provider gave, which
+    /// the user sees as `email`; `email` itself holds a placeholder (`AccountRecord.ssoEmail(id:)`), so no email
+    /// sign-in finds the account and the same address may have an account of its own.
+    var ssoProviderID: String? = nil
+    var ssoAddress: String? = nil
+
+    var isSSOUser: Bool { ssoProviderID != nil }
+
+    /// The address the user sees: the provider's for a single sign-on account, none for an anonymous one.
+    var visibleEmail: String { ssoAddress ?? (isAnonymous ? "" : email) }
+
+    /// The placeholder address of a single sign-on account, in the reserved `.invalid` domain no mail goes to.
+    static func ssoEmail(id: String) -> String { "sso+\(id)@\(ssoDomain)" }
+    static let ssoDomain = "sso.invalid"
 
     /// The placeholder address of an anonymous user: unique, and in the reserved `.invalid` domain (RFC 2606), which
     /// `AccountMail.deliverableEmail` refuses and the mailer never sends to.
@@ -96,6 +110,7 @@ struct AccountRepository {
         "id", "email", "email_confirmed_at", "password_hash", "user_metadata", "created_at", "updated_at",
         "last_sign_in_at", "disabled_at", "email_change", "email_change_sent_at", "email_change_confirmed",
         "app_metadata", "banned_until", "is_anonymous", "confirmation_sent_at", "recovery_sent_at", "invited_at",
+        "sso_provider_id", "sso_email",
     ]
 
     func find(email: String) async throws -> AccountRecord? {
@@ -185,7 +200,8 @@ struct AccountRepository {
                 SQLBind(account.bannedUntil?.epochMilliseconds), SQLBind(account.isAnonymous ? 1 : 0),
                 SQLBind(account.confirmationSentAt?.epochMilliseconds),
                 SQLBind(account.recoverySentAt?.epochMilliseconds),
-                SQLBind(account.invitedAt?.epochMilliseconds)
+                SQLBind(account.invitedAt?.epochMilliseconds), SQLBind(account.ssoProviderID),
+                SQLBind(account.ssoAddress)
             )
             .run()
     }
@@ -223,6 +239,7 @@ struct AccountRepository {
             .set("app_metadata", to: account.appMetadata.isEmpty ? nil : Self.encode(account.appMetadata))
             .set("banned_until", to: account.bannedUntil?.epochMilliseconds)
             .set("is_anonymous", to: account.isAnonymous ? 1 : 0)
+            .set("sso_email", to: account.ssoAddress)
             .where("id", .equal, account.id)
             .run()
     }
@@ -342,7 +359,9 @@ struct AccountRepository {
             bannedUntil: try date("banned_until"),
             isAnonymous: try row.decode(column: "is_anonymous", as: Int64.self) != 0,
             confirmationSentAt: try date("confirmation_sent_at"), recoverySentAt: try date("recovery_sent_at"),
-            invitedAt: try date("invited_at"))
+            invitedAt: try date("invited_at"),
+            ssoProviderID: try row.decode(column: "sso_provider_id", as: String?.self),
+            ssoAddress: try row.decode(column: "sso_email", as: String?.self))
     }
 
     private static func decodeIdentity(_ row: any SQLRow) throws -> IdentityRecord {

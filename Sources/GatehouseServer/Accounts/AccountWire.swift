@@ -13,7 +13,7 @@ extension AccountRecord {
             ? [:]
             : ["provider": .string(providers.first ?? "email"), "providers": .array(providers.map { .string($0) })]
         return Schemas.User(
-            id: id, aud: "authenticated", role: "authenticated", email: isAnonymous ? "" : email,
+            id: id, aud: "authenticated", role: "authenticated", email: visibleEmail,
             emailConfirmedAt: emailConfirmedAt,
             confirmedAt: emailConfirmedAt, confirmationSentAt: confirmationSentAt ?? self.confirmationSentAt, phone: "",
             lastSignInAt: lastSignInAt,
@@ -31,7 +31,8 @@ extension AccountRecord {
                     lastSignInAt: identity.lastSignInAt, createdAt: identity.createdAt,
                     updatedAt: identity.lastSignInAt ?? identity.createdAt)
             },
-            createdAt: createdAt, updatedAt: updatedAt, isAnonymous: isAnonymous, newEmail: emailChange?.newEmail,
+            createdAt: createdAt, updatedAt: updatedAt, isAnonymous: isAnonymous, isSsoUser: isSSOUser,
+            newEmail: emailChange?.newEmail,
             emailChangeSentAt: emailChange?.sentAt,
             // A ban without an end (an operator's disable) shows as a century, as Supabase's dashboard sets one.
             bannedUntil: disabledAt.map { bannedUntil ?? $0.addingTimeInterval(100 * 365 * 86_400) },

@@ -71,6 +71,7 @@ struct SignUpService: Sendable {
         try UserMetadata.check(body.data ?? [:])
         if let password = body.password { try passwords.checkPassword(password, email: email) }
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
+        try await SSOEnforcement.check(email: email, accountID: nil, db: store.database)
         try await spendMail(to: email, cooldown: "signup", client: client)
         let now = clock.now
         // The same work whether or not the address is taken, so the answer's time tells nothing.
@@ -128,6 +129,9 @@ struct SignUpService: Sendable {
         try await spendMail(to: email, cooldown: "otp", client: client)
         let now = clock.now
         let createUser = body.createUser ?? true
+        try await SSOEnforcement.check(
+            email: email, accountID: try await AccountRepository(db: store.database).find(email: email)?.id,
+            db: store.database)
         if !createUser, settings.revealAccounts,
             try await AccountRepository(db: store.database).find(email: email) == nil
         {
@@ -165,6 +169,7 @@ struct SignUpService: Sendable {
             return
         }
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
+        try await SSOEnforcement.check(email: email, accountID: nil, db: store.database)
         try await spendMail(to: email, cooldown: "signup", client: client)
         try await mail.mailCode(
             to: email, purpose: .signup, client: client, auditAction: .signupCodeResent, codeChallenge: challenge,

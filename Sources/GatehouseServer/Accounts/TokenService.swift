@@ -65,6 +65,8 @@ struct TokenService: Sendable {
         guard account.emailConfirmedAt != nil else {
             throw APIError(.badRequest, code: .emailNotConfirmed, message: "Email not confirmed")
         }
+        // Its company may send it to its identity provider instead; said only after the right password.
+        try await SSOEnforcement.check(email: email, accountID: account.id, db: store.database)
         // A failed rehash (an imported hash of a password libxcrypt cannot take) keeps the old hash; sign-in goes on.
         let rehashed = needsRehash ? try? await hasher.hash(body.password) : nil
         let checkedHash = account.passwordHash

@@ -26,6 +26,13 @@ final class API: APIProtocol {
     let customProviders: CustomProviders
     /// The browser's trip through an upstream provider (`/auth/v1/authorize`, `/callback`).
     let oauthFlow: OAuthFlow
+    /// Single sign-on per company: the trip (`/auth/v1/sso`, the SAML assertion consumer service), the operator's
+    /// providers, and each company's requirement.
+    let sso: SSOSignIn
+    let ssoProviders: SSOProviders
+    let companySSO: CompanySSO
+    /// Whether cookies are set `Secure` (the public URL is https).
+    let secureCookies: Bool
     let admin: AdminService
     let companies: CompanyService
     let shares: ShareService
@@ -79,10 +86,22 @@ final class API: APIProtocol {
             store: env.store, clock: env.clock, trail: env.trail, mailer: env.mailer, mail: mail,
             profiles: profiles, revocations: env.appleRevocations)
         customProviders = CustomProviders(store: env.store, clock: env.clock, trail: env.trail, box: env.secrets.box)
-        oauthFlow = OAuthFlow(
+        let connections = SSOConnections(
+            store: env.store, clock: env.clock, box: env.secrets.box, keys: env.idTokens.custom, external: external)
+        var oauthFlow = OAuthFlow(
             store: env.store, clock: env.clock, settings: env.settings, box: env.secrets.box,
             keys: env.idTokens.custom, external: external, sessions: env.sessions, users: users, trail: env.trail,
             throttling: throttling, mail: mail)
+        oauthFlow.companyProviders = connections
+        self.oauthFlow = oauthFlow
+        sso = SSOSignIn(
+            store: env.store, clock: env.clock, settings: env.settings,
+            serviceProvider: SAMLServiceProvider(publicURL: env.publicURL, secrets: env.secrets),
+            connections: connections, flow: oauthFlow, sessions: env.sessions, users: users, trail: env.trail,
+            throttling: throttling, mail: mail)
+        ssoProviders = SSOProviders(store: env.store, clock: env.clock, trail: env.trail, box: env.secrets.box)
+        companySSO = CompanySSO(store: env.store, clock: env.clock, trail: env.trail)
+        secureCookies = env.publicURL.lowercased().hasPrefix("https://")
         appleNotifications = AppleNotifications(
             store: env.store, clock: env.clock, settings: env.settings, trail: env.trail, keys: env.appleKeys,
             deletion: accountDeletion)

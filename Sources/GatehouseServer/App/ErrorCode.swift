@@ -247,4 +247,30 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case invitationUsed = "invitation_used"
     /// An invitation its company revoked, or replaced with a newer one to the same address.
     case invitationRevoked = "invitation_revoked"
+    /// A SAML assertion without an email address (no mapped attribute, known attribute or email NameID).
+    case samlAssertionNoEmail = "saml_assertion_no_email"
+    /// A SAML assertion with no subject-id attribute and no NameID that names the user lastingly.
+    case samlAssertionNoUserId = "saml_assertion_no_user_id"
+    /// New SAML metadata for a provider names another IdP entity id.
+    case samlEntityIdMismatch = "saml_entity_id_mismatch"
+    /// A SAML identity provider with this entity id is registered already.
+    case samlIdpAlreadyExists = "saml_idp_already_exists"
+    /// A SAML response from an identity provider no provider here names.
+    case samlIdpNotFound = "saml_idp_not_found"
+    /// The identity provider's metadata_url could not be fetched or read.
+    case samlMetadataFetchFailed = "saml_metadata_fetch_failed"
+    /// A SAML answer for a sign-in that took too long.
+    case samlRelayStateExpired = "saml_relay_state_expired"
+    /// A SAML answer for a sign-in that is unknown or was finished already.
+    case samlRelayStateNotFound = "saml_relay_state_not_found"
+    /// An email domain another identity provider signs in already.
+    case ssoDomainAlreadyExists = "sso_domain_already_exists"
+    /// The identity provider is disabled.
+    case ssoProviderDisabled = "sso_provider_disabled"
+    /// No identity provider with this id, resource id or domain.
+    case ssoProviderNotFound = "sso_provider_not_found"
+    /// The address's company signs its people in through its identity provider: sign in with single sign-on (POST /auth/v1/sso).
+    case ssoRequired = "sso_required"
+    /// A single sign-on account: its address, password and identities are its identity provider's.
+    case userSsoManaged = "user_sso_managed"
 }

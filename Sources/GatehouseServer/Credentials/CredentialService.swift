@@ -172,11 +172,17 @@ struct CredentialService: Sendable {
         let (company, membership) = try await admitLogin(cid, by: caller)
         let throttleKey = Self.throttleKey(cid, caller.accountID)
         var username: String?
+        var method = "company_password"
         if company.policy.requiresCredential {
-            username = try await checkCredential(cid, body, caller: caller, throttleKey: throttleKey)
+            // A company that requires single sign-on takes the session its provider started instead.
+            if try await CompanySSO.acceptsSession(companyID: cid, accountID: caller.accountID, db: store.database) {
+                method = "company_sso"
+            } else {
+                username = try await checkCredential(cid, body, caller: caller, throttleKey: throttleKey)
+            }
         }
         return try await openSession(
-            company, membership, username: username, method: "company_password", by: caller, throttleKey: throttleKey)
+            company, membership, username: username, method: method, by: caller, throttleKey: throttleKey)
     }
 
     /// What every company login asks first (the password login and the passkey's): the address's pace, a live

@@ -51,6 +51,12 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case customProviderCreated = "custom_provider_created"
     case customProviderUpdated = "custom_provider_updated"
     case customProviderDeleted = "custom_provider_deleted"
+    /// A company's identity provider registered, changed or removed (`/auth/v1/admin/sso/providers`).
+    case ssoProviderCreated = "sso_provider_created"
+    case ssoProviderUpdated = "sso_provider_updated"
+    case ssoProviderDeleted = "sso_provider_deleted"
+    /// A company's owner turned requiring its identity provider on or off.
+    case ssoRequirementChanged = "sso_requirement_changed"
     case loggedOut = "logged_out"
     case memberChanged = "member_changed"
     case memberLeft = "member_left"

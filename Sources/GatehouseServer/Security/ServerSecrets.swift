@@ -18,20 +18,24 @@ public final class ServerSecrets: Sendable {
     /// stored in the clear by an older release is sealed in place.
     func key(_ name: String) async throws -> SymmetricKey {
         if let key = cache.withLockedValue({ $0[name] }) { return key }
-        let context = "server_secret:\(name)"
-        let secrets = SecretRepository(db: store.database)
-        try await secrets.insertUnlessPresent(name, value: try box.seal(Secrets.token(), context: context))
-        guard let stored = try await secrets.value(name) else { throw SecretBoxError.corrupt }
-        let clear: String
-        if stored.hasPrefix(SecretBox.prefix) {
-            clear = try box.open(stored, context: context)
-        } else {
-            clear = stored
-            try await secrets.replace(name, stored: stored, with: try box.seal(clear, context: context))
-        }
-        let key = SymmetricKey(data: Data(clear.utf8))
+        let key = SymmetricKey(data: Data(try await text(name, make: Secrets.token).utf8))
         cache.withLockedValue { $0[name] = key }
         return key
+    }
+
+    /// The secret text called `name` (a private key's PEM, say), made by `make` on first use; instances racing to
+    /// make it agree on the first one stored. Not cached: callers keep what they build from it.
+    func text(_ name: String, make: () throws -> String) async throws -> String {
+        let context = "server_secret:\(name)"
+        let secrets = SecretRepository(db: store.database)
+        if try await secrets.value(name) == nil {
+            try await secrets.insertUnlessPresent(name, value: try box.seal(try make(), context: context))
+        }
+        guard let stored = try await secrets.value(name) else { throw SecretBoxError.corrupt }
+        if stored.hasPrefix(SecretBox.prefix) { return try box.open(stored, context: context) }
+        // A value an older release stored in the clear is sealed in place.
+        try await secrets.replace(name, stored: stored, with: try box.seal(stored, context: context))
+        return stored
     }
 
     /// Seals every server secret and signing key with the newest key-encryption key; returns how many were rewritten.

@@ -678,5 +678,75 @@ public enum Migrations {
                 .unique("company_id", "account_id")
                 .run()
         },
+        Migration(version: 17, name: "single sign-on per company: SAML 2.0 and OIDC identity providers") { db in
+            // A company's identity providers (GoTrue's sso_providers with saml_providers folded in): a SAML IdP's
+            // entity id is held by one provider at a time; an OIDC provider keeps its registration as JSON and its
+            // client secret sealed.
+            try await db.create(table: "sso_providers")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("company_id", type: .text, .notNull, .references("companies", "id", onDelete: .cascade))
+                .column("type", type: .text, .notNull)
+                .column("resource_id", type: .text)
+                .column("disabled", type: .bigint, .notNull)
+                .column("entity_id", type: .text)
+                .column("metadata_xml", type: .text)
+                .column("metadata_url", type: .text)
+                .column("attribute_mapping", type: .text)
+                .column("name_id_format", type: .text)
+                .column("oidc", type: .text)
+                .column("sealed_secret", type: .text)
+                .column("created_at", type: .bigint, .notNull)
+                .column("updated_at", type: .bigint, .notNull)
+                .run()
+            try await db.raw(
+                "CREATE UNIQUE INDEX sso_providers_entity ON sso_providers (entity_id) WHERE entity_id IS NOT NULL"
+            ).run()
+            try await db.raw(
+                "CREATE UNIQUE INDEX sso_providers_resource ON sso_providers (resource_id) WHERE resource_id IS NOT NULL"
+            ).run()
+            try await db.create(index: "sso_providers_company").on("sso_providers").column("company_id").run()
+            // The email domains a provider signs in (one provider per domain).
+            try await db.create(table: "sso_domains")
+                .column("domain", type: .text, .primaryKey(autoIncrement: false))
+                .column("provider_id", type: .text, .notNull, .references("sso_providers", "id", onDelete: .cascade))
+                .column("created_at", type: .bigint, .notNull)
+                .run()
+            try await db.create(index: "sso_domains_provider").on("sso_domains").column("provider_id").run()
+            // One row per SP-initiated sign-in (GoTrue's saml_relay_states): the AuthnRequest's id the answer must
+            // name, where the browser returns, the app's PKCE challenge; single use.
+            try await db.create(table: "saml_relay_states")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("provider_id", type: .text, .notNull, .references("sso_providers", "id", onDelete: .cascade))
+                .column("request_id", type: .text, .notNull)
+                .column("redirect_to", type: .text, .notNull)
+                .column("code_challenge", type: .text)
+                .column("created_at", type: .bigint, .notNull)
+                .column("expires_at", type: .bigint, .notNull)
+                .column("used_at", type: .bigint)
+                .run()
+            try await db.create(index: "saml_relay_states_expires").on("saml_relay_states").column("expires_at").run()
+            // Assertion ids seen, each kept until its assertion expires: an assertion signs in once.
+            try await db.create(table: "saml_assertions")
+                .column("provider_id", type: .text, .notNull)
+                .column("assertion_id", type: .text, .notNull)
+                .column("expires_at", type: .bigint, .notNull)
+                .primaryKey("provider_id", "assertion_id")
+                .run()
+            try await db.create(index: "saml_assertions_expires").on("saml_assertions").column("expires_at").run()
+            // A company that requires its identity provider (no row: it does not).
+            try await db.create(table: "company_sso")
+                .column(
+                    "company_id", type: .text, .primaryKey(autoIncrement: false),
+                    .references("companies", "id", onDelete: .cascade)
+                )
+                .column("required", type: .bigint, .notNull)
+                .column("updated_at", type: .bigint, .notNull)
+                .run()
+            // An account made by single sign-on (GoTrue's is_sso_user): its provider, and the address the provider
+            // gave, which is never an email sign-in's: `email` holds a placeholder in the reserved .invalid domain,
+            // so no email sign-in, link or mail ever finds it, and the same address may have an account of its own.
+            try await db.alter(table: "accounts").column("sso_provider_id", type: .text).run()
+            try await db.alter(table: "accounts").column("sso_email", type: .text).run()
+        },
     ]
 }

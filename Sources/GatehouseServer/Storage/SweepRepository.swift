@@ -40,6 +40,10 @@ enum SweepKind: String, CaseIterable, Sendable {
     case appleNotifications = "apple_notifications"
     /// Invitations by email 30 days after they ended (accepted, declined, revoked or expired).
     case invitations
+    /// Trips to a SAML identity provider, a day after they expired.
+    case samlRelayStates = "saml_relay_states"
+    /// SAML assertion ids kept against replay, once their assertions could no longer be accepted.
+    case samlAssertions = "saml_assertions"
 
     var table: String {
         switch self {
@@ -59,6 +63,8 @@ enum SweepKind: String, CaseIterable, Sendable {
         case .appStoreNotifications: "app_store_notifications"
         case .appleNotifications: "apple_notifications"
         case .invitations: "invitations"
+        case .samlRelayStates: "saml_relay_states"
+        case .samlAssertions: "saml_assertions"
         }
     }
 
@@ -68,6 +74,7 @@ enum SweepKind: String, CaseIterable, Sendable {
         case .throttles: "key"
         case .appStoreNotifications: "notification_uuid"
         case .appleNotifications: "jti"
+        case .samlAssertions: "assertion_id"
         default: "id"
         }
     }
@@ -167,7 +174,7 @@ struct SweepRepository {
                 AND idle_timeout < \(bind: c.serverIdleSeconds) \
                 AND refreshed_at + idle_timeout * 1000 < \(bind: c.sessionsEndedBefore)
                 """
-        case .codes, .oauthStates:
+        case .codes, .oauthStates, .samlRelayStates:
             return "expires_at < \(bind: c.codesExpiredBefore)"
         case .flowStates:
             // A used code whose session still exists ends that session when it is replayed (RFC 9700 4.2.1).
@@ -185,7 +192,7 @@ struct SweepRepository {
                 window_started_at < \(bind: c.throttlesIdleBefore) \
                 AND last_failure_at < \(bind: c.throttlesIdleBefore)
                 """
-        case .identityTokens:
+        case .identityTokens, .samlAssertions:
             return "expires_at < \(bind: c.now)"
         case .factorChallenges, .passkeyChallenges:
             return "created_at < \(bind: c.codesExpiredBefore)"

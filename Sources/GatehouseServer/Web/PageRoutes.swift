@@ -18,6 +18,7 @@ struct PageRoutes: Sendable {
     let passkeys: PasskeyPages
     let share: SharePages
     let providers: ProviderRedirectRoutes
+    let sso: SSORoutes
 
     /// Each page group, with the services it uses from those the API holds.
     init(_ api: API, _ services: GatehouseServices) {
@@ -42,6 +43,7 @@ struct PageRoutes: Sendable {
             kit: kit, shares: api.shares, appURL: services.configuration.appURL,
             appStoreURL: services.configuration.appStoreURL)
         providers = ProviderRedirectRoutes(flow: api.oauthFlow, access: api.access, publicURL: env.publicURL, kit: kit)
+        sso = SSORoutes(sso: api.sso, access: api.access, secureCookie: api.secureCookies)
     }
 
     func register(on router: Router<AppRequestContext>) {
@@ -52,6 +54,7 @@ struct PageRoutes: Sendable {
         PasskeyPageRoutes(pages: passkeys).register(on: router)
         SharePageRoutes(pages: share).register(on: router)
         providers.register(on: router)
+        sso.register(on: router)
     }
 }
 

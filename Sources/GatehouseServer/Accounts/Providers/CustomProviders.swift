@@ -251,8 +251,13 @@ actor CustomProviderKeys {
     /// The provider's side of the redirect flow, its secret opened, or the refusal that names it.
     func upstream(_ identifier: String, store: Store, box: SecretBox) async throws -> UpstreamProvider {
         let record = try await Self.enabled(identifier, store: store)
-        let settings = record.settings
-        let secret = try box.open(record.sealedSecret, context: CustomProviders.context(identifier))
+        return try await upstream(
+            record.settings, secret: try box.open(record.sealedSecret, context: CustomProviders.context(identifier)))
+    }
+
+    /// The side of the redirect flow of a registration held elsewhere (a company's OIDC provider, `sso:<id>`).
+    func upstream(_ settings: CustomProviderSettings, secret: String) async throws -> UpstreamProvider {
+        let identifier = settings.identifier
         if settings.providerType == "oauth2" {
             guard let authorization = settings.authorizationURL, let token = settings.tokenURL else {
                 throw IDTokenProviders.notEnabled(identifier)

@@ -22,6 +22,8 @@ struct OAuthFlow: Sendable {
     let trail: AuditTrail
     let throttling: AccountThrottling
     let mail: AccountMail
+    /// Companies' OIDC providers (`sso:<id>`); nil where single sign-on is not wired (tests of the flow alone).
+    var companyProviders: (any CompanyIdentityProviders)? = nil
 
     static let lifetime: TimeInterval = 300
     static let browserCookie = "gh_oauth_browser"
@@ -76,6 +78,9 @@ struct OAuthFlow: Sendable {
     ) async throws -> Departure {
         try await throttling.limit("sign-in", settings.limits.signInsPerIP, client: client)
         if linking != nil, !settings.manualLinking { throw ExternalSignIn.manualLinkingDisabled }
+        if linking != nil, request.provider.hasPrefix("sso:") {
+            throw APIError.validation("A company's single sign-on identity is never linked to another account")
+        }
         let upstream = try await self.upstream(request.provider)
         let challenge = try PKCE.challenge(request.codeChallenge, method: request.codeChallengeMethod)
         let target =
@@ -233,9 +238,16 @@ struct OAuthFlow: Sendable {
         let identity = try await upstream.identity(tokens, nonce: opened.nonce)
         if record.linkAccountID != nil, !settings.manualLinking { throw ExternalSignIn.manualLinkingDisabled }
         let startsSession = record.codeChallenge == nil && record.returnsTo == Return.app.rawValue
-        let (account, issued) = try await external.signIn(
-            identity, ExternalSignIn.Arrival(linkTo: record.linkAccountID, startsSession: startsSession),
-            client: client)
+        let (account, issued) =
+            if record.provider.hasPrefix("sso:"), let companyProviders {
+                // A company's identity is never linked by address, and its account joins the company.
+                try await companyProviders.signIn(
+                    identity, provider: record.provider, startsSession: startsSession, client: client)
+            } else {
+                try await external.signIn(
+                    identity, ExternalSignIn.Arrival(linkTo: record.linkAccountID, startsSession: startsSession),
+                    client: client)
+            }
         if record.returnsTo == Return.account.rawValue {
             return .accountPage(notice: "identity_linked")
         }
@@ -274,6 +286,7 @@ struct OAuthFlow: Sendable {
         if name.hasPrefix("custom:"), name.count <= 72 {
             return try await keys.upstream(name, store: store, box: box)
         }
+        if name.hasPrefix("sso:"), let companyProviders { return try await companyProviders.upstream(name) }
         if IDTokenProviders.known.contains(name) {
             throw APIError(
                 .badRequest, code: .providerDisabled,

@@ -175,6 +175,12 @@ struct DomainJoinService: Sendable {
         }
     }
 
+    /// The role and department mask the company gives those who join without an invitation (by domain, or by its
+    /// identity provider), whether or not joining by domain is on.
+    static func defaultSetting(_ companyID: String, db: any SQLDatabase) async throws -> DomainJoinSetting {
+        try await DomainJoinRepository(db: db).setting(companyID)
+    }
+
     private static func ownerOnly(_ caller: CompanyCaller) throws {
         guard caller.membership.isOwner else {
             throw CompanyService.forbidden("Only the owner manages joining by domain")
