@@ -391,6 +391,16 @@ struct InvitationFlowTests {
                     .json["id"] as? String)
 
             let path = String(try #require(link.firstRange(of: "/account?").map { link[$0.lowerBound...] }))
+            // Opened signed out, the link's token waits in a cookie through the sign-in, and marks the invitation
+            // when the browser comes back.
+            let signedOut = try await h.page(path)
+            #expect(signedOut.status == 303 && signedOut.headers["location"] == "/account/sign-in")
+            let kept = try #require(
+                signedOut.headers["set-cookie"]?.firstMatch(of: /gh_invitation=([^;]+)/).map { String($0.1) })
+            let back = try await h.page(
+                "/account", cookie: "\(WebSession.accessCookie)=\(invitee.account.access); gh_invitation=\(kept)")
+            #expect(back.body.contains("<li class=\"invitation linked\">"))
+            #expect(back.headers["set-cookie"]?.contains("gh_invitation=; Path=/account; Max-Age=0") == true)
             let page = try await h.page(path, session: invitee.account.access)
             #expect(page.status == 200)
             #expect(page.body.contains("<strong class=\"invitation-company\">Paged Ltd</strong>"))

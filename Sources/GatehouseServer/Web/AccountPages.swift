@@ -142,6 +142,16 @@ struct AccountPages: Sendable {
         ]
     }
 
+    /// The cookie that keeps a mailed invitation's token while its browser signs in (ten minutes, the account pages
+    /// only).
+    static let invitationCookie = "gh_invitation"
+
+    /// Sets (or, with nil, clears) the invitation cookie.
+    static func invitationCookie(_ token: String?, secure: Bool) -> String {
+        "\(invitationCookie)=\(token ?? ""); Path=/account; Max-Age=\(token == nil ? 0 : 600); HttpOnly; SameSite=Lax"
+            + (secure ? "; Secure" : "")
+    }
+
     /// The invitations section: the open invitations to the account's confirmed address, the one a mailed link
     /// (`?invitation=<token>`) named marked, each with its Join and Decline forms.
     func invitationFields(_ caller: Caller, linked token: String?) async throws -> [String: Any] {

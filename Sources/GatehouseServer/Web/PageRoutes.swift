@@ -209,12 +209,27 @@ struct AccountPageRoutes {
         router.get("/account") { request, _ in
             let notice = request.uri.queryParameters["notice"].map(String.init)
             guard notice.map({ Self.notices[$0] != nil }) ?? true else { throw PageInput.invalidParameter }
-            // A mailed invitation's link names its invitation, marked on the page.
-            let invitation = request.uri.queryParameters["invitation"].map(String.init)
+            // A mailed invitation's link names its invitation, marked on the page. Opened signed out, the link's
+            // token waits in a cookie while the browser signs in, and the page marks it when it comes back.
+            let fromLink = request.uri.queryParameters["invitation"].map(String.init)
+            let kept = WebSession.read(AccountPages.invitationCookie, from: request.headers)
+            let secure = pages.kit.session.secure
             return try await PageInput.answer {
-                try await pages.account(
-                    notice: notice.flatMap { Self.notices[$0] }, reviewPasskeys: notice == "password_changed",
-                    linkedInvitation: invitation)
+                do {
+                    var answer = try await pages.account(
+                        notice: notice.flatMap { Self.notices[$0] }, reviewPasskeys: notice == "password_changed",
+                        linkedInvitation: fromLink ?? kept)
+                    if answer.status == .seeOther, fromLink != nil {
+                        // On to the second factor first: the token keeps waiting.
+                        answer.setCookies([AccountPages.invitationCookie(fromLink, secure: secure)])
+                    } else if kept != nil {
+                        answer.setCookies([AccountPages.invitationCookie(nil, secure: secure)])
+                    }
+                    return answer
+                } catch var signIn as WebAnswer where fromLink != nil && signIn.status == .seeOther {
+                    signIn.setCookies([AccountPages.invitationCookie(fromLink, secure: secure)])
+                    return signIn
+                }
             }
         }
         router.post("/account/invitations/accept") { request, context in
