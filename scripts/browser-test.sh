@@ -3,16 +3,21 @@
 # its forms used end to end with the keyboard alone, axe-core 4.9 in light and dark (no violation of any impact), a
 # visible focus indicator on every control, a mail scanner's GET and HEAD of a magic link, account deletion, passkeys
 # (a virtual authenticator in the browser), sign-in through an upstream OpenID provider and linking one from the account
-# page (Tests/oidc/provider.py, which the tests start on a free port and register through the admin API).
+# page (Tests/oidc/provider.py, which the tests start on a free port and register through the admin API), single
+# sign-on through a company's SAML identity provider on the HTTP-POST binding, its IdP page posting to the assertion
+# consumer service, and an XML signature wrapping and an unsigned answer refused (test_saml_sign_in: Tests/saml/idp.py,
+# pysaml2 with Debian's xmlsec1, started on a free port and registered through the admin API for an Enterprise
+# company), and a company's invitation by email accepted from the account page its mailed link opens
+# (test_invitation_acceptance).
 # Screenshots of each page in light and dark are written to docs/pages/NAME-{light,dark}.png on every run.
 #
 # The server runs on a free loopback port with a throwaway data folder and no SMTP, so mail lands in
 # <data>/outbox/*.eml; it is stopped when this script exits. Its public URL is http://localhost:PORT, with passkeys on:
 # WebAuthn takes a domain as the relying party, never an IP address, and http only on localhost; manual linking is
-# on (the account page's Link and Remove buttons). Installs Debian's chromium and chromium-driver and the Python
+# on (the account page's Link and Remove buttons). Installs Debian's chromium, chromium-driver and xmlsec1 and the Python
 # packages of scripts/requirements-test.txt when missing.
 #
-# Usage: scripts/browser-test.sh [path/to/gatehouse] [test names...]
+# Usage: scripts/browser-test.sh [path/to/gatehouse] [test names...]   (names with or without test_)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 binary=${1:-.build/debug/gatehouse}
@@ -23,7 +28,12 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
-if ! python3 -c 'import selenium, axe_selenium_python, selenium_axe_python, pyotp, zxingcpp' 2>/dev/null; then
+if ! command -v xmlsec1 >/dev/null; then
+    echo "==> installing Debian's xmlsec1 (the SAML identity provider signs with it)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq xmlsec1 >/dev/null
+fi
+if ! python3 -c 'import selenium, axe_selenium_python, selenium_axe_python, pyotp, zxingcpp, saml2, lxml' 2>/dev/null; then
     python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
 fi
 

@@ -70,8 +70,9 @@ class Server:
         self.binary = binary
         self.outbox = Outbox(os.path.join(data_dir, "outbox"))
 
-    def request(self, method, path, body=None, token=None, form=None, headers=None, follow=True):
-        """(status, headers, text) of one request; HTTP errors are answers, not exceptions."""
+    def request(self, method, path, body=None, token=None, form=None, headers=None, follow=True, raw=None):
+        """(status, headers, text) of one request; HTTP errors are answers, not exceptions. `body` is sent as JSON,
+        `form` as a form, `raw` (text) as it is, with the Content-Type `headers` give (else application/xml)."""
         url = path if path.startswith("http") else self.base + path
         data = None
         sent = dict(headers or {})
@@ -81,6 +82,9 @@ class Server:
         elif form is not None:
             data = urllib.parse.urlencode(form).encode()
             sent["Content-Type"] = "application/x-www-form-urlencoded"
+        elif raw is not None:
+            data = raw.encode()
+            sent.setdefault("Content-Type", "application/xml")
         if token:
             sent["Authorization"] = f"Bearer {token}"
         request = urllib.request.Request(url, data=data, method=method, headers=sent)
@@ -146,6 +150,9 @@ class Mail:
         self.code = found.group(1) if found else None
         links = re.findall(r"https?://\S+/auth/v1/verify\?\S+", self.text)
         self.link = links[0] if links else None
+        # A company's invitation: its link to the account page, which names the invitation by its token.
+        invitations = re.findall(r"https?://\S+/account\?invitation=[A-Za-z0-9_\-]+", self.text)
+        self.invitation = invitations[0] if invitations else None
 
 
 class Outbox:
@@ -190,7 +197,7 @@ class Outbox:
             with open(path, "rb") as file:
                 message = email.message_from_bytes(file.read(), policy=email.policy.default)
             mail = Mail(path, message)
-            return mail if mail.to and (mail.code or mail.link) else None
+            return mail if mail.to and (mail.code or mail.link or mail.invitation) else None
         except Exception:
             return None
 

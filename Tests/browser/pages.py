@@ -9,9 +9,11 @@ Usage: python3 Tests/browser/pages.py --base URL --data-dir DIR --binary PATH [-
 
 import argparse
 import io
+import json
 import os
 import re
 import secrets
+import select
 import signal
 import socket
 import subprocess
@@ -31,6 +33,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROVIDER = os.path.join(ROOT, "Tests", "oidc", "provider.py")
+SAML_IDP = os.path.join(ROOT, "Tests", "saml", "idp.py")
 PASSWORD = "correct horse battery staple"
 NEW_PASSWORD = "a brand new pass phrase 42"
 
@@ -850,6 +853,276 @@ def test_link_identity(server, browser, check):
         check.equal(providers, ["email"], "the account's identities through the API after unlinking")
 
 
+# --- 9. single sign-on through a SAML identity provider -------------------------------------------------------------
+
+
+def mint_service_key(server, check):
+    """A service key naming the server's public URL as its issuer, as an operator mints one."""
+    minted = server.cli("keys", "service-key", "--public-url", server.base)
+    key = minted.stdout.strip()
+    check(minted.returncode == 0 and key and "\n" not in key,
+          f"`gatehouse keys service-key` exited with {minted.returncode}: {minted.stderr.strip()!r}")
+    return key
+
+
+def admin_call(server, key, method, path, body=None):
+    """(status, decoded JSON or the text) of an admin API call made with the service key `key`, as a backend makes
+    one."""
+    status, _, text = server.request(method, path, body=body, token=key, headers={"apikey": key})
+    try:
+        return status, json.loads(text) if text else None
+    except ValueError:
+        return status, text
+
+
+class SAMLIdentityProvider:
+    """Tests/saml/idp.py (pysaml2, signing through Debian's xmlsec1) in a process of its own: the server's service
+    provider metadata registered with it (its POST /sp), and it registered with the server through the admin API as
+    the SAML provider of company `company_id` for one fresh domain. For one test, as a context manager: on leaving,
+    the provider is removed and the process stopped (it exits when its standard input closes)."""
+
+    def __init__(self, server, check, company_id):
+        self.server = server
+        self.check = check
+        self.company_id = company_id
+        self.domain = f"saml-{secrets.token_hex(4)}.example"
+        self.log = tempfile.TemporaryFile()
+        self.process = None
+        self.base = None
+        self.service_key = None
+        self.provider_id = None
+
+    def __enter__(self):
+        try:
+            self._start()
+            self._register()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *_):
+        try:
+            if self.provider_id:
+                admin_call(self.server, self.service_key, "DELETE", f"/auth/v1/admin/sso/providers/{self.provider_id}")
+        finally:
+            if self.process and self.process.poll() is None:
+                self.process.stdin.close()
+                try:
+                    self.process.wait(timeout=WAIT)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait()
+            if self.process:
+                self.process.stdout.close()
+            self.log.close()
+
+    def printed(self):
+        self.log.seek(0)
+        return self.log.read().decode("utf-8", "replace").strip()[-2000:]
+
+    def _start(self):
+        """Starts the IdP and reads its "READY <port>" line, up to WAIT seconds (it makes an RSA key first)."""
+        self.process = subprocess.Popen(
+            [sys.executable, SAML_IDP], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log
+        )
+        out = self.process.stdout.fileno()
+        printed = b""
+        end = time.monotonic() + WAIT
+        while b"\n" not in printed:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise CheckFailed(f"the SAML IdP printed no READY line within {WAIT}s: {printed!r} {self.printed()}")
+            readable, _, _ = select.select([out], [], [], left)
+            if readable:
+                chunk = os.read(out, 256)
+                if not chunk:
+                    self.process.wait(timeout=WAIT)
+                    raise CheckFailed(f"the SAML IdP exited with {self.process.returncode}: {self.printed()}")
+                printed += chunk
+        line = printed.split(b"\n")[0].decode().strip()
+        self.check(re.fullmatch(r"READY \d+", line), f"the SAML IdP printed {line!r}, not READY <port>")
+        self.base = f"http://127.0.0.1:{line.split()[1]}"
+
+    def _register(self):
+        c = self.check
+        status, _, sp_metadata = self.server.request("GET", "/auth/v1/sso/saml/metadata")
+        c(status == 200 and "EntityDescriptor" in sp_metadata,
+          f"the server's SAML metadata answered {status}: {sp_metadata[:300]}")
+        status, _, text = self.server.request("POST", self.base + "/sp", raw=sp_metadata)
+        c(status == 204, f"the SAML IdP refused the server's metadata: {status} {text}")
+        status, _, idp_metadata = self.server.request("GET", self.base + "/metadata")
+        c(status == 200 and "IDPSSODescriptor" in idp_metadata, f"the SAML IdP's metadata answered {status}")
+        self.service_key = mint_service_key(self.server, c)
+        registration = {"type": "saml", "company_id": self.company_id, "metadata_xml": idp_metadata,
+                        "domains": [self.domain]}
+        status, provider = admin_call(self.server, self.service_key, "POST", "/auth/v1/admin/sso/providers",
+                                      registration)
+        c(status == 201 and isinstance(provider, dict) and provider.get("id"),
+          f"registering the SAML provider answered {status}: {provider}")
+        self.provider_id = provider["id"]  # registered: removed on leaving
+
+    def next(self, shape):
+        """The shape of the IdP's next response (its POST /next)."""
+        status, _, text = self.server.request("POST", self.base + "/next", body=shape)
+        self.check(status == 204, f"the SAML IdP's /next refused {shape}: {status} {text}")
+
+    def start(self, redirect_to):
+        """POST /auth/v1/sso for the provider's domain: the IdP's URL, the AuthnRequest in its query."""
+        body = {"domain": self.domain, "redirect_to": redirect_to, "skip_http_redirect": True}
+        status, answer = self.server.api("POST", "/auth/v1/sso", body)
+        url = (answer or {}).get("url") or ""
+        self.check(status == 200 and url.startswith(self.base + "/sso/redirect?SAMLRequest="),
+                   f"POST /auth/v1/sso answered {status}: {answer}, not this IdP's /sso/redirect")
+        return url
+
+    def users_of_domain(self):
+        """The addresses of the server's users at the provider's domain (the admin API's user list)."""
+        status, answer = admin_call(self.server, self.service_key, "GET", "/auth/v1/admin/users?per_page=1000")
+        self.check(status == 200 and isinstance(answer, dict), f"the admin user list answered {status}: {answer}")
+        return sorted(u.get("email") or "" for u in answer.get("users") or []
+                      if (u.get("email") or "").endswith("@" + self.domain))
+
+
+def wait_for_landing(browser, key, what):
+    """Polls, up to WAIT seconds, until the URL the browser shows carries `key` in its fragment or query; returns
+    that URL."""
+    try:
+        WebDriverWait(browser.driver, WAIT).until(lambda d: key in landing(d.current_url)[1])
+    except TimeoutException:
+        raise CheckFailed(f"{what}: the browser did not land on a URL with {key} within {WAIT}s; {browser.describe()}")
+    return browser.driver.current_url
+
+
+def expect_account_landing(server, check, url, what):
+    """`url` is the account page (redirect_to), or the sign-in page it sends a browser without the page's cookie
+    to: a redirect without a fragment keeps the one the browser had, so the session or error is still there."""
+    parts = urllib.parse.urlsplit(url)
+    site = urllib.parse.urlsplit(server.base)
+    check((parts.scheme, parts.netloc) == (site.scheme, site.netloc) and parts.path in ("/account", "/account/sign-in"),
+          f"{what} landed on {url}, not redirect_to {server.base}/account")
+
+
+def test_saml_sign_in(server, browser, check):
+    """Single sign-on through a company's SAML identity provider in the browser (HTTP-POST binding): POST
+    /auth/v1/sso answers the IdP's URL, the IdP's page posts its signed answer to the server's assertion consumer
+    service (a cross-site form post), which lands on redirect_to with the session in the fragment. An XML signature
+    wrapping attack and an unsigned answer, through the same browser, land there with validation_failed and make no
+    account."""
+    owner = server.sign_up(check, "saml-owner@example.com", PASSWORD)["access_token"]
+    status, company = server.api("POST", "/v1/companies", {"name": "SAML Browser Co"}, token=owner)
+    check(status in (200, 201), f"creating a company answered {status}: {company}")
+    cid = company["id"]
+    result = server.cli("companies", "set-tier", cid, "enterprise")
+    check(result.returncode == 0, f"companies set-tier enterprise failed: {result.stderr}")
+    redirect_to = server.base + "/account"  # below the site URL: in the redirect allow-list
+    with SAMLIdentityProvider(server, check, cid) as idp:
+        email = f"ada@{idp.domain}"
+        idp.next({"mode": "signed-assertion", "name_id": email, "name_id_format": "email",
+                  "attributes": {"email": [email], "name": ["Ada Lovelace"]}})
+        browser.driver.get(idp.start(redirect_to))
+        url = wait_for_landing(browser, "access_token", "the signed answer")
+        expect_account_landing(server, check, url, "the signed answer")
+        _, found = landing(url)
+        check("error_code" not in found, f"the signed answer landed with an error: {url}")
+        check(bool(found.get("refresh_token")), f"no refresh_token in {url}")
+        check.equal(found.get("token_type"), "bearer", "the landing's token_type")
+        status, user = server.api("GET", "/auth/v1/user", token=found["access_token"])
+        check(status == 200, f"/auth/v1/user with the landing's access token answered {status}: {user}")
+        check.equal(user.get("email"), email, "the SSO user's email")
+        check.equal(user.get("is_sso_user"), True, "the SSO user's is_sso_user")
+        providers = [identity.get("provider") for identity in user.get("identities") or []]
+        check.equal(providers, [f"sso:{idp.provider_id}"], "the SSO user's identities")
+        status, companies = server.api("GET", "/v1/companies", token=found["access_token"])
+        listed = [entry.get("id") for entry in (companies or {}).get("companies") or []]
+        check(status == 200 and cid in listed, f"the SSO user's companies are {listed} ({status}), not {cid}")
+
+        # The attacks, through the same browser: the IdP's page posts them as it posted the real answer.
+        for mode in ("xsw3", "unsigned"):
+            evil = f"attacker-{mode}@{idp.domain}"
+            idp.next({"mode": mode, "evil_name_id": evil})
+            browser.driver.get(idp.start(redirect_to))
+            url = wait_for_landing(browser, "error_code", f"the {mode} answer")
+            expect_account_landing(server, check, url, f"the {mode} answer")
+            _, found = landing(url)
+            check.equal(found.get("error_code"), "validation_failed", f"the {mode} answer's error_code ({url})")
+            check((found.get("error_description") or "").startswith("SAML Assertion is not valid"),
+                  f"the {mode} answer's error_description: {found.get('error_description')!r}")
+            check("access_token" not in found and "code" not in found, f"the {mode} answer gave a session: {url}")
+            check.equal(idp.users_of_domain(), [email], f"the users at {idp.domain} after the {mode} answer")
+
+
+# --- 10. invitations by email ---------------------------------------------------------------------------------------
+
+
+def test_invitation_acceptance(server, browser, check):
+    """An owner invites an address; its mailed link opens the account page (after signing in), which lists the
+    invitation, the linked one marked, with its Join and Decline buttons; Join, by keyboard, makes the account a
+    member, and the page says so."""
+    owner_email = "inviter@example.com"
+    invitee = "invitee@example.com"
+    owner = server.sign_up(check, owner_email, PASSWORD, first_name="Olive")["access_token"]
+    server.sign_up(check, invitee, PASSWORD)  # its sign-up mail first: the invitation is the next mail to it
+    status, company = server.api("POST", "/v1/companies", {"name": "Invited Browser Co"}, token=owner)
+    check(status in (200, 201), f"creating a company answered {status}: {company}")
+    cid = company["id"]
+    result = server.cli("companies", "set-tier", cid, "business")  # the Free tier does not invite
+    check(result.returncode == 0, f"companies set-tier failed: {result.stderr}")
+    credential = {"username": "olive-owner", "password": "a long company password"}
+    status, answer = server.api("PUT", f"/v1/companies/{cid}/credential", credential, token=owner)
+    check(status in (200, 201, 204), f"credential PUT answered {status}: {answer}")
+    status, login = server.api("POST", f"/v1/companies/{cid}/login", credential, token=owner)
+    check(status == 200, f"company login answered {status}: {login}")
+    company_token = login["access_token"]
+    status, invitation = server.api("POST", f"/v1/companies/{cid}/invitations", {"email": invitee, "role": "member"},
+                                    token=company_token)
+    check(status == 201, f"inviting {invitee} answered {status}: {invitation}")
+
+    mail = server.outbox.next(invitee)
+    check(mail.invitation is not None, f"the invitation mail has no /account?invitation= link: {mail.text!r}")
+    check(mail.code is not None, f"the invitation mail has no 6-digit code: {mail.text!r}")
+    check(mail.invitation.startswith(server.base + "/account?invitation="),
+          f"the invitation link {mail.invitation} is not on the server's public URL {server.base}")
+
+    # Not signed in: the link's account page asks to sign in first.
+    browser.open(mail.invitation, "sign-in")
+    browser.type_into("form#password-sign-in input#email", invitee)
+    browser.type_into("form#password-sign-in input#password", PASSWORD)
+    browser.press_on("form#password-sign-in [type=submit]", "account")
+    rows = browser.css("section#invitations li.invitation")
+    check.equal(len(rows), 1, "the li.invitation in section#invitations after signing in")
+    check("Invited Browser Co" in rows[0].text and "Olive" in rows[0].text,
+          f"the invitation reads {rows[0].text!r}, not naming the company and the inviter")
+
+    # Signed in, the link opens the account page with its invitation marked.
+    browser.open(mail.invitation, "account")
+    linked = browser.css("li.invitation.linked")
+    check.equal(len(linked), 1, "the li.invitation.linked on the page the link opens")
+    join = browser.text("li.invitation.linked form.accept-invitation [type=submit]")
+    check.equal(join, "Join Invited Browser Co", "the invitation's accept button")
+    decline = browser.text("li.invitation.linked form.decline-invitation [type=submit]")
+    check.equal(decline, "Decline", "the invitation's decline button")
+    browser.audit("account", shots=False)
+
+    browser.press_on("li.invitation.linked form.accept-invitation [type=submit]", "account")
+    parts, found = landing(browser.driver.current_url)
+    check(parts.path == "/account" and found.get("notice") == "invitation_accepted",
+          f"joining landed on {browser.driver.current_url}, not /account?notice=invitation_accepted")
+    notice = browser.text("#notice")
+    check(notice.startswith("You joined the company"), f"#notice after joining: {notice!r}")
+    check(not browser.css("section#invitations"), "the invitation is still listed after joining")
+
+    status, session = server.password_grant(invitee, PASSWORD)
+    check(status == 200, f"the invitee's password sign-in answered {status}: {session}")
+    status, companies = server.api("GET", "/v1/companies", token=session["access_token"])
+    joined = [entry for entry in (companies or {}).get("companies") or [] if entry.get("id") == cid]
+    check(status == 200 and len(joined) == 1, f"the invitee's companies ({status}) do not list {cid}: {companies}")
+    check.equal(joined[0].get("role"), "member", "the invitee's role in the company")
+    status, listed = server.api("GET", f"/v1/companies/{cid}/invitations", token=company_token)
+    states = [entry.get("state") for entry in (listed or {}).get("invitations") or []]
+    check(status == 200 and states == ["accepted"], f"the owner's invitation list ({status}) says {states}")
+
+
 TESTS = [
     test_magic_link,
     test_used_link,
@@ -865,6 +1138,8 @@ TESTS = [
     test_passkeys,
     test_provider_sign_in,
     test_link_identity,
+    test_saml_sign_in,
+    test_invitation_acceptance,
 ]
 
 
@@ -874,12 +1149,16 @@ def main():
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--binary", required=True)
     parser.add_argument("--shots", default=None)
-    parser.add_argument("only", nargs="*", help="test names to run (default: all)")
+    parser.add_argument("only", nargs="*", help="test names to run, with or without test_ (default: all)")
     args = parser.parse_args()
     # A TERM ends the run through the tests' `finally`, which quits each browser.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     server = Server(args.base, args.data_dir, args.binary)
-    tests = [t for t in TESTS if not args.only or t.__name__.removeprefix("test_") in args.only]
+    only = {name.removeprefix("test_") for name in args.only}
+    unknown = only - {t.__name__.removeprefix("test_") for t in TESTS}
+    if unknown:
+        parser.error(f"no such test: {', '.join(sorted(unknown))}")
+    tests = [t for t in TESTS if not only or t.__name__.removeprefix("test_") in only]
     sys.exit(run(tests, server, args.shots))
 
 
