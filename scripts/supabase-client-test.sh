@@ -14,9 +14,14 @@ cd "$(dirname "$0")/.."
 binary=${1:-.build/debug/gatehouse}
 shift || true
 
-modules=pytest,supabase_auth,bcrypt,argon2,pyotp,zxingcpp,cairosvg,fido2,soft_webauthn,authlib,flask
+modules=pytest,supabase_auth,bcrypt,argon2,pyotp,zxingcpp,cairosvg,fido2,soft_webauthn,authlib,flask,saml2,lxml
 if ! python3 -c "import $modules" 2>/dev/null; then
     python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
+fi
+# Tests/saml/idp.py (test_sso.py's identity provider) signs through pysaml2, which runs Debian's xmlsec1.
+if ! command -v xmlsec1 >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q xmlsec1 >/dev/null ||
+        { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q xmlsec1 >/dev/null; }
 fi
 if [ ! -x "$binary" ]; then
     echo "supabase-auth: no executable gatehouse at $binary" >&2
