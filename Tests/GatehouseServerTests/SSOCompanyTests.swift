@@ -140,7 +140,7 @@ struct SSOCompanyTests {
         }
     }
 
-    @Test("OIDC per company (our extension): POST /auth/v1/sso sends the browser to the provider; the SSO account joins")
+    @Test("OIDC per company (our extension): POST /auth/v1/sso sends the browser on; the SSO account joins")
     func oidc() async throws {
         let fake = try await FakeProviders.start()
         defer { Task { try? await fake.server.stop() } }
