@@ -190,7 +190,7 @@ struct SSOProviders: Sendable {
                 record.metadataURL = nil
             }
             if let xml = record.metadataXML, body.metadataXml != nil || body.metadataUrl != nil {
-                record.entityID = try Self.metadata(xml).entityID
+                record.entityID = try Self.metadata(xml, now: clock.now).entityID
             }
             if let format = body.nameIdFormat {
                 guard format.isEmpty || Self.nameIDFormats.contains(format) else {
@@ -264,9 +264,9 @@ struct SSOProviders: Sendable {
         }
     }
 
-    static func metadata(_ xml: String) throws -> SAMLMetadata {
+    static func metadata(_ xml: String, now: Date) throws -> SAMLMetadata {
         do {
-            return try SAMLMetadata.parse(xml)
+            return try SAMLMetadata.parse(xml, now: now)
         } catch {
             throw APIError.validation("SAML Metadata is not usable: \(error)")
         }

@@ -96,8 +96,8 @@ struct SSOSignIn: Sendable {
             let challenge = try PKCE.challenge(
                 body.codeChallenge.flatMap { $0.isEmpty ? nil : $0 },
                 method: body.codeChallengeMethod.flatMap { $0.isEmpty ? nil : $0 })
-            let idp = try SSOProviders.metadata(provider.metadataXML ?? "")
             let now = clock.now
+            let idp = try SSOProviders.metadata(provider.metadataXML ?? "", now: now)
             let authn = SAMLAuthnRequest.make(
                 destination: idp.redirectURL, acsURL: serviceProvider.acsURL, spEntityID: serviceProvider.entityID,
                 nameIDFormat: provider.nameIDFormat, now: now)
@@ -123,6 +123,8 @@ struct SSOSignIn: Sendable {
         var target = mail.siteURL
         var pkce = true
         do {
+            // GoTrue limits assertions per address too (GOTRUE_SAML_RATE_LIMIT_ASSERTION).
+            try await throttling.limit("sign-in", settings.limits.signInsPerIP, client: client)
             guard let samlResponse, !samlResponse.isEmpty else {
                 throw APIError.validation("SAMLResponse is missing")
             }
@@ -220,7 +222,7 @@ struct SSOSignIn: Sendable {
     private func verify(_ samlResponse: String, provider: SSOProviderRecord, requestID: String?, now: Date)
         async throws -> SAMLResponse
     {
-        let idp = try SSOProviders.metadata(provider.metadataXML ?? "")
+        let idp = try SSOProviders.metadata(provider.metadataXML ?? "", now: now)
         let keys = try await serviceProvider.keys()
         let response: SAMLResponse
         do {

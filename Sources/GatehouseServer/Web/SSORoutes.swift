@@ -13,15 +13,18 @@ struct SSORoutes: Sendable {
     let access: Access
     let secureCookie: Bool
 
-    /// The ACS form.
-    struct Answer: Decodable {
-        let samlResponse: String?
-        let relayState: String?
-
-        enum CodingKeys: String, CodingKey {
-            case samlResponse = "SAMLResponse"
-            case relayState = "RelayState"
+    /// The ACS form's `SAMLResponse` and `RelayState` (the first of each; any other field is ignored).
+    static func answer(_ body: String) -> (samlResponse: String?, relayState: String?) {
+        var fields: [String: String] = [:]
+        for pair in body.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map {
+                String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+            }
+            guard let name = parts.first ?? nil, ["SAMLResponse", "RelayState"].contains(name), fields[name] == nil
+            else { continue }
+            fields[name] = parts.count == 2 ? parts[1] ?? "" : ""
         }
+        return (fields["SAMLResponse"], fields["RelayState"])
     }
 
     func register(on router: Router<AppRequestContext>) {
@@ -46,13 +49,21 @@ struct SSORoutes: Sendable {
             }
         }
         router.post("/auth/v1/sso/saml/acs") { request, context in
-            let form = try await PageInput.form(Answer.self, request, context)
+            guard request.headers[.contentType]?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true
+            else { throw APIError.unsupportedMediaType }
+            let form = Self.answer(String(buffer: try await request.body.collect(upTo: context.maxUploadSize)))
             let redirect = await sso.consume(
                 samlResponse: form.samlResponse, relayState: form.relayState, client: try access.client())
             return WebAnswer.redirect(redirect)
         }
         router.get("/auth/v1/sso/saml/metadata") { request, _ in
-            let download = request.uri.queryParameters["download"].map { $0.lowercased() == "true" } ?? false
+            let download: Bool
+            switch request.uri.queryParameters.getAll("download").map({ $0.lowercased() }) {
+            case []: download = false
+            case ["true"]: download = true
+            case ["false"]: download = false
+            default: throw PageInput.invalidParameter
+            }
             var answer = WebAnswer(
                 status: .ok, html: try await sso.serviceProvider.metadata(now: sso.clock.now, download: download),
                 headers: [.cacheControl: "public, max-age=600"], contentType: "application/xml")
