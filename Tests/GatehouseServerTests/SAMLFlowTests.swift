@@ -124,6 +124,15 @@ struct SAMLFlowTests {
 
             let again = try await Self.exchange(h, try await Self.signIn(h, idp, setup, nameID: email))
             #expect(try await h.client.user(again.access).json["id"] as? String == user["id"] as? String)
+
+            // Its address and way in are the provider's: no password or address of its own, here or by the admin.
+            for change in [["password": "a brand new password 1"], ["email": "elsewhere@example.com"]] {
+                let refused = try await h.client.put("/auth/v1/user", change, bearer: again.access)
+                #expect(refused.status == 422 && refused.json["error_code"] as? String == "user_sso_managed")
+            }
+            let byAdmin = try await setup.admin.send(
+                .put, "/auth/v1/admin/users/\(try #require(user["id"] as? String))", ["password": "another one 12"])
+            #expect(byAdmin.status == 422 && byAdmin.json["error_code"] as? String == "user_sso_managed")
         }
     }
 

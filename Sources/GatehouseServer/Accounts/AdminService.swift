@@ -119,6 +119,11 @@ struct AdminService: Sendable {
         -> Schemas.User
     {
         let current = try await account(rawID, db: store.database)
+        if current.isSSOUser, body.email != nil || body.password != nil || body.passwordHash != nil {
+            throw APIError(
+                .unprocessableContent, code: .userSsoManaged,
+                message: "Updating email address or password is not allowed for SSO users")
+        }
         let email = try await body.email.flatMap { $0.isEmpty ? nil : $0 }.asyncMap {
             try await mail.deliverableEmail($0)
         }

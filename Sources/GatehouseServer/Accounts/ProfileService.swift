@@ -49,6 +49,13 @@ struct ProfileService: Sendable {
         if let data = body.data {
             try UserMetadata.check(UserMetadata.merged(account.userMetadata, data), before: account.userMetadata)
         }
+        // A single sign-on account's address and way in are its identity provider's (GoTrue's user_sso_managed): a
+        // password or an address of its own would let it sign in around the provider.
+        if account.isSSOUser, body.email != nil || body.password != nil {
+            throw APIError(
+                .unprocessableContent, code: .userSsoManaged,
+                message: "Updating email address or password is not allowed for SSO users")
+        }
         var newEmail: String?
         if let raw = body.email {
             let email = try await mail.deliverableEmail(raw)
