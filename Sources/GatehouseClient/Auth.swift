@@ -166,8 +166,8 @@ public struct Auth: Sendable {
     }
 
     /// Signs in from a link the app was opened with: the PKCE code in `url` is exchanged with the verifier this client
-    /// made when it asked for the mail, or for `oauthSignInURL` or `linkIdentityURL` (a link's session replaces the
-    /// account's, told as `refreshed`). A URL that carries an error answers it as a `server` error with its code.
+    /// made when it asked for the mail, or for `oauthSignInURL`, `signInWithSSO` or `linkIdentityURL` (a link's
+    /// session replaces the account's, told as `refreshed`). A URL that carries an error answers it as a `server` error with its code.
     @discardableResult
     public func handleOpenURL(_ url: URL) async throws(GatehouseError) -> AuthSession {
         let code = try OAuthRedirect.code(in: url)
@@ -315,7 +315,7 @@ actor PKCEState {
 
     /// What the code a link brings back is for.
     enum Purpose {
-        /// A sign-in: mailed links and `oauthSignInURL`.
+        /// A sign-in: mailed links, `oauthSignInURL` and `signInWithSSO`.
         case signIn
         /// Linking an identity to the signed-in account: `linkIdentityURL`.
         case link

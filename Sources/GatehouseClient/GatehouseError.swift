@@ -39,6 +39,10 @@ public enum GatehouseError: Error, Sendable, Equatable {
     /// The passkey authenticator gave no passkey (the user cancelled, it holds this account's passkey already, it has
     /// none for this server, or it failed), or Sign in with Apple gave no authorization (cancelled or failed).
     case authenticator(PasskeyAuthenticatorError)
+    /// The address's company requires single sign-on: email sign-in (password, code or link) and sign-up are refused
+    /// for it. Sign in through the company's identity provider `providerID` instead, with
+    /// `Auth.signInWithSSO(providerID:redirectTo:)` (`LoginFlowModel` moves to its single sign-on step by itself).
+    case ssoRequired(providerID: String)
     /// Any other refusal: the HTTP status, the server's stable code and its message (for logs: the server's words,
     /// not written for the app's users).
     case server(status: Int, code: String, message: String)
@@ -111,6 +115,7 @@ extension GatehouseError {
             case .noCredential: .authenticatorNoCredential
             case .failed: .authenticatorFailed
             }
+        case .ssoRequired: .ssoRequired
         case .server(_, let code, _): Code(rawValue: code)
         }
     }
@@ -254,6 +259,7 @@ extension GatehouseError: LocalizedError {
             case .noCredential: "This device has no passkey for this account."
             case .failed: "This device couldn’t complete the request."
             }
+        case .ssoRequired: "Your company signs you in with single sign-on."
         case .server(let status, let code, _): Self.description(of: Code(rawValue: code), status: status)
         }
     }
@@ -279,6 +285,7 @@ extension GatehouseError: LocalizedError {
         case .otherAddressPending: "Enter the code sent to your other email address to finish the change."
         case .authenticator(.noCredential): "Sign in another way."
         case .authenticator: nil
+        case .ssoRequired: "Continue with your company’s sign-in."
         case .server(let status, let code, _): Self.suggestion(for: Code(rawValue: code), status: status)
         }
     }
@@ -309,6 +316,8 @@ extension GatehouseError: LocalizedError {
         case .companyCredentialRequired: "This company needs your username and password."
         case "not_a_member", "forbidden", "record_forbidden": "You don’t have permission to do that."
         case "passkey_disabled": "Passkeys aren’t available."
+        case .ssoProviderNotFound: "There’s no single sign-on for that company."
+        case .ssoProviderDisabled: "Your company’s single sign-on is turned off."
         case "store_unavailable", "server_busy": "The server is busy."
         default: status >= 500 ? "The server ran into a problem." : "That couldn’t be done."
         }
@@ -324,6 +333,8 @@ extension GatehouseError: LocalizedError {
         case "email_exists", "user_already_exists": "Sign in instead."
         case .reauthenticationNeeded: "Enter your current password or the code we email you."
         case .companyCredentialRequired: "Set your username and password for this company, then try again."
+        case .ssoProviderNotFound: "Check the address, or sign in another way."
+        case .ssoProviderDisabled: "Ask your company’s administrator."
         case "store_unavailable", "server_busy": "Try again in a moment."
         default: status >= 500 ? "Try again later." : nil
         }
@@ -335,6 +346,8 @@ struct ErrorBody: Decodable {
     let code: String?
     let message: String?
     let weak_password: WeakPassword?
+    /// The identity provider an `sso_required` refusal names.
+    let provider_id: String?
 
     struct WeakPassword: Decodable {
         let reasons: [String]?
@@ -356,6 +369,8 @@ struct ErrorBody: Decodable {
             .userNotFound:
             return .sessionExpired
         case .companyAccessRevoked: return .companyAccessRevoked
+        case .ssoRequired where !(decoded?.provider_id ?? "").isEmpty:
+            return .ssoRequired(providerID: decoded?.provider_id ?? "")
         default: return .server(status: status, code: code.rawValue, message: decoded?.message ?? "")
         }
     }

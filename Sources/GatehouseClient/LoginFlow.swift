@@ -1,6 +1,7 @@
 import Foundation
 
 /// The seeds' login path as a pure state machine: launch → restore the session → (the app lock, when it is on) →
+/// (single sign-on, when the address's company requires it) →
 /// (a second factor, when the account has one) → the company list → the selected company → its login (by password,
 /// by passkey, or making the credential the first time) → home; with signing out, switching, a lockout and its
 /// countdown, a removal from the company, the session ending while in use, a company that requires a second factor
@@ -17,6 +18,10 @@ public struct LoginFlow: Sendable, Equatable {
         case launching
         /// The account sign-in (with why the last session ended, when it did not end on request).
         case signIn(notice: Notice?)
+        /// The company of `email` requires single sign-on: sign in through its identity provider `providerID`
+        /// (`LoginFlowModel.signInWithSSO(redirectTo:using:)`), or go back to the sign-in for another address.
+        /// `error` is why the last try failed.
+        case singleSignOn(email: String, providerID: String, error: GatehouseError?)
         /// Loading the account's companies.
         case loadingCompanies
         /// No company yet: create one or join with a share link.
@@ -64,6 +69,12 @@ public struct LoginFlow: Sendable, Equatable {
         case restored(signedIn: Bool)
         /// The account signed in.
         case signedIn
+        /// The account sign-in of `email` was refused `GatehouseError.ssoRequired(providerID:)`: on to single sign-on.
+        case singleSignOnRequired(email: String, providerID: String)
+        /// Single sign-on failed (a closed page, `authenticator(.cancelled)`, shows nothing).
+        case singleSignOnFailed(GatehouseError)
+        /// The user left the single sign-on step for the sign-in (another address).
+        case backToSignIn
         /// The company list arrived.
         case companiesLoaded([CompanySummary])
         /// Loading the list failed.
@@ -179,7 +190,7 @@ public struct LoginFlow: Sendable, Equatable {
         switch event {
         case .appLocked:
             switch screen {
-            case .locked, .signIn: break
+            case .locked, .signIn, .singleSignOn: break
             default:
                 underLock = screen
                 screen = .locked(.app)
@@ -232,6 +243,18 @@ public struct LoginFlow: Sendable, Equatable {
         case .signedIn:
             screen = .loadingCompanies
             return .loadCompanies
+        case .singleSignOnRequired(let email, let providerID):
+            screen = .singleSignOn(email: email, providerID: providerID, error: nil)
+            return nil
+        case .singleSignOnFailed(let error):
+            guard case .singleSignOn(let email, let providerID, _) = screen else { return nil }
+            let shown = error == .authenticator(.cancelled) ? nil : error
+            screen = .singleSignOn(email: email, providerID: providerID, error: shown)
+            return nil
+        case .backToSignIn:
+            guard case .singleSignOn = screen else { return nil }
+            screen = .signIn(notice: nil)
+            return nil
         case .companiesLoaded(let list):
             companies = list
             notice = carried == .offline ? nil : carried

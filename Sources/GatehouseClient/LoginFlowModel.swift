@@ -127,11 +127,35 @@ public final class LoginFlowModel {
     /// From the `locked(.device)` screen: reads the kept session again (the device was unlocked).
     public func retryRestore() async { await send(.retryRestore) }
 
-    /// Signs in to the account with a password; on to the second factor when the account has one.
+    /// Signs in to the account with a password; on to the second factor when the account has one. An address whose
+    /// company requires single sign-on throws nothing: the flow moves to its `singleSignOn` step instead.
     public func signIn(email: String, password: String) async throws(GatehouseError) {
-        try await client.auth.signIn(email: email, password: password)
+        do throws(GatehouseError) {
+            try await client.auth.signIn(email: email, password: password)
+        } catch .ssoRequired(let providerID) {
+            await send(.singleSignOnRequired(email: email, providerID: providerID))
+            return
+        }
         await signedIn()
     }
+
+    /// From the `singleSignOn` step: signs in through the company's identity provider, whose page `authenticator`
+    /// shows, returning to the app at `redirectTo` (the code it brings back is exchanged as `handleOpenURL(_:)`
+    /// does); on to the second factor when the account has one. A failure stays on the step, with its error (a
+    /// closed page with none).
+    public func signInWithSSO(redirectTo: URL, using authenticator: some WebAuthenticator) async {
+        guard case .singleSignOn(_, let providerID, _) = flow.screen else { return }
+        do throws(GatehouseError) {
+            try await client.auth.signInWithSSO(providerID: providerID, redirectTo: redirectTo, using: authenticator)
+        } catch {
+            await send(.singleSignOnFailed(error))
+            return
+        }
+        await signedIn()
+    }
+
+    /// From the `singleSignOn` step: back to the sign-in, for another address.
+    public func backToSignIn() async { await send(.backToSignIn) }
 
     /// Signs in to the account through a provider's sign-in page (one of `signInProviders.custom`, say), which
     /// `authenticator` shows, returning to the app at `redirectTo`; on to the second factor when the account has one.

@@ -15,6 +15,9 @@ public struct AuthUser: Sendable, Equatable {
     public let factors: [Factor]
     /// The ways into it: its email, and the Apple and Google IDs linked to it.
     public let identities: [UserIdentity]
+    /// An account made by single sign-on (its identity `sso:<provider id>`): its `email` is the one its company's
+    /// identity provider gave, which no email sign-in reaches.
+    public let isSSOUser: Bool
 
     init(_ wire: Components.Schemas.User) {
         id = wire.id
@@ -23,6 +26,7 @@ public struct AuthUser: Sendable, Equatable {
         profile = wire.userMetadata.compactMapValues(\.stringValue)
         factors = (wire.factors ?? []).map(Factor.init)
         identities = wire.identities.map(UserIdentity.init)
+        isSSOUser = wire.isSsoUser ?? false
     }
 }
 

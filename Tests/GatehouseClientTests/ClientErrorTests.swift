@@ -38,6 +38,7 @@ struct ClientErrorTests {
         .authenticator(.credentialExcluded),
         .authenticator(.noCredential),
         .authenticator(.failed("boom at 0x7f, token eyJhbGciOi")),
+        .ssoRequired(providerID: "eyJhbGciOi"),
         .server(status: 400, code: "mfa_verification_failed", message: "code hunter2 is wrong"),
         .server(status: 409, code: "username_taken", message: "hunter2 refresh-7f3a"),
         .server(status: 503, code: "store_unavailable", message: "SQLITE_FULL"),
@@ -48,7 +49,7 @@ struct ClientErrorTests {
         switch error {
         case .invalidCredentials, .rateLimited, .lockedOut, .weakPassword, .emailNotConfirmed, .network,
             .sessionExpired, .companyAccessRevoked, .sessionStore, .keychain, .sessionLocked, .localStore, .notSignedIn,
-            .otherAddressPending, .authenticator, .server:
+            .otherAddressPending, .authenticator, .ssoRequired, .server:
             true
         }
     }

@@ -210,4 +210,41 @@ struct LoginFlowTests {
         _ = plain.handle(.companiesLoaded([acme]))
         #expect(plain.screen == .companyLogin(acme, error: nil) && !plain.offersPasskey)
     }
+
+    @Test("SSO: a password refused sso_required moves to the single sign-on step; its failures, back, and signing in")
+    func singleSignOnStep() {
+        var flow = LoginFlow(appLockEnabled: true)
+        _ = flow.handle(.restored(signedIn: false))
+        #expect(flow.screen == .signIn(notice: nil))
+        #expect(flow.handle(.singleSignOnRequired(email: "bob@acme.example", providerID: "p1")) == nil)
+        let step = LoginFlow.Screen.singleSignOn(email: "bob@acme.example", providerID: "p1", error: nil)
+        #expect(flow.screen == step)
+        // No session yet: the app lock has nothing to cover.
+        #expect(flow.handle(.appLocked) == nil)
+        #expect(flow.screen == step)
+        // A closed page shows nothing; a refusal shows its error until the next try.
+        #expect(flow.handle(.singleSignOnFailed(.authenticator(.cancelled))) == nil)
+        #expect(flow.screen == step)
+        let disabled = GatehouseError.server(status: 404, code: "sso_provider_disabled", message: "")
+        _ = flow.handle(.singleSignOnFailed(disabled))
+        #expect(flow.screen == .singleSignOn(email: "bob@acme.example", providerID: "p1", error: disabled))
+        // Back to the sign-in for another address; a failure off the step changes nothing.
+        #expect(flow.handle(.backToSignIn) == nil)
+        #expect(flow.screen == .signIn(notice: nil))
+        _ = flow.handle(.singleSignOnFailed(disabled))
+        _ = flow.handle(.backToSignIn)
+        #expect(flow.screen == .signIn(notice: nil))
+        // Signed in through the provider: on to the companies, as any sign-in.
+        _ = flow.handle(.singleSignOnRequired(email: "bob@acme.example", providerID: "p1"))
+        #expect(flow.handle(.signedIn) == .loadCompanies)
+        #expect(flow.screen == .loadingCompanies)
+        #expect(flow.handle(.backToSignIn) == nil)
+        #expect(flow.screen == .loadingCompanies)
+        // With a second factor, that step first.
+        var mfa = LoginFlow()
+        _ = mfa.handle(.restored(signedIn: false))
+        _ = mfa.handle(.singleSignOnRequired(email: "bob@acme.example", providerID: "p1"))
+        #expect(mfa.handle(.secondFactorRequired(companyID: nil, enrolled: true)) == nil)
+        #expect(mfa.screen == .secondFactor(company: nil, error: nil))
+    }
 }

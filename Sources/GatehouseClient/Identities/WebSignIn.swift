@@ -186,11 +186,17 @@ enum OAuthRedirect {
 
     /// The page the linking call answers (`{"url": "…"}`).
     static func linkPage(in answer: Data) throws(GatehouseError) -> URL {
+        try page(in: answer, missing: "The server answered no page to link with")
+    }
+
+    /// The page a `skip_http_redirect` call answers (`{"url": "…"}`); `missing` says what an answer without one
+    /// lacked.
+    static func page(in answer: Data, missing: String) throws(GatehouseError) -> URL {
         struct Page: Decodable { let url: String }
         guard let text = try? JSONDecoder().decode(Page.self, from: answer).url, let url = URL(string: text),
             url.scheme != nil
         else {
-            throw .server(status: 200, code: "unexpected_answer", message: "The server answered no page to link with")
+            throw .server(status: 200, code: "unexpected_answer", message: missing)
         }
         return url
     }

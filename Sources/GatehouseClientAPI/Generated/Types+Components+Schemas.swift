@@ -451,6 +451,10 @@ extension Components {
             package var updatedAt: Foundation.Date
             /// - Remark: Generated from `#/components/schemas/User/is_anonymous`.
             package var isAnonymous: Swift.Bool
+            /// An account made by single sign-on (its identity `sso:<provider id>`): `email` is the address its identity provider gave, which no email sign-in reaches.
+            ///
+            /// - Remark: Generated from `#/components/schemas/User/is_sso_user`.
+            package var isSsoUser: Swift.Bool?
             /// The address an email change waits to confirm.
             ///
             /// - Remark: Generated from `#/components/schemas/User/new_email`.
@@ -485,6 +489,7 @@ extension Components {
             ///   - createdAt:
             ///   - updatedAt:
             ///   - isAnonymous:
+            ///   - isSsoUser: An account made by single sign-on (its identity `sso:<provider id>`): `email` is the address its identity provider gave, which no email sign-in reaches.
             ///   - newEmail: The address an email change waits to confirm.
             ///   - emailChangeSentAt:
             ///   - bannedUntil:
@@ -507,6 +512,7 @@ extension Components {
                 createdAt: Foundation.Date,
                 updatedAt: Foundation.Date,
                 isAnonymous: Swift.Bool,
+                isSsoUser: Swift.Bool? = nil,
                 newEmail: Swift.String? = nil,
                 emailChangeSentAt: Foundation.Date? = nil,
                 bannedUntil: Foundation.Date? = nil,
@@ -529,6 +535,7 @@ extension Components {
                 self.createdAt = createdAt
                 self.updatedAt = updatedAt
                 self.isAnonymous = isAnonymous
+                self.isSsoUser = isSsoUser
                 self.newEmail = newEmail
                 self.emailChangeSentAt = emailChangeSentAt
                 self.bannedUntil = bannedUntil
@@ -552,6 +559,7 @@ extension Components {
                 case createdAt = "created_at"
                 case updatedAt = "updated_at"
                 case isAnonymous = "is_anonymous"
+                case isSsoUser = "is_sso_user"
                 case newEmail = "new_email"
                 case emailChangeSentAt = "email_change_sent_at"
                 case bannedUntil = "banned_until"
@@ -1681,6 +1689,81 @@ extension Components {
             package enum CodingKeys: String, CodingKey {
                 case authCode = "auth_code"
                 case codeVerifier = "code_verifier"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/CompanySSOSetting`.
+        package struct CompanySSOSetting: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CompanySSOSetting/required`.
+            package var required: Swift.Bool
+            /// Creates a new `CompanySSOSetting`.
+            ///
+            /// - Parameters:
+            ///   - required:
+            package init(required: Swift.Bool) {
+                self.required = required
+            }
+            package enum CodingKeys: String, CodingKey {
+                case required
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/CompanySSO`.
+        package struct CompanySSO: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CompanySSO/required`.
+            package var required: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/CompanySSO/ProvidersPayload`.
+            package struct ProvidersPayloadPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/CompanySSO/ProvidersPayload/id`.
+                package var id: Swift.String
+                /// - Remark: Generated from `#/components/schemas/CompanySSO/ProvidersPayload/type`.
+                package var _type: Swift.String
+                /// - Remark: Generated from `#/components/schemas/CompanySSO/ProvidersPayload/disabled`.
+                package var disabled: Swift.Bool
+                /// - Remark: Generated from `#/components/schemas/CompanySSO/ProvidersPayload/domains`.
+                package var domains: [Swift.String]
+                /// Creates a new `ProvidersPayloadPayload`.
+                ///
+                /// - Parameters:
+                ///   - id:
+                ///   - _type:
+                ///   - disabled:
+                ///   - domains:
+                package init(
+                    id: Swift.String,
+                    _type: Swift.String,
+                    disabled: Swift.Bool,
+                    domains: [Swift.String]
+                ) {
+                    self.id = id
+                    self._type = _type
+                    self.disabled = disabled
+                    self.domains = domains
+                }
+                package enum CodingKeys: String, CodingKey {
+                    case id
+                    case _type = "type"
+                    case disabled
+                    case domains
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/CompanySSO/providers`.
+            package typealias ProvidersPayload = [Components.Schemas.CompanySSO.ProvidersPayloadPayload]
+            /// - Remark: Generated from `#/components/schemas/CompanySSO/providers`.
+            package var providers: Components.Schemas.CompanySSO.ProvidersPayload
+            /// Creates a new `CompanySSO`.
+            ///
+            /// - Parameters:
+            ///   - required:
+            ///   - providers:
+            package init(
+                required: Swift.Bool,
+                providers: Components.Schemas.CompanySSO.ProvidersPayload
+            ) {
+                self.required = required
+                self.providers = providers
+            }
+            package enum CodingKeys: String, CodingKey {
+                case required
+                case providers
             }
         }
         /// GoTrue's id_token grant. `provider` is apple or google; any other name is refused 400 naming it (validation_failed), and a known provider the server has not configured 400 provider_disabled. With `link_identity: true` and the user's bearer token, the identity is linked to that user instead (--manual-linking on).

@@ -4600,6 +4600,487 @@ package enum Operations {
             }
         }
     }
+    /// The company's identity providers (id, type, domains, disabled) and whether it requires them. Members may read it.
+    ///
+    /// - Remark: HTTP `GET /v1/companies/{cid}/sso`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/get(getCompanySSO)`.
+    package enum GetCompanySSO {
+        package static let id: Swift.String = "getCompanySSO"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/sso/GET/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/sso/GET/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                package init(cid: Components.Parameters.CompanyID) {
+                    self.cid = cid
+                }
+            }
+            package var path: Operations.GetCompanySSO.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/sso/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetCompanySSO.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetCompanySSO.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.GetCompanySSO.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.GetCompanySSO.Input.Path,
+                headers: Operations.GetCompanySSO.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/sso/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/companies/{cid}/sso/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.CompanySSO)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.CompanySSO {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.GetCompanySSO.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.GetCompanySSO.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The setting.
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/get(getCompanySSO)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetCompanySSO.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.GetCompanySSO.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/get(getCompanySSO)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/get(getCompanySSO)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/get(getCompanySSO)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// The owner requires single sign-on (`{"required": true}`) or stops: accounts whose address is at a domain the company holds verified and its provider signs in are refused email sign-in (403 sso_required, naming the provider) and sent to the provider; the company's login takes their single sign-on session instead of the per-company password. Needs an enabled provider; the owner's own accounts are never refused. Audited.
+    ///
+    /// - Remark: HTTP `PUT /v1/companies/{cid}/sso`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/put(setCompanySSO)`.
+    package enum SetCompanySSO {
+        package static let id: Swift.String = "setCompanySSO"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/sso/PUT/path`.
+            package struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/sso/PUT/path/cid`.
+                package var cid: Components.Parameters.CompanyID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - cid:
+                package init(cid: Components.Parameters.CompanyID) {
+                    self.cid = cid
+                }
+            }
+            package var path: Operations.SetCompanySSO.Input.Path
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/sso/PUT/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SetCompanySSO.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SetCompanySSO.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.SetCompanySSO.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/companies/{cid}/sso/PUT/requestBody`.
+            @frozen package enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/sso/PUT/requestBody/content/application\/json`.
+                case json(Components.Schemas.CompanySSOSetting)
+            }
+            package var body: Operations.SetCompanySSO.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            package init(
+                path: Operations.SetCompanySSO.Input.Path,
+                headers: Operations.SetCompanySSO.Input.Headers = .init(),
+                body: Operations.SetCompanySSO.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/companies/{cid}/sso/PUT/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/companies/{cid}/sso/PUT/responses/200/content/application\/json`.
+                    case json(Components.Schemas.CompanySSO)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.CompanySSO {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.SetCompanySSO.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.SetCompanySSO.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The setting.
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/put(setCompanySSO)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.SetCompanySSO.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.SetCompanySSO.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/put(setCompanySSO)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/put(setCompanySSO)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/put(setCompanySSO)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/put(setCompanySSO)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/put(setCompanySSO)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            package var contentTooLarge: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `{code, message}`. Codes: no_authorization (401), bad_jwt, session_not_found, company_context_required, not_a_member, forbidden, tier_forbids_sharing, participant_limit_reached, removed_from_company, invitation_email_mismatch (403), not_found, invitation_not_found (404), credential_exists, owner_cannot_accept, owner_cannot_leave, already_member, domain_exists, domain_already_verified (409), share_expired, invitation_expired, invitation_used, invitation_revoked (410), validation_failed, bad_json, invalid_credentials, invalid_sync_token, too_many_mutations (400), company_access_revoked, insufficient_aal (403), resync_required (410), weak_password, domain_record_not_found (422), over_request_rate_limit, over_email_send_rate_limit (429), dns_lookup_failed (503).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/put(setCompanySSO)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.CompanyError)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.CompanyError {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// Options to register a passkey for the signed-in user (Supabase's wire format): W3C creation options for navigator.credentials.create or ASAuthorizationController, and a challenge id valid five minutes. Account sessions of permanent users; aal2 when the user has a verified factor (403 insufficient_aal). Recent proof: a sign-in in the last ten minutes, or the body's current_password or nonce (400 reauthentication_needed, current_password_invalid; 422 reauthentication_not_valid). 404 passkey_disabled while passkeys are off; 422 too_many_passkeys (10).
     ///
     /// - Remark: HTTP `POST /auth/v1/passkeys/registration/options`.

@@ -113,6 +113,16 @@ package protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /auth/v1/factors/{factor_id}/verify`.
     /// - Remark: Generated from `#/paths//auth/v1/factors/{factor_id}/verify/post(verifyFactor)`.
     func verifyFactor(_ input: Operations.VerifyFactor.Input) async throws -> Operations.VerifyFactor.Output
+    /// The company's identity providers (id, type, domains, disabled) and whether it requires them. Members may read it.
+    ///
+    /// - Remark: HTTP `GET /v1/companies/{cid}/sso`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/get(getCompanySSO)`.
+    func getCompanySSO(_ input: Operations.GetCompanySSO.Input) async throws -> Operations.GetCompanySSO.Output
+    /// The owner requires single sign-on (`{"required": true}`) or stops: accounts whose address is at a domain the company holds verified and its provider signs in are refused email sign-in (403 sso_required, naming the provider) and sent to the provider; the company's login takes their single sign-on session instead of the per-company password. Needs an enabled provider; the owner's own accounts are never refused. Audited.
+    ///
+    /// - Remark: HTTP `PUT /v1/companies/{cid}/sso`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/put(setCompanySSO)`.
+    func setCompanySSO(_ input: Operations.SetCompanySSO.Input) async throws -> Operations.SetCompanySSO.Output
     /// Options to register a passkey for the signed-in user (Supabase's wire format): W3C creation options for navigator.credentials.create or ASAuthorizationController, and a challenge id valid five minutes. Account sessions of permanent users; aal2 when the user has a verified factor (403 insufficient_aal). Recent proof: a sign-in in the last ten minutes, or the body's current_password or nonce (400 reauthentication_needed, current_password_invalid; 422 reauthentication_not_valid). 404 passkey_disabled while passkeys are off; 422 too_many_passkeys (10).
     ///
     /// - Remark: HTTP `POST /auth/v1/passkeys/registration/options`.
@@ -622,6 +632,34 @@ extension APIProtocol {
         body: Operations.VerifyFactor.Input.Body
     ) async throws -> Operations.VerifyFactor.Output {
         try await verifyFactor(Operations.VerifyFactor.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// The company's identity providers (id, type, domains, disabled) and whether it requires them. Members may read it.
+    ///
+    /// - Remark: HTTP `GET /v1/companies/{cid}/sso`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/get(getCompanySSO)`.
+    package func getCompanySSO(
+        path: Operations.GetCompanySSO.Input.Path,
+        headers: Operations.GetCompanySSO.Input.Headers = .init()
+    ) async throws -> Operations.GetCompanySSO.Output {
+        try await getCompanySSO(Operations.GetCompanySSO.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// The owner requires single sign-on (`{"required": true}`) or stops: accounts whose address is at a domain the company holds verified and its provider signs in are refused email sign-in (403 sso_required, naming the provider) and sent to the provider; the company's login takes their single sign-on session instead of the per-company password. Needs an enabled provider; the owner's own accounts are never refused. Audited.
+    ///
+    /// - Remark: HTTP `PUT /v1/companies/{cid}/sso`.
+    /// - Remark: Generated from `#/paths//v1/companies/{cid}/sso/put(setCompanySSO)`.
+    package func setCompanySSO(
+        path: Operations.SetCompanySSO.Input.Path,
+        headers: Operations.SetCompanySSO.Input.Headers = .init(),
+        body: Operations.SetCompanySSO.Input.Body
+    ) async throws -> Operations.SetCompanySSO.Output {
+        try await setCompanySSO(Operations.SetCompanySSO.Input(
             path: path,
             headers: headers,
             body: body
