@@ -432,6 +432,34 @@ struct InvitationFlowTests {
         }
     }
 
+    @Test("a share link's page lists the signed-in visitor's invitations by email, and nobody else's")
+    func sharePageListsInvitations() async throws {
+        try await AccountHarness.with { h in
+            var owner = try await h.person("owner")
+            let cid = try await h.company("Shared & Invited <Ltd>", owner: &owner)
+            let invitee = try await h.person("invitee")
+            let invited = try await h.client.invite(
+                cid, email: invitee.email, bearer: try #require(owner.company?.access))
+            #expect(invited.status == 201)
+            let share = try await h.client.createShare(
+                cid, permission: "read_only", bearer: try #require(owner.company?.access))
+            let path = "/share/\(try #require(share.json["token"] as? String))"
+
+            let signedIn = try await h.page(path, session: invitee.account.access)
+            #expect(signedIn.status == 200)
+            #expect(signedIn.body.contains("id=\"invitations\""))
+            #expect(
+                signedIn.body.contains(
+                    "<strong class=\"invitation-company\">Shared &amp; Invited &lt;Ltd&gt;</strong>"),
+                "the company's name is escaped")
+            #expect(signedIn.body.contains("href=\"/account#invitations\""))
+            let anonymous = try await h.page(path)
+            #expect(anonymous.status == 200 && !anonymous.body.contains("id=\"invitations\""))
+            let someoneElse = try await h.person("other")
+            #expect(!(try await h.page(path, session: someoneElse.account.access)).body.contains("id=\"invitations\""))
+        }
+    }
+
     @Test("the sweeper forgets an invitation 30 days after it ended, and keeps the ones that ended since")
     func swept() async throws {
         try await AccountHarness.with { h in

@@ -40,7 +40,7 @@ struct PageRoutes: Sendable {
         factors = FactorPages(kit: kit, accountPages: account, factors: api.factors)
         passkeys = PasskeyPages(kit: kit, accountPages: account, passkeys: api.passkeys, box: services.box)
         share = SharePages(
-            kit: kit, shares: api.shares, appURL: services.configuration.appURL,
+            kit: kit, shares: api.shares, invitations: api.invitations, appURL: services.configuration.appURL,
             appStoreURL: services.configuration.appStoreURL)
         providers = ProviderRedirectRoutes(flow: api.oauthFlow, access: api.access, publicURL: env.publicURL, kit: kit)
         sso = SSORoutes(sso: api.sso, access: api.access, secureCookie: api.secureCookies)
