@@ -9,13 +9,7 @@ import Testing
 /// through the same endpoints.
 @Suite("Single sign-on: the company's side")
 struct SSOCompanyTests {
-    struct Setup {
-        let admin: AdminClient
-        let owner: Person
-        let companyID: String
-        let providerID: String
-        let domain: String
-    }
+    typealias Setup = SAMLFlowTests.Setup
 
     /// An Enterprise company whose owner's address is at a domain the company holds verified (through a DNS peer),
     /// and the pysaml2 IdP registered for that domain.
@@ -49,18 +43,12 @@ struct SSOCompanyTests {
         }
     }
 
-    static func flowSetup(_ setup: Setup) -> SAMLFlowTests.Setup {
-        SAMLFlowTests.Setup(
-            admin: setup.admin, owner: setup.owner, companyID: setup.companyID, providerID: setup.providerID,
-            domain: setup.domain)
-    }
-
     /// Signs `email` in through the IdP: the SSO account's session.
     static func ssoSession(_ h: AccountHarness, _ idp: SAMLPeer, _ setup: Setup, _ email: String) async throws
         -> SignedIn
     {
         try await SAMLFlowTests.exchange(
-            h, try await SAMLFlowTests.signIn(h, idp, flowSetup(setup), nameID: email))
+            h, try await SAMLFlowTests.signIn(h, idp, setup, nameID: email))
     }
 
     @Test("an SSO account joins the company once, with the company's default role and department mask")
