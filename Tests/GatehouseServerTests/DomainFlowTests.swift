@@ -130,6 +130,38 @@ struct DomainFlowTests {
         }
     }
 
+    @Test("a record set too large for UDP (TC set) is asked for again over TCP and verifies the domain")
+    func truncatedOverUDP() async throws {
+        try await Self.with { h, dns, owner, cid in
+            let record = try await Self.add(h, cid, Self.newDomain("big"), owner)
+            // SPF and many vendors' verification strings: about 8 KB, far past what fits in a UDP answer.
+            let others =
+                ["v=spf1 include:_spf.mail.example -all"]
+                + (0..<40).map { "vendor-\($0)-site-verification=" + String(repeating: "k\($0 % 10)", count: 90) }
+            // Over TCP only the others: not found, so the TCP answer was read and decoded, not taken as a failure.
+            try dns.serve([record.name: others], truncated: [record.name])
+            var verified = try await h.client.verifyDomain(cid, record.id, bearer: owner.company?.access)
+            #expect(verified.status == 422 && verified.json["code"] as? String == "domain_record_not_found")
+            // The value among them, last: verified.
+            try dns.serve([record.name: others + [record.value]], truncated: [record.name])
+            verified = try await h.client.verifyDomain(cid, record.id, bearer: owner.company?.access)
+            #expect(verified.status == 200, "\(verified.body)")
+            #expect(verified.json["status"] as? String == "verified")
+            #expect(try await Self.status(h, cid, record.id, owner) == "verified")
+        }
+    }
+
+    @Test("truncated over UDP and no answer over TCP: 503 dns_lookup_failed, and nothing changes")
+    func truncatedAndSilentOverTCP() async throws {
+        try await Self.with { h, dns, owner, cid in
+            let record = try await Self.add(h, cid, Self.newDomain("quiet-tcp"), owner)
+            try dns.serve([record.name: [record.value]], truncated: [record.name], silentOverTCP: [record.name])
+            let verified = try await h.client.verifyDomain(cid, record.id, bearer: owner.company?.access)
+            #expect(verified.status == 503 && verified.json["code"] as? String == "dns_lookup_failed")
+            #expect(try await Self.status(h, cid, record.id, owner) == "pending")
+        }
+    }
+
     @Test("a domain another company holds verified: 409 domain_already_verified, nothing changed")
     func secondCompany() async throws {
         try await Self.with { h, dns, owner, cid in

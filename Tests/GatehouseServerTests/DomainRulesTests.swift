@@ -107,6 +107,33 @@ struct DomainRulesTests {
         }
     }
 
+    @Test("over TCP a query goes after its length in 2 bytes, and an answer is read once all its bytes have come")
+    func tcpFraming() throws {
+        let query = try DNSMessage.query(id: 0xBEEF, name: "_g.acme.com")
+        let framed = DNSMessage.framed(query)
+        #expect(framed.count == query.count + 2)
+        #expect(Array(framed[0..<2]) == [0, UInt8(query.count)])
+        #expect(Array(framed[2...]) == query)
+        #expect(DNSMessage.framed([UInt8](repeating: 1, count: 300))[0..<2] == [1, 44])
+        // Complete: the message alone, bytes after it ignored; a long one (as many TXT records make) too.
+        let answer = try Self.answer(records: [Self.txt(["gatehouse-verification=x"])])
+        #expect(DNSMessage.unframed(DNSMessage.framed(answer)) == answer)
+        #expect(DNSMessage.unframed(DNSMessage.framed(answer) + [9, 9, 9]) == answer)
+        #expect(DNSMessage.unframed([0, 0]) == [])
+        let long = try Self.answer(records: (0..<40).map { _ in Self.txt([String(repeating: "s", count: 250)]) })
+        #expect(long.count > DNSMessage.maxAnswerSize)
+        let framedLong = DNSMessage.framed(long)
+        #expect(DNSMessage.unframed(framedLong) == long)
+        #expect(
+            try DNSMessage.answer(try #require(DNSMessage.unframed(framedLong)), id: 7, name: "_g.acme.com")
+                == .records(Array(repeating: String(repeating: "s", count: 250), count: 40)))
+        // Cut short: nothing yet, half a length, or fewer bytes than the length says.
+        for count in 0..<framedLong.count {
+            #expect(DNSMessage.unframed(Array(framedLong[0..<count])) == nil)
+        }
+        #expect(DNSMessage.unframed([0xFF, 0xFF] + [UInt8](repeating: 0, count: 65_534)) == nil)
+    }
+
     @Test("a re-check: confirmed, failed, lost on the third failure in a row, and no answer counts for nothing")
     func recheck() {
         let now = Date(timeIntervalSince1970: 1_000_000)

@@ -1,7 +1,9 @@
 import Foundation
 
-/// A DNS server for the domain tests: `Tests/dns/server.py` (dnslib) on a loopback UDP port, answering from a zone
-/// the test rewrites at any time. A name not in the zone is NXDOMAIN; a silent name gets no answer (a timeout).
+/// A DNS server for the domain tests: `Tests/dns/server.py` (dnslib) on a loopback port over UDP and TCP, answering
+/// from a zone the test rewrites at any time. A name not in the zone is NXDOMAIN; a silent name gets no answer (a
+/// timeout); a truncated name is answered over UDP with TC set and no records, and in full over TCP, unless it is
+/// also silent over TCP.
 final class DNSPeer {
     private let peer: PythonPeer
     private let folder: TemporaryFolder
@@ -27,9 +29,15 @@ final class DNSPeer {
         return DNSPeer(peer: peer, folder: folder)
     }
 
-    /// Replaces the zone: TXT values by name, and the names that get no answer.
-    func serve(_ records: [String: [String]], silent: [String] = []) throws {
-        let data = try JSONSerialization.data(withJSONObject: ["records": records, "silent": silent])
+    /// Replaces the zone: TXT values by name, the names that get no answer, those truncated over UDP, and those that
+    /// get no answer over TCP.
+    func serve(
+        _ records: [String: [String]], silent: [String] = [], truncated: [String] = [], silentOverTCP: [String] = []
+    ) throws {
+        let zone: [String: Any] = [
+            "records": records, "silent": silent, "truncate": truncated, "silent_tcp": silentOverTCP,
+        ]
+        let data = try JSONSerialization.data(withJSONObject: zone)
         try data.write(to: URL(fileURLWithPath: zonePath), options: .atomic)
     }
 

@@ -1,13 +1,15 @@
-/// The DNS wire format for one question, a TXT record of one name, and its answer (RFC 1035, 4.1; EDNS0 in RFC 6891):
-/// pure functions, tested without a socket. Decoding never traps on what a server or an attacker sends: every read is
+/// The DNS wire format for one question, a TXT record of one name, and its answer (RFC 1035, 4.1; EDNS0 in RFC 6891),
+/// and their framing over TCP (RFC 1035, 4.2.2): pure functions, tested without a socket. Decoding never traps on what a server or an attacker sends: every read is
 /// bounded, a name's compression pointers may only point backwards, and a malformed answer is a `Failure`.
 enum DNSMessage {
     static let typeTXT: UInt16 = 16
     static let typeCNAME: UInt16 = 5
     static let typeOPT: UInt16 = 41
     static let classIN: UInt16 = 1
-    /// The UDP payload size this client announces (EDNS0) and the largest answer it reads.
+    /// The UDP payload size this client announces (EDNS0) and the largest answer it reads over UDP.
     static let maxAnswerSize = 1232
+    /// The largest message over TCP, where a 2-byte length precedes it.
+    static let maxTCPMessageSize = 65_535
 
     /// What a name server said about the name.
     enum Answer: Sendable, Equatable {
@@ -24,7 +26,7 @@ enum DNSMessage {
         case notOurs
         /// The server failed (SERVFAIL, REFUSED, …), with its response code.
         case serverFailure(rcode: UInt8)
-        /// The answer did not fit (TC): this client does not retry over TCP.
+        /// The answer did not fit (TC): the resolver asks the question again over TCP.
         case truncated
         case malformed(String)
 
@@ -60,6 +62,25 @@ enum DNSMessage {
         return bytes
     }
 
+    /// `message` as it goes over TCP: after its length in 2 bytes, network order (RFC 1035, 4.2.2). A message is
+    /// at most `maxTCPMessageSize` bytes (a query is at most a few hundred).
+    static func framed(_ message: [UInt8]) -> [UInt8] {
+        precondition(message.count <= maxTCPMessageSize, "a DNS message is at most 65535 bytes")
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(2 + message.count)
+        append(UInt16(message.count), to: &bytes)
+        return bytes + message
+    }
+
+    /// The first message in `received`, the bytes read so far from a TCP stream of framed messages; nil until all
+    /// the bytes its length announces have come. Bytes after it are ignored: a stub asks one question.
+    static func unframed(_ received: [UInt8]) -> [UInt8]? {
+        guard received.count >= 2 else { return nil }
+        let length = Int(received[0]) << 8 | Int(received[1])
+        guard received.count >= 2 + length else { return nil }
+        return Array(received[2..<(2 + length)])
+    }
+
     /// `name` as length-prefixed labels ending in the root.
     static func encode(name: String) throws(Failure) -> [UInt8] {
         var bytes: [UInt8] = []
@@ -83,6 +104,7 @@ enum DNSMessage {
         guard try reader.uint16() == id else { throw .notOurs }
         let flags = try reader.uint16()
         guard flags & 0x8000 != 0, (flags >> 11) & 0xF == 0 else { throw .notOurs }
+        // Before the question: a truncated answer may leave it out; the question asked again over TCP is checked there.
         guard flags & 0x0200 == 0 else { throw .truncated }
         let questions = try reader.uint16()
         let answers = try reader.uint16()

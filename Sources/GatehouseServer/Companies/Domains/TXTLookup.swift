@@ -14,8 +14,10 @@ struct TXTLookupFailure: Error, Sendable, CustomStringConvertible {
     var description: String { reason }
 }
 
-/// A stub resolver over UDP: one query to one recursive resolver, an answer with our random id from its address
-/// within `timeout`, else a failure. No TCP fallback: a truncated answer is a failure (the challenge record is short).
+/// A stub resolver: one query to one recursive resolver, an answer with our random id from its address within
+/// `timeout`, else a failure. The query goes over UDP; when the answer is truncated (TC: a name with many TXT records,
+/// SPF and several vendors' verification strings, may not fit), the same question goes again over TCP to the same
+/// resolver within the same `timeout` (RFC 7766), and a TCP answer that does not come is a failure like any other.
 struct DNSResolver: TXTLookup {
     let server: SocketAddress
     var timeout: Duration = .seconds(3)
@@ -65,7 +67,10 @@ struct DNSResolver: TXTLookup {
         }
         let timeout = self.timeout
         return try await withThrowingTaskGroup(of: DNSMessage.Answer.self) { group in
-            group.addTask { try await exchange(query, id: id, name: name) }
+            group.addTask {
+                if let answer = try await overUDP(query, id: id, name: name) { return answer }
+                return try await overTCP(query, id: id, name: name)
+            }
             group.addTask {
                 try await Task.sleep(for: timeout)
                 throw TXTLookupFailure(reason: "the resolver at \(server) did not answer within \(timeout)")
@@ -75,8 +80,9 @@ struct DNSResolver: TXTLookup {
         }
     }
 
-    /// Sends `query` and reads datagrams until one from the resolver answers it; others are ignored.
-    private func exchange(_ query: [UInt8], id: UInt16, name: String) async throws -> DNSMessage.Answer {
+    /// Sends `query` and reads datagrams until one from the resolver answers it; others are ignored. Nil when the
+    /// answer was truncated.
+    private func overUDP(_ query: [UInt8], id: UInt16, name: String) async throws -> DNSMessage.Answer? {
         let bindHost = server.protocol == .inet6 ? "::" : "0.0.0.0"
         let channel = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -95,11 +101,46 @@ struct DNSResolver: TXTLookup {
                     return try DNSMessage.answer(Array(envelope.data.readableBytesView), id: id, name: name)
                 } catch .notOurs {
                     continue
+                } catch .truncated {
+                    return nil
                 } catch {
                     throw TXTLookupFailure(reason: error.description)
                 }
             }
             throw TXTLookupFailure(reason: "the resolver's socket closed")
+        }
+    }
+
+    /// Sends `query` over a TCP connection to the resolver, framed, and reads its framed answer: at most 2 + 65535
+    /// bytes, as the length in front says. Not connecting, a reset, a close before the whole answer, or an answer to
+    /// another id is a failure.
+    private func overTCP(_ query: [UInt8], id: UInt16, name: String) async throws -> DNSMessage.Answer {
+        do {
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(TimeAmount(timeout))
+                .connect(to: server) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    }
+                }
+            return try await channel.executeThenClose { inbound, outbound in
+                try await outbound.write(ByteBuffer(bytes: DNSMessage.framed(query)))
+                var received: [UInt8] = []
+                for try await chunk in inbound {
+                    received += chunk.readableBytesView
+                    guard let message = DNSMessage.unframed(received) else { continue }
+                    do throws(DNSMessage.Failure) {
+                        return try DNSMessage.answer(message, id: id, name: name)
+                    } catch {
+                        throw TXTLookupFailure(reason: "over TCP: \(error.description)")
+                    }
+                }
+                throw TXTLookupFailure(reason: "the resolver closed the TCP connection before the whole answer came")
+            }
+        } catch let failure as TXTLookupFailure {
+            throw failure
+        } catch {
+            throw TXTLookupFailure(reason: "the resolver at \(server) failed over TCP: \(error)")
         }
     }
 }
