@@ -188,11 +188,18 @@ xmlNodePtr gh_saml_decrypt(xmlNodePtr encrypted_data, const char *key_pem, size_
 
     xmlNodePtr decrypted = NULL;
     xmlSecEncCtxPtr context = NULL;
+    // A plain key store holding our one key. (The crypto engine's default manager would also build an X.509 store
+    // and load the system's trust anchors, some 20 ms a call, for nothing: decryption trusts no certificate.)
     xmlSecKeysMngrPtr manager = xmlSecKeysMngrCreate();
-    if (manager == NULL || xmlSecCryptoAppDefaultKeysMngrInit(manager) < 0) {
+    xmlSecKeyStorePtr store = manager != NULL ? xmlSecKeyStoreCreate(xmlSecSimpleKeysStoreId) : NULL;
+    if (store == NULL || xmlSecKeysMngrAdoptKeysStore(manager, store) < 0) {
+        if (store != NULL) {
+            xmlSecKeyStoreDestroy(store);
+        }
         gh_fail(error, error_len, "could not create a key store");
         goto done;
     }
+    manager->getKey = xmlSecKeysMngrGetKey;  // what the default manager sets: KeyInfo, then the store
     xmlSecKeyPtr key = xmlSecCryptoAppKeyLoadMemory((const xmlSecByte *)key_pem, (xmlSecSize)key_pem_len,
                                                     xmlSecKeyDataFormatPem, NULL, NULL, NULL);
     if (key == NULL) {
