@@ -30,6 +30,12 @@
 #ifndef __XMLSEC_FUNCTION__
 #define __XMLSEC_FUNCTION__ __func__
 #endif
+// Debian's libxml2 is built with ICU, and its encoding.h then includes the system's ICU headers (libicu-dev), whose
+// types clash with the copy Foundation carries (_FoundationICU) wherever Swift sees both: a clean build fails with
+// "'UErrorCode' has different definitions in different modules". Nothing here uses libxml2's ICU converters (only
+// pointers to encoding handlers pass through, never the handler itself), so encoding.h's ICU part is left out.
+#include <libxml/xmlversion.h>
+#undef LIBXML_ICU_ENABLED
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 #include <libxml/valid.h>

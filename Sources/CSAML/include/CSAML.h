@@ -9,6 +9,13 @@
 // Error messages written to `error` are short and name an algorithm or a step, never the document's content.
 
 #include <stddef.h>
+
+// Debian's libxml2 is built with ICU, and its encoding.h then includes the system's ICU headers (libicu-dev), whose
+// types clash with the copy Foundation carries (_FoundationICU) wherever Swift sees both: a clean build fails with
+// "'UErrorCode' has different definitions in different modules". Nothing here uses libxml2's ICU converters (only
+// pointers to encoding handlers pass through, never the handler itself), so encoding.h's ICU part is left out.
+#include <libxml/xmlversion.h>
+#undef LIBXML_ICU_ENABLED
 #include <libxml/tree.h>
 
 /// Initialises libxml2 and xmlsec once for the process, and on the calling thread sends libxml2's error output
