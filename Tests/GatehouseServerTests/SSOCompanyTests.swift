@@ -94,6 +94,8 @@ struct SSOCompanyTests {
             #expect(password.json["provider_id"] as? String == setup.providerID)
             let otp = try await h.client.otp("bob@\(setup.domain)")
             #expect(otp.status == 403 && otp.json["error_code"] as? String == "sso_required")
+            let recovery = try await h.client.post("/auth/v1/recover", ["email": "bob@\(setup.domain)"])
+            #expect(recovery.status == 403 && recovery.json["error_code"] as? String == "sso_required")
             let signUp = try await h.client.signUp("new@\(setup.domain)", password: "correct horse battery")
             #expect(signUp.status == 403 && signUp.json["error_code"] as? String == "sso_required")
             let owner = try await h.client.password(setup.owner.email, "correct horse battery")

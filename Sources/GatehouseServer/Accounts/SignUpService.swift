@@ -204,6 +204,10 @@ struct SignUpService: Sendable {
     func recover(_ body: Schemas.EmailRequest, redirectTo: String?, client: ClientInfo) async throws {
         let email = try await mail.deliverableEmail(body.email)
         let challenge = try PKCE.challenge(body.codeChallenge, method: body.codeChallengeMethod)
+        // A recovery link signs in as a code does: a company's provider may be the only way in.
+        try await SSOEnforcement.check(
+            email: email, accountID: try await AccountRepository(db: store.database).find(email: email)?.id,
+            db: store.database)
         try await spendMail(to: email, cooldown: "recovery", client: client)
         try await mail.mailCode(
             to: email, purpose: .recovery, client: client, auditAction: .recoveryRequested, codeChallenge: challenge,
