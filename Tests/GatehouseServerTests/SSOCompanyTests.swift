@@ -7,7 +7,7 @@ import Testing
 /// company that requires SSO sends the people of its verified domain to its provider (email sign-in refused 403
 /// `sso_required`, its owner excepted) and takes their SSO session for its own login; OIDC providers per company
 /// through the same endpoints.
-@Suite("Single sign-on: the company's side")
+@Suite("Single sign-on: the company's side", .serialized)
 struct SSOCompanyTests {
     typealias Setup = SAMLFlowTests.Setup
 
