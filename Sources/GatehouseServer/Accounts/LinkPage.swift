@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseAPI
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -26,6 +27,21 @@ enum LinkPage {
             location += "#" + (encoded.percentEncodedQuery ?? "")
         }
         return LinkRedirect(location: location)
+    }
+
+    /// The implicit flow's session in a redirect's fragment, as GoTrue writes it (a link's, a provider's, a single
+    /// sign-on's); the caller adds what its flow carries besides.
+    static func sessionFragment(_ session: Schemas.Session) -> [(String, String)] {
+        [
+            ("access_token", session.accessToken), ("expires_at", String(session.expiresAt)),
+            ("expires_in", String(session.expiresIn)), ("refresh_token", session.refreshToken),
+            ("token_type", "bearer"),
+        ]
+    }
+
+    /// The OAuth `error` a refusal redirects with, from its status (RFC 6749 4.1.2.1's names).
+    static func oauthError(_ error: APIError) -> String {
+        error.status == .forbidden ? "access_denied" : error.status.code >= 500 ? "server_error" : "invalid_request"
     }
 
     /// Whether a form post came from this server's own page. A browser says so in `Sec-Fetch-Site: same-origin`, or

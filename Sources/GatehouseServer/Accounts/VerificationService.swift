@@ -124,11 +124,7 @@ struct VerificationService: Sendable {
             return .app(
                 LinkPage.redirect(
                     target,
-                    fragment: [
-                        ("access_token", session.accessToken), ("expires_at", String(session.expiresAt)),
-                        ("expires_in", String(session.expiresIn)), ("refresh_token", session.refreshToken),
-                        ("token_type", "bearer"), ("type", type),
-                    ]))
+                    fragment: LinkPage.sessionFragment(session) + [("type", type)]))
         } catch let error as APIError where !landsHere {
             return .app(Self.failure(target, code: error.code, error.message))
         }

@@ -191,23 +191,16 @@ struct SSOSignIn: Sendable {
             guard let issued = outcome.session else { throw APIError.sessionNotFound }
             let session = try await sessions.response(
                 for: issued, user: try await users.user(outcome.account, db: store.database))
-            return LinkPage.redirect(
-                target,
-                fragment: [
-                    ("access_token", session.accessToken), ("expires_at", String(session.expiresAt)),
-                    ("expires_in", String(session.expiresIn)), ("refresh_token", session.refreshToken),
-                    ("token_type", "bearer"),
-                ])
+            return LinkPage.redirect(target, fragment: LinkPage.sessionFragment(session))
         } catch let error as APIError {
             if error.code != ErrorCode.samlRelayStateNotFound.rawValue {
                 await trail.record(
                     client.event(
                         .signInFailed, accountID: nil, detail: ["method": "sso/saml", "reason": error.code]))
             }
-            let name =
-                error.status == .forbidden
-                ? "access_denied" : error.status.code >= 500 ? "server_error" : "invalid_request"
-            let items = [("error", name), ("error_code", error.code), ("error_description", error.message)]
+            let items = [
+                ("error", LinkPage.oauthError(error)), ("error_code", error.code), ("error_description", error.message),
+            ]
             return pkce ? LinkPage.redirect(target, query: items) : LinkPage.redirect(target, fragment: items)
         } catch {
             let items = [

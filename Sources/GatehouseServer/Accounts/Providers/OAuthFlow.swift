@@ -219,10 +219,8 @@ struct OAuthFlow: Sendable {
             return self.failure(
                 to: target, inQuery: pkce, error: "server_error", code: .oauthProviderError, failure.description)
         } catch let error as APIError {
-            let name =
-                error.status == .forbidden
-                ? "access_denied" : error.status.code >= 500 ? "server_error" : "invalid_request"
-            return failure(to: target, inQuery: pkce, error: name, codeString: error.code, error.message)
+            return failure(
+                to: target, inQuery: pkce, error: LinkPage.oauthError(error), codeString: error.code, error.message)
         } catch {
             return failure(
                 to: target, inQuery: pkce, error: "server_error", code: .unexpectedFailure,
@@ -260,11 +258,7 @@ struct OAuthFlow: Sendable {
         }
         guard let issued else { throw APIError.sessionNotFound }
         let session = try await sessions.response(for: issued, user: try await users.user(account, db: store.database))
-        var fragment = [
-            ("access_token", session.accessToken), ("expires_at", String(session.expiresAt)),
-            ("expires_in", String(session.expiresIn)), ("provider_token", tokens.accessToken),
-            ("refresh_token", session.refreshToken), ("token_type", "bearer"),
-        ]
+        var fragment = LinkPage.sessionFragment(session) + [("provider_token", tokens.accessToken)]
         if let refresh = tokens.refreshToken { fragment.append(("provider_refresh_token", refresh)) }
         return .app(LinkPage.redirect(record.redirectTo, fragment: fragment))
     }
