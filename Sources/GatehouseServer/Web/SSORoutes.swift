@@ -38,12 +38,7 @@ struct SSORoutes: Sendable {
             case .url(let url):
                 return try WebAnswer.json(["url": url])
             case .redirect(let location, let cookie):
-                var answer = WebAnswer(
-                    status: .seeOther, html: nil,
-                    headers: [
-                        .location: location, .cacheControl: "no-store",
-                        HTTPField.Name("Referrer-Policy")!: "no-referrer",
-                    ])
+                var answer = WebAnswer.redirect(LinkRedirect(location: location))
                 answer.setCookies(cookie.map { [$0] } ?? [])
                 return answer
             }
