@@ -51,21 +51,12 @@ struct SSOConnections: CompanyIdentityProviders {
         }
     }
 
-    /// Makes the account a member of the company on its first single sign-on; a member already is left as it is.
+    /// Makes the account a member of the company on its first single sign-on, with the company's default role and
+    /// mask (the joining-by-domain setting's, on or off); a member already is left as it is.
     static func admit(_ accountID: String, to companyID: String, now: Date, db: any SQLDatabase) async throws {
-        let companies = CompanyDirectory(db: db)
-        try await companies.lock(companyID)
-        guard try await companies.membership(companyID, accountID: accountID) == nil else { return }
-        guard let company = try await companies.company(companyID),
-            CompanyRules.admits(participants: try await companies.participantCount(companyID), tier: company.tier)
-        else {
-            throw APIError(
-                .forbidden, code: .participantLimitReached,
-                message: "This company has reached its tier's participant limit")
-        }
-        let setting = try await DomainJoinService.defaultSetting(companyID, db: db)
-        try await companies.admit(
-            companyID, accountID: accountID, role: setting.role, deptMask: setting.deptMask, managerMask: 0, now: now)
+        try await DomainJoinService.admit(
+            accountID, to: companyID, setting: try await DomainJoinService.defaultSetting(companyID, db: db), db: db,
+            now: now)
     }
 
     private func enabled(_ name: String) async throws -> SSOProviderRecord {

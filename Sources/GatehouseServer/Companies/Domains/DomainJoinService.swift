@@ -155,23 +155,29 @@ struct DomainJoinService: Sendable {
     static func admit(_ accountID: String, to company: DomainCompanyRecord, db: any SQLDatabase, now: Date)
         async throws
     {
+        try await admit(accountID, to: company.companyID, setting: company.setting, db: db, now: now)
+    }
+
+    /// The same, for any way in without an invitation (a company's identity provider too): `setting`'s role and
+    /// mask, within the tier's participant limit; a member already is left as they are.
+    static func admit(
+        _ accountID: String, to companyID: String, setting: DomainJoinSetting, db: any SQLDatabase, now: Date
+    ) async throws {
         let companies = CompanyRepository(db: db)
         // Take the company row's lock first, so concurrent joins count participants one at a time.
-        try await companies.lock(company.companyID)
-        guard try await companies.membership(company.companyID, accountID: accountID) == nil else { return }
-        guard let record = try await companies.company(company.companyID),
-            CompanyRules.admits(
-                participants: try await companies.participantCount(company.companyID), tier: record.tier)
+        try await companies.lock(companyID)
+        guard try await companies.membership(companyID, accountID: accountID) == nil else { return }
+        guard let record = try await companies.company(companyID),
+            CompanyRules.admits(participants: try await companies.participantCount(companyID), tier: record.tier)
         else {
             throw APIError(
                 .forbidden, code: .participantLimitReached,
                 message: "This company has reached its tier's participant limit")
         }
-        let setting = company.setting
-        try await companies.addMember(company.companyID, accountID: accountID, role: setting.role, now: now)
+        try await companies.addMember(companyID, accountID: accountID, role: setting.role, now: now)
         if setting.deptMask != 0 {
             try await companies.updateMember(
-                company.companyID, accountID: accountID, role: setting.role, deptMask: setting.deptMask, managerMask: 0)
+                companyID, accountID: accountID, role: setting.role, deptMask: setting.deptMask, managerMask: 0)
         }
     }
 
