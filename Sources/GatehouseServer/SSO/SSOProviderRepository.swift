@@ -101,9 +101,9 @@ struct SSOProviderRepository {
         return try await query.all().map { try $0.decode(column: "domain", as: String.self) }
     }
 
-    /// Inserts `record` and its domains; false when its entity id or resource id is held already.
+    /// Inserts `record` and its domains; false when its resource id is held already. (An entity id held already is
+    /// the caller's to refuse, with its own code; the unique index holds the rule against a race.)
     func insert(_ record: SSOProviderRecord) async throws -> Bool {
-        if let entityID = record.entityID, try await find(entityID: entityID) != nil { return false }
         if let resourceID = record.resourceID, try await find(resourceID: resourceID) != nil { return false }
         try await db.insert(into: "sso_providers").columns(Self.columns)
             .values(
