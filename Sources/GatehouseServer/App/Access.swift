@@ -80,20 +80,24 @@ struct CompanyCaller: Sendable {
 /// A backend holding a live service key: only `Access.admin` makes one. Its key's id goes into every audit event of
 /// what it does. The operator at the command line, who holds the store rather than a key, is `commandLine`.
 struct AdminCaller: Sendable {
-    /// The service key's id; `operator` for the command line.
+    /// The service key's id; `operator` for the command line, `console` for an operator in the console.
     let keyID: String
     let client: ClientInfo
+    /// The operator's account, in the console.
+    let operatorID: String?
     private let isOperator: Bool
 
     fileprivate init(keyID: String, client: ClientInfo) {
         self.keyID = keyID
         self.client = client
+        operatorID = nil
         isOperator = false
     }
 
-    private init(operatorAt client: ClientInfo) {
-        keyID = "operator"
+    private init(operatorAt client: ClientInfo, account: String? = nil) {
+        keyID = account == nil ? "operator" : "console"
         self.client = client
+        operatorID = account
         isOperator = true
     }
 
@@ -101,9 +105,18 @@ struct AdminCaller: Sendable {
     /// `by: operator` as every operator command is.
     static let commandLine = AdminCaller(operatorAt: ClientInfo(ip: nil, userAgent: nil))
 
+    /// An operator in the console (`ConsoleKit.enter` makes one, for an operator at aal2): audited `by: console`
+    /// with the operator's account id.
+    static func console(operatorID: String, client: ClientInfo) -> AdminCaller {
+        AdminCaller(operatorAt: client, account: operatorID)
+    }
+
     /// The audit event of an admin action on `accountID`.
     func event(_ action: AuditAction, accountID: String?, detail: [String: String] = [:]) -> AuditEvent {
-        let actor = isOperator ? ["by": "operator"] : ["service_key": keyID]
+        let actor: [String: String] =
+            if let operatorID { ["by": "console", "operator_id": operatorID] } else if isOperator {
+                ["by": "operator"]
+            } else { ["service_key": keyID] }
         return client.event(action, accountID: accountID, detail: detail.merging(actor) { $1 })
     }
 }

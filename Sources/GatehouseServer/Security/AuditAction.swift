@@ -57,6 +57,14 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case ssoProviderDeleted = "sso_provider_deleted"
     /// A company's owner turned requiring its identity provider on or off.
     case ssoRequirementChanged = "sso_requirement_changed"
+    /// The operator role granted or taken away (`gatehouse operators add|remove`).
+    case operatorGranted = "operator_granted"
+    case operatorRevoked = "operator_revoked"
+    /// An operator's console session began, or ended (idle, too old, or signed out); and an action the operator took
+    /// in the console (its `action` and the operator's id, `operator_id`, in the detail).
+    case consoleSessionStarted = "console_session_started"
+    case consoleSessionEnded = "console_session_ended"
+    case consoleAction = "console_action"
     case loggedOut = "logged_out"
     case memberChanged = "member_changed"
     case memberLeft = "member_left"

@@ -748,5 +748,36 @@ public enum Migrations {
             try await db.alter(table: "accounts").column("sso_provider_id", type: .text).run()
             try await db.alter(table: "accounts").column("sso_email", type: .text).run()
         },
+        Migration(version: 18, name: "the operator console: operators, console sessions, the overview's series") { db in
+            // Accounts that may open the console (`gatehouse operators add`).
+            try await db.create(table: "operators")
+                .column(
+                    "account_id", type: .text, .primaryKey(autoIncrement: false),
+                    .references("accounts", "id", onDelete: .cascade)
+                )
+                .column("granted_at", type: .bigint, .notNull)
+                .run()
+            // One row per account session that opened the console: it ends when idle or old, and its session with it.
+            try await db.create(table: "console_sessions")
+                .column("session_id", type: .text, .primaryKey(autoIncrement: false))
+                .column("account_id", type: .text, .notNull)
+                .column("started_at", type: .bigint, .notNull)
+                .column("last_seen_at", type: .bigint, .notNull)
+                .run()
+            try await db.create(index: "console_sessions_seen").on("console_sessions").column("last_seen_at").run()
+            // The overview's time series: a count per minute (epoch minutes) and series, summed over every instance
+            // (each adds its own minute's counts); kept for eight days.
+            try await db.create(table: "console_series")
+                .column("minute", type: .bigint, .notNull)
+                .column("series", type: .text, .notNull)
+                .column("value", type: .bigint, .notNull)
+                .primaryKey("minute", "series")
+                .run()
+            // The user list's other sort, and the audit explorer's filters, each paged by id.
+            try await db.create(index: "accounts_last_sign_in").on("accounts").column("last_sign_in_at").column("id")
+                .run()
+            try await db.create(index: "audit_events_action").on("audit_events").column("action").column("id").run()
+            try await db.create(index: "audit_events_ip").on("audit_events").column("ip").column("id").run()
+        },
     ]
 }

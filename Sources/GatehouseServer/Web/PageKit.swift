@@ -30,11 +30,37 @@ struct PageKit: Sendable {
 
     // MARK: Rendering
 
-    /// Page `name` with the layout's fields.
-    func render(_ name: String, page: String, title: String, _ fields: [String: Any] = [:]) -> String {
-        var context: [String: Any] = ["lang": "en", "product": Mailer.productName, "page": page, "title": title]
+    /// Page `name` with the layout's fields, in `language` (else the one the browser asks for): its strings are
+    /// `t` (`{{t.key}}`).
+    func render(
+        _ name: String, page: String, title: String, _ fields: [String: Any] = [:], language: String? = nil
+    ) -> String {
+        let language = language ?? self.language(account: nil)
+        var context: [String: Any] = ["lang": language, "product": Mailer.productName, "page": page, "title": title]
         context.merge(fields) { $1 }
+        context["t"] = templates.strings(language, context)
         return templates.page(name, context)
+    }
+
+    /// The language a page speaks: the account's `locale` when the pages speak it, else the first language of the
+    /// browser's `Accept-Language` they speak, else English.
+    func language(account locale: String?) -> String {
+        let spoken = templates.pageLanguages
+        func base(_ tag: Substring) -> String {
+            String(tag.prefix { $0 != "-" && $0 != "_" }).trimmingCharacters(in: .whitespaces).lowercased()
+        }
+        if let locale, spoken.contains(base(Substring(locale))) { return base(Substring(locale)) }
+        let asked = (requestHeaders[.acceptLanguage] ?? "").split(separator: ",").map { part -> (String, Double) in
+            let pieces = part.split(separator: ";")
+            let quality =
+                pieces.dropFirst().compactMap { piece -> Double? in
+                    let trimmed = piece.trimmingCharacters(in: .whitespaces)
+                    return trimmed.hasPrefix("q=") ? Double(trimmed.dropFirst(2)) : nil
+                }.first ?? 1
+            return (base(pieces.first ?? ""), quality)
+        }
+        let ranked = asked.enumerated().sorted { ($0.element.1, -$0.offset) > ($1.element.1, -$1.offset) }
+        return ranked.first { $0.element.1 > 0 && spoken.contains($0.element.0) }?.element.0 ?? "en"
     }
 
     /// Page `name`, loading the passkey script when passkeys are on: the template's `script_nonce` and the policy
@@ -89,7 +115,7 @@ struct PageKit: Sendable {
     static func isPage(method: HTTPRequest.Method, path: String) -> Bool {
         path == "/account" || path.hasPrefix("/account/") || path.hasPrefix("/share/")
             || path == "/auth/v1/verify/continue" || (path == "/auth/v1/verify" && (method == .get || method == .head))
-            || path == "/auth/v1/authorize/continue"
+            || path == "/auth/v1/authorize/continue" || path == "/console" || path.hasPrefix("/console/")
     }
 
     /// The page for a failure the API would answer as JSON: a limit (with its `Retry-After`), the store out of

@@ -19,6 +19,7 @@ struct PageRoutes: Sendable {
     let share: SharePages
     let providers: ProviderRedirectRoutes
     let sso: SSORoutes
+    let console: ConsoleRoutes
 
     /// Each page group, with the services it uses from those the API holds.
     init(_ api: API, _ services: GatehouseServices) {
@@ -44,6 +45,7 @@ struct PageRoutes: Sendable {
             appStoreURL: services.configuration.appStoreURL)
         providers = ProviderRedirectRoutes(flow: api.oauthFlow, access: api.access, publicURL: env.publicURL, kit: kit)
         sso = SSORoutes(sso: api.sso, access: api.access, secureCookie: api.secureCookies)
+        console = ConsoleRoutes(api, services, pages: kit)
     }
 
     func register(on router: Router<AppRequestContext>) {
@@ -55,6 +57,7 @@ struct PageRoutes: Sendable {
         SharePageRoutes(pages: share).register(on: router)
         providers.register(on: router)
         sso.register(on: router)
+        console.register(on: router)
     }
 }
 
@@ -120,8 +123,15 @@ struct SignInPageRoutes {
     }
 
     func register(on router: Router<AppRequestContext>) {
-        router.get("/account/sign-in") { _, _ in
-            try await PageInput.answer { try await pages.signInPage() }
+        router.get("/account/sign-in") { request, _ in
+            // `?next=/console…` brings the browser back to the console once signed in (`ConsoleKit.returnCookie`).
+            let next = request.uri.queryParameters["next"].map { ConsoleKit.returnPath(String($0)) }
+            let ended = request.uri.queryParameters["notice"] == "console_ended"
+            return try await PageInput.answer {
+                var answer = try await pages.signInPage(consoleEnded: ended)
+                if let next { answer.setCookies([ConsoleKit.returnCookie(next, secure: pages.kit.session.secure)]) }
+                return answer
+            }
         }
         router.post("/account/sign-in") { request, context in
             let form = try await PageInput.form(PasswordSignIn.self, request, context)
@@ -219,6 +229,15 @@ struct AccountPageRoutes {
                     var answer = try await pages.account(
                         notice: notice.flatMap { Self.notices[$0] }, reviewPasskeys: notice == "password_changed",
                         linkedInvitation: fromLink ?? kept)
+                    if answer.status == .ok, fromLink == nil,
+                        let back = WebSession.read(ConsoleKit.returnCookie, from: request.headers)?
+                            .removingPercentEncoding
+                    {
+                        // Signed in for the console (`ConsoleKit.enter` sent the browser here): back to its page.
+                        var onward = WebAnswer.redirect(ConsoleKit.returnPath(back))
+                        onward.setCookies([ConsoleKit.returnCookieClearing(secure: secure)])
+                        return onward
+                    }
                     if answer.status == .seeOther, fromLink != nil {
                         // On to the second factor first: the token keeps waiting.
                         answer.setCookies([AccountPages.invitationCookie(fromLink, secure: secure)])

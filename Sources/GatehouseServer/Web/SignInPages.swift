@@ -14,9 +14,12 @@ struct SignInPages: Sendable {
 
     // MARK: Sign-in
 
-    func signInPage() async throws -> WebAnswer {
+    /// The sign-in page; `consoleEnded` says an idle or old console session ended (`ConsoleKit`).
+    func signInPage(consoleEnded: Bool = false) async throws -> WebAnswer {
         if try await kit.caller() != nil { return .redirect("/account") }
-        return kit.page("sign-in", title: "Sign in", [:])
+        return kit.page(
+            "sign-in", title: "Sign in",
+            consoleEnded ? ["notice": "Your console session ended: sign in again to go on."] : [:])
     }
 
     /// The sign-in page again, saying why the last try was refused.
