@@ -55,7 +55,9 @@ struct ContractTests {
         let services = try GatehouseServices(try await TestStore.configuration(), logger: TestStore.quietLogger)
         let router = try buildRouter(services)
         try router.validate()
+        // The console's pages (`/console…`) are pages too, each area's listed by its own tests.
         let served = Set(router.routes.map { "\($0.method) \(Self.normalized("\($0.path)"))" })
+            .filter { !$0.hasPrefix("GET /console") && !$0.hasPrefix("POST /console") }
         let documented = try Self.documentedOperations()
         #expect(documented.count >= 40)
         // The link page alone is listed, for its path is the API's too (POST /auth/v1/verify).
