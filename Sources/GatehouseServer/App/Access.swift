@@ -10,9 +10,44 @@ struct RequestScope: Sendable {
     let peerAddress: String?
 
     @TaskLocal static var current: RequestScope?
+    /// The request's id (`RequestIDMiddleware`): in its answer's `X-Request-Id`, and in each audit event it records.
+    @TaskLocal static var requestID: String?
 
     /// The request's path without its query, for the audit trail.
     var path: String { String((head.path ?? "").prefix { $0 != "?" }) }
+}
+
+/// Gives every request an id: the caller's `X-Request-Id` when it is a plain token of up to 64 characters (a proxy's
+/// or a load balancer's), else a new one; answered in `X-Request-Id`, recorded with each audit event the request
+/// causes, so the audit explorer follows one request.
+struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
+    static var header: HTTPField.Name { HTTPField.Name("X-Request-Id")! }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        let id = Self.accepted(request.headers[Self.header]) ?? Self.newID()
+        var response = try await RequestScope.$requestID.withValue(id) { try await next(request, context) }
+        response.headers[Self.header] = id
+        return response
+    }
+
+    static func accepted(_ given: String?) -> String? {
+        guard let given, (1...64).contains(given.utf8.count),
+            given.utf8.allSatisfy({
+                $0 < 128
+                    && (Character(UnicodeScalar($0)).isLetter || Character(UnicodeScalar($0)).isNumber
+                        || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "."))
+            })
+        else { return nil }
+        return given
+    }
+
+    static func newID() -> String {
+        let value = UInt64.random(in: .min ... .max)
+        let hex = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
 }
 
 /// Makes the request's head and peer available to the generated handlers (see `RequestScope`).
@@ -71,9 +106,11 @@ struct CompanyCaller: Sendable {
 
     /// The audit event of something this caller did in their company.
     func event(_ action: AuditAction, detail: [String: String] = [:]) -> AuditEvent {
-        AuditEvent(
+        var event = AuditEvent(
             action, accountID: accountID, companyID: companyID, ip: client.ip, userAgent: client.userAgent,
             detail: detail)
+        event.sessionID = event.sessionID ?? identity.sessionID
+        return event
     }
 }
 

@@ -9,6 +9,10 @@ public struct AuditEvent: Sendable {
     public var ip: String?
     public var userAgent: String?
     public var detail: [String: String]
+    /// The request that caused it (`RequestIDMiddleware`), taken when the event is made.
+    public var requestID: String?
+    /// The session it concerns: a company caller's, or the one its detail names (`session_id`, `session`).
+    public var sessionID: String?
 
     /// `detail` as the trail stores it: a JSON object, keys sorted, written without an encoder (every refresh
     /// writes one).
@@ -35,6 +39,8 @@ public struct AuditEvent: Sendable {
         self.ip = ip
         self.userAgent = userAgent
         self.detail = detail
+        requestID = RequestScope.requestID
+        sessionID = detail["session_id"] ?? detail["session"]
     }
 }
 

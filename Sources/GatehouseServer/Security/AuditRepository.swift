@@ -16,12 +16,15 @@ struct AuditRepository {
         guard !events.isEmpty else { return }
         let now = clock.now.epochMilliseconds
         var insert = db.insert(into: "audit_events")
-            .columns("occurred_at", "action", "account_id", "company_id", "ip", "user_agent", "detail")
+            .columns(
+                "occurred_at", "action", "account_id", "company_id", "ip", "user_agent", "detail", "request_id",
+                "session_id")
         for event in events {
             let detail = event.detailJSON
             insert = insert.values(
                 SQLBind(now), SQLBind(event.action), SQLBind(event.accountID), SQLBind(event.companyID),
-                SQLBind(event.ip), SQLBind(event.userAgent.map { String($0.prefix(512)) }), SQLBind(detail))
+                SQLBind(event.ip), SQLBind(event.userAgent.map { String($0.prefix(512)) }), SQLBind(detail),
+                SQLBind(event.requestID), SQLBind(event.sessionID))
         }
         try await insert.run()
     }

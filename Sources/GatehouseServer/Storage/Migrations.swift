@@ -778,6 +778,13 @@ public enum Migrations {
                 .run()
             try await db.create(index: "audit_events_action").on("audit_events").column("action").column("id").run()
             try await db.create(index: "audit_events_ip").on("audit_events").column("ip").column("id").run()
+            // The request an event came from (its `X-Request-Id`) and the session it names, which the audit explorer
+            // follows.
+            try await db.alter(table: "audit_events").column("request_id", type: .text).run()
+            try await db.alter(table: "audit_events").column("session_id", type: .text).run()
+            try await db.create(index: "audit_events_request").on("audit_events").column("request_id").run()
+            try await db.create(index: "audit_events_session").on("audit_events").column("session_id").column("id")
+                .run()
         },
     ]
 }
