@@ -455,6 +455,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/User/is_sso_user`.
             package var isSsoUser: Swift.Bool?
+            /// In the admin API's answers only (a user, the list): whether the account holds the operator role (`gatehouse operators add`), which opens the console at /console.
+            ///
+            /// - Remark: Generated from `#/components/schemas/User/is_operator`.
+            package var isOperator: Swift.Bool?
             /// The address an email change waits to confirm.
             ///
             /// - Remark: Generated from `#/components/schemas/User/new_email`.
@@ -490,6 +494,7 @@ extension Components {
             ///   - updatedAt:
             ///   - isAnonymous:
             ///   - isSsoUser: An account made by single sign-on (its identity `sso:<provider id>`): `email` is the address its identity provider gave, which no email sign-in reaches.
+            ///   - isOperator: In the admin API's answers only (a user, the list): whether the account holds the operator role (`gatehouse operators add`), which opens the console at /console.
             ///   - newEmail: The address an email change waits to confirm.
             ///   - emailChangeSentAt:
             ///   - bannedUntil:
@@ -513,6 +518,7 @@ extension Components {
                 updatedAt: Foundation.Date,
                 isAnonymous: Swift.Bool,
                 isSsoUser: Swift.Bool? = nil,
+                isOperator: Swift.Bool? = nil,
                 newEmail: Swift.String? = nil,
                 emailChangeSentAt: Foundation.Date? = nil,
                 bannedUntil: Foundation.Date? = nil,
@@ -536,6 +542,7 @@ extension Components {
                 self.updatedAt = updatedAt
                 self.isAnonymous = isAnonymous
                 self.isSsoUser = isSsoUser
+                self.isOperator = isOperator
                 self.newEmail = newEmail
                 self.emailChangeSentAt = emailChangeSentAt
                 self.bannedUntil = bannedUntil
@@ -560,6 +567,7 @@ extension Components {
                 case updatedAt = "updated_at"
                 case isAnonymous = "is_anonymous"
                 case isSsoUser = "is_sso_user"
+                case isOperator = "is_operator"
                 case newEmail = "new_email"
                 case emailChangeSentAt = "email_change_sent_at"
                 case bannedUntil = "banned_until"

@@ -41,6 +41,8 @@ struct AdminService: Sendable {
         {
             listed.append(try await users.user(account, db: store.database))
         }
+        let operators = try await OperatorDirectory(db: store.database).operators(among: listed.map(\.id))
+        for index in listed.indices { listed[index].isOperator = operators.contains(listed[index].id) }
         var query: [(String, String)] = [("page", String(page.number))]
         if let perPage, !perPage.isEmpty { query.append(("per_page", perPage)) }
         if let filter { query.append(("filter", filter)) }
@@ -52,7 +54,10 @@ struct AdminService: Sendable {
     /// One user by id (any case of its UUID).
     func user(_ rawID: String) async throws -> Schemas.User {
         let account = try await account(rawID, db: store.database)
-        return try await users.user(account, db: store.database)
+        var user = try await users.user(account, db: store.database)
+        user.isOperator = try await OperatorDirectory(db: store.database).operators(among: [account.id])
+            .contains(account.id)
+        return user
     }
 
     private func account(_ rawID: String, db: any SQLDatabase) async throws -> AccountRecord {

@@ -27,6 +27,14 @@ struct ConsoleRepository {
             != nil
     }
 
+    /// Which of `accountIDs` are operators.
+    func operators(among accountIDs: [String]) async throws -> Set<String> {
+        guard !accountIDs.isEmpty else { return [] }
+        return Set(
+            try await db.select().column("account_id").from("operators").where("account_id", .in, accountIDs).all()
+                .map { try $0.decode(column: "account_id", as: String.self) })
+    }
+
     /// Every operator: account id, email and when the role was granted, oldest first.
     func operators() async throws -> [(accountID: String, email: String, grantedAt: Date)] {
         try await db.select().column(SQLColumn("account_id", table: "operators")).column("email")
