@@ -26,6 +26,9 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
 
     public var description: String { "\(status.code) \(code): \(message)" }
 
+    /// The answer to a path nothing serves; the console answers it to everyone but its operators (`ConsoleKit`).
+    static let noRoute = APIError.notFound("No route matches this method and path")
+
     public static func notFound(_ message: String = "No such resource") -> APIError {
         APIError(.notFound, code: .notFound, message: message)
     }

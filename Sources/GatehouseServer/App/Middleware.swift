@@ -12,8 +12,9 @@ import OpenAPIRuntime
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Logs an outage now and then rather than once per refused request.
     let outages = OutageLog()
-    /// The page that answers `error` on a page's route (`PageKit.isPage`).
-    var page: (@Sendable (APIError) -> WebAnswer)? = nil
+    /// The page that answers `error` on a page's route (`PageKit.isPage`), in the language the request's headers ask
+    /// for.
+    var page: (@Sendable (APIError, HTTPFields) -> WebAnswer)? = nil
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -23,7 +24,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             guard let page, PageKit.isPage(method: request.method, path: request.uri.path) else {
                 return try error.response(from: request, context: context)
             }
-            return try page(error).response(from: request, context: context)
+            return try page(error, request.headers).response(from: request, context: context)
         }
         do {
             return try await StoreOutage.$currentRequest.withValue(report) { try await next(request, context) }
@@ -105,7 +106,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         var translated: APIError
         switch error.status {
         case .notFound:
-            translated = .notFound("No route matches this method and path")
+            translated = .noRoute
         case .contentTooLarge:
             translated = APIError(.contentTooLarge, code: .payloadTooLarge, message: "The request body is too large")
         case .methodNotAllowed:

@@ -48,9 +48,16 @@ struct ConsoleKit: Sendable {
     /// The operator behind this request, or the answer that sends anyone else away.
     func enter() async throws -> ConsoleCaller {
         let path = RequestScope.current?.path ?? "/console"
-        guard let (caller, cookies) = try await pages.caller() else { throw HTTPError(.notFound) }
+        guard let (caller, cookies) = try await pages.caller() else {
+            // A web session whose access token has expired: the refresh cookie goes to the account pages only, so
+            // the sign-in page renews it there and the browser comes back (`returnCookie`). No session at all: 404.
+            guard WebSession.read(WebSession.accessCookie, from: pages.requestHeaders) != nil else {
+                throw APIError.noRoute
+            }
+            throw WebAnswer.redirect("/account/sign-in", cookies: [returnCookie(Self.returnPath(path))])
+        }
         let repository = ConsoleRepository(db: store.database)
-        guard try await repository.isOperator(caller.accountID) else { throw HTTPError(.notFound) }
+        guard try await repository.isOperator(caller.accountID) else { throw APIError.noRoute }
         guard Self.hasSecondFactor(caller.identity) else {
             let verified = try await factors.factors(accountID: caller.accountID)
                 .contains { $0.factorType == .totp && $0.status == .verified }

@@ -8,7 +8,14 @@ struct ConsoleOperator {
     let email: String
     let accountID: String
     let access: String
+    let refresh: String
     let formToken: String
+
+    /// The same operator with another access token of the same session (after a refresh).
+    func with(access: String, refresh: String) -> ConsoleOperator {
+        ConsoleOperator(
+            email: email, accountID: accountID, access: access, refresh: refresh, formToken: formToken)
+    }
 }
 
 /// What the console's tests stand on: an operator made as `gatehouse operators add` makes one, signed in with an
@@ -23,7 +30,7 @@ extension AccountHarness {
         guard case .changed(let accountID) = change else { throw ConsoleHarnessError.notGranted }
         let sessionID = try #require(try FactorFlowTests.claims(raised.access)["session_id"] as? String)
         return ConsoleOperator(
-            email: email, accountID: accountID, access: raised.access,
+            email: email, accountID: accountID, access: raised.access, refresh: raised.refresh,
             formToken: PasskeyPages.pageTokens(sessionID: sessionID, box: server.services.box)[0])
     }
 
