@@ -27,34 +27,56 @@ struct AccountPages: Sendable {
 
     // MARK: The account page
 
+    /// What the account page says at its top.
+    enum Notice {
+        /// A change made: a name of `AccountPageRoutes.notices`, its words `account_notice_<name>`.
+        case done(String)
+        /// A change refused, in the API's words (`PageKit.pageMessage`).
+        case refused(APIError)
+        /// Words of the string tables, by key.
+        case text(String)
+    }
+
+    /// The account page, in the account's language (its `locale`, else the browser's).
     func account(
-        notice: String? = nil, deleteError: APIError? = nil, passkeyError: String? = nil,
+        notice: Notice? = nil, deleteError: APIError? = nil, passkeyError: APIError? = nil,
         status: HTTPResponse.Status = .ok, reviewPasskeys: Bool = false, linkedInvitation: String? = nil
     ) async throws -> WebAnswer {
         let (caller, cookies) = try await kit.signedIn()
         // An account with a verified factor gives a code before its page opens.
-        let (factorFields, needsCode) = try await factorFields(caller)
+        let (allFactors, needsCode) = try await factorFields(caller)
         if needsCode { return .redirect("/account/second-factor", cookies: cookies) }
         let record = try await profiles.account(caller)
+        let language = kit.language(account: Mailer.locale(in: record.userMetadata))
         let list = try await accountSessions.list(caller).sessions
         let rows: [[String: Any]] = list.map { info in
             [
-                "device": PageKit.device(info.userAgent), "ip": info.ip ?? "unknown",
+                "device": kit.device(info.userAgent, language),
+                "ip": info.ip ?? kit.text("account_ip_unknown", language),
                 "last_seen": PageKit.dateText(info.refreshedAt), "current": info.current,
             ]
         }
         var fields: [String: Any] = [
             "email": record.email, "sessions": rows, "has_password": record.passwordHash != nil,
         ]
-        fields.merge(factorFields) { $1 }
-        fields.merge(try await passkeyFields(caller, review: reviewPasskeys)) { $1 }
-        let identities = try await identityFields(caller)
+        fields.merge(factorRows(allFactors, language)) { $1 }
+        fields.merge(try await passkeyFields(caller, language, review: reviewPasskeys)) { $1 }
+        let identities = try await identityFields(caller, language)
         fields.merge(identities) { $1 }
-        fields.merge(try await invitationFields(caller, linked: linkedInvitation)) { $1 }
-        if let notice { fields["notice"] = notice }
-        if let passkeyError { fields["passkey_error"] = passkeyError }
+        fields.merge(try await invitationFields(caller, language, linked: linkedInvitation)) { $1 }
+        switch notice {
+        case .done(let name)?: fields["notice"] = kit.text("account_notice_" + name, language)
+        case .refused(let error)?: fields["notice"] = kit.pageMessage(error, language)
+        case .text(let key)?: fields["notice"] = kit.text(key, language)
+        case nil: break
+        }
+        if let passkeyError {
+            fields["passkey_error"] = PasskeyPages.passkeyRefusal(passkeyError, kit: kit, language)
+        }
         if let deleteError {
-            fields["delete_error"] = deleteError.message
+            fields["delete_error"] =
+                deleteError.code == ErrorCode.reauthenticationNeeded.rawValue
+                ? kit.text("account_delete_reauthenticate", language) : kit.errorText(deleteError, language)
             if case .array(let owned)? = deleteError.details["companies"] {
                 let names: [[String: Any]] = owned.compactMap {
                     if case .object(let company) = $0, case .string(let name)? = company["name"] {
@@ -64,7 +86,7 @@ struct AccountPages: Sendable {
                 }
                 fields["owned"] = names
                 fields["has_owned"] = !names.isEmpty
-                fields["delete_error"] = "Transfer or delete the companies you own first:"
+                fields["delete_error"] = kit.text("account_delete_owned", language)
             }
         }
         // A link button's post is answered with a redirect to its provider, which form-action must allow.
@@ -72,40 +94,51 @@ struct AccountPages: Sendable {
             $0["identifier"] as? String
         }
         return kit.page(
-            "account", title: "Your account", fields, status: status, cookies: cookies,
-            formTargets: await oauthFlow.authorizationEndpoints(offered))
+            "account", title: kit.text("account_title", language), fields, status: status, cookies: cookies,
+            formTargets: await oauthFlow.authorizationEndpoints(offered), language: language)
     }
 
-    /// The account's factors as the account page lists them, and whether the session must still give a code.
-    func factorFields(_ caller: Caller) async throws -> (fields: [String: Any], needsCode: Bool) {
+    /// The account's factors, and whether the session must still give a code.
+    func factorFields(_ caller: Caller) async throws -> (factors: [Schemas.Factor], needsCode: Bool) {
         let all = try await factors.factors(accountID: caller.accountID)
+        let verified = all.contains { $0.factorType == .totp && $0.status == .verified }
+        return (all, verified && caller.identity.aal != .aal2)
+    }
+
+    /// The account's factors as the account page lists them, in `language`.
+    private func factorRows(_ all: [Schemas.Factor], _ language: String) -> [String: Any] {
         let rows: [[String: Any]] = all.map { factor in
-            [
-                "id": factor.id, "name": factor.friendlyName ?? "Authenticator app",
-                "recovery": factor.factorType == .recoveryCode, "verified": factor.status == .verified,
-                "added": PageKit.dateText(factor.createdAt),
+            let name = factor.friendlyName ?? kit.text("account_factor_app", language)
+            return [
+                "id": factor.id, "name": name, "recovery": factor.factorType == .recoveryCode,
+                "verified": factor.status == .verified,
+                "added_text": kit.text("account_added", language, ["added": PageKit.dateText(factor.createdAt)]),
+                "remove": kit.text("account_remove", language, ["name": name]),
             ]
         }
         let verified = all.contains { $0.factorType == .totp && $0.status == .verified }
-        return (
-            ["factors": rows, "has_factors": !rows.isEmpty, "has_verified": verified],
-            verified && caller.identity.aal != .aal2
-        )
+        return ["factors": rows, "has_factors": !rows.isEmpty, "has_verified": verified]
     }
 
     /// The passkey section's fields: the account's passkeys and the page's token; none when passkeys are off. Right
     /// after a password change (`review`), the passkeys added since the last password sign-in are marked, with a
     /// word to remove any that is not the owner's: a passkey added with a stolen session outlives the new password.
-    func passkeyFields(_ caller: Caller, review: Bool = false) async throws -> [String: Any] {
+    func passkeyFields(_ caller: Caller, _ language: String, review: Bool = false) async throws -> [String: Any] {
         guard passkeys.settings.enabled else { return [:] }
         let recent = review ? try await passkeys.addedSincePasswordSignIn(by: caller) : []
         let rows: [[String: Any]] = try await passkeys.list(by: caller).map { passkey in
-            var row: [String: Any] = [
-                "id": passkey.id, "name": passkey.friendlyName, "added": PageKit.dateText(passkey.createdAt),
-                "synced": passkey.backedUp, "review": recent.contains(passkey.id),
+            let name = passkey.friendlyName
+            let used = passkey.lastUsedAt.map {
+                kit.text("account_passkey_last_used", language, ["last_used": PageKit.dateText($0)])
+            }
+            return [
+                "id": passkey.id, "name": name, "synced": passkey.backedUp, "review": recent.contains(passkey.id),
+                "added_text": kit.text(
+                    "account_passkey_added", language, ["added": PageKit.dateText(passkey.createdAt)]),
+                "used": used ?? kit.text("account_passkey_not_used", language),
+                "rename": kit.text("account_passkey_rename", language, ["name": name]),
+                "remove": kit.text("account_remove", language, ["name": name]),
             ]
-            if let used = passkey.lastUsedAt { row["last_used"] = PageKit.dateText(used) }
-            return row
         }
         return [
             "passkeys": rows, "has_passkeys": !rows.isEmpty, "csrf_token": pageToken(caller),
@@ -115,15 +148,17 @@ struct AccountPages: Sendable {
 
     /// The sign-in methods section: the account's identities, each with its unlink button while manual linking is
     /// on and another way in stays, and a link button for each enabled custom provider not linked yet.
-    func identityFields(_ caller: Caller) async throws -> [String: Any] {
+    func identityFields(_ caller: Caller, _ language: String) async throws -> [String: Any] {
         let identities = try await external.identities(of: caller)
         let providers = try await customProviders.signInProviders()
         let names = Dictionary(providers.map { ($0.identifier, $0.name) }) { first, _ in first }
         let linking = settings.manualLinking
         let rows: [[String: Any]] = identities.map { identity in
+            let provider = providerName(identity.provider, custom: names, language)
             var row: [String: Any] = [
-                "id": identity.id, "provider": Self.providerName(identity.provider, custom: names),
-                "added": PageKit.dateText(identity.createdAt),
+                "id": identity.id, "provider": provider,
+                "added_text": kit.text("account_added", language, ["added": PageKit.dateText(identity.createdAt)]),
+                "remove": kit.text("account_remove", language, ["name": provider]),
                 "unlinkable": linking && identities.count > 1 && identity.provider != "email",
             ]
             if let email = identity.email { row["email"] = email }
@@ -133,7 +168,10 @@ struct AccountPages: Sendable {
         let offered: [[String: Any]] =
             linking
             ? providers.filter { !linked.contains($0.identifier) }.map {
-                ["identifier": $0.identifier, "name": $0.name]
+                [
+                    "identifier": $0.identifier, "name": $0.name,
+                    "link": kit.text("account_link", language, ["name": $0.name]),
+                ]
             }
             : []
         return [
@@ -154,14 +192,17 @@ struct AccountPages: Sendable {
 
     /// The invitations section: the open invitations to the account's confirmed address, the one a mailed link
     /// (`?invitation=<token>`) named marked, each with its Join and Decline forms.
-    func invitationFields(_ caller: Caller, linked token: String?) async throws -> [String: Any] {
+    func invitationFields(_ caller: Caller, _ language: String, linked token: String?) async throws -> [String: Any] {
         var linkedID: String?
         if let token { linkedID = try await invitations.identify(token, by: caller) }
         let rows: [[String: Any]] = try await invitations.received(by: caller).map { received in
-            [
-                "id": received.invitation.id, "company": received.companyName, "inviter": received.inviterName,
-                "read_only": received.invitation.role == .readOnly,
-                "expires": PageKit.dateText(received.invitation.expiresAt),
+            let invited = received.invitation.role == .readOnly ? "account_invited_read_only" : "account_invited_member"
+            let expires = PageKit.dateText(received.invitation.expiresAt)
+            return [
+                "id": received.invitation.id, "company": received.companyName,
+                "invited": kit.text(invited, language, ["inviter": received.inviterName]),
+                "until": kit.text("account_invitation_until", language, ["expires": expires]),
+                "join": kit.text("account_join", language, ["company": received.companyName]),
                 "linked": received.invitation.id == linkedID,
             ]
         }
@@ -180,18 +221,16 @@ struct AccountPages: Sendable {
                 try await invitations.decline(id, by: caller)
             }
         } catch let error as APIError {
-            return try await account(notice: error.message, status: error.status)
+            return try await account(notice: .refused(error), status: error.status)
         }
         return .redirect(
             "/account?notice=\(accept ? "invitation_accepted" : "invitation_declined")", cookies: cookies)
     }
 
-    /// A provider as a person calls it.
-    static func providerName(_ provider: String, custom: [String: String]) -> String {
+    /// A provider as a person calls it, in `language`.
+    func providerName(_ provider: String, custom: [String: String], _ language: String) -> String {
         switch provider {
-        case "email": "Email and password"
-        case "apple": "Sign in with Apple"
-        case "google": "Google"
+        case "email", "apple", "google": kit.text("account_provider_" + provider, language)
         default: custom[provider] ?? provider
         }
     }
@@ -210,7 +249,7 @@ struct AccountPages: Sendable {
             guard case .redirect(let location, let cookie) = departure else { throw APIError.internalError }
             return .redirect(location, cookies: cookies + [cookie])
         } catch let error as APIError {
-            return try await account(notice: error.message, status: error.status)
+            return try await account(notice: .refused(error), status: error.status)
         }
     }
 
@@ -222,7 +261,7 @@ struct AccountPages: Sendable {
             try PasskeyPages.checkPageToken(token, caller: caller, box: box)
             try await external.unlink(identityID: id, by: caller)
         } catch let error as APIError {
-            return try await account(notice: error.message, status: error.status)
+            return try await account(notice: .refused(error), status: error.status)
         }
         return .redirect("/account?notice=identity_unlinked", cookies: cookies)
     }
@@ -247,8 +286,10 @@ struct AccountPages: Sendable {
             try await FactorService.requireAAL2IfEnrolled(
                 caller.identity, db: store.database,
                 message: "Enter a code from your authenticator app first, then sign out your other devices.")
+        } catch let error as APIError where error.code == ErrorCode.insufficientAal.rawValue {
+            return try await account(notice: .text("account_sign_out_others_code"), status: error.status)
         } catch let error as APIError {
-            return try await account(notice: error.message, status: error.status)
+            return try await account(notice: .refused(error), status: error.status)
         }
         try await accountSessions.logout(.others, by: caller)
         return .redirect("/account?notice=signed_out_others", cookies: cookies)
@@ -260,28 +301,42 @@ struct AccountPages: Sendable {
     func passwordPage(error: APIError? = nil) async throws -> WebAnswer {
         let (caller, cookies) = try await kit.signedIn()
         let record = try await profiles.account(caller)
+        let language = kit.language(account: Mailer.locale(in: record.userMetadata))
         let recovery = profiles.signedInRecently(caller.identity, by: ["recovery"])
+        let minimum = settings.passwordPolicy.minimumLength
         var fields: [String: Any] = [
             "email": record.email, "recovery": recovery, "ask_current": !recovery && record.passwordHash != nil,
-            "min_length": settings.passwordPolicy.minimumLength,
+            "min_length": minimum,
         ]
         if let error {
             if error.code == ErrorCode.weakPassword.rawValue {
-                fields["error"] = "Choose another password:"
-                fields["reasons"] = error.message.components(separatedBy: PasswordRules.reasonSeparator)
+                fields["error"] = kit.text("password_choose_another", language)
+                fields["reasons"] = weakPasswordReasons(error, language, minimum: minimum)
                 fields["has_reasons"] = true
             } else if error.code == ErrorCode.reauthenticationNeeded.rawValue {
-                fields["error"] =
-                    "To set a password, sign out, ask for a password reset link on the sign-in page and open it."
+                fields["error"] = kit.text("password_reauthenticate", language)
             } else {
-                fields["error"] = error.message
+                fields["error"] = kit.errorText(error, language)
             }
         }
+        let title = recovery ? "password_title_new" : "password_title_change"
         return .page(
-            kit.render(
-                "password", page: "password", title: recovery ? "Choose a new password" : "Change your password", fields
-            ),
+            kit.render("password", page: "password", title: kit.text(title, language), fields, language: language),
             status: error?.status ?? .ok, cookies: cookies)
+    }
+
+    /// A refused password's reasons, each in `language` when its table has `error_weak_password_<reason>`, else in
+    /// the API's words.
+    private func weakPasswordReasons(_ error: APIError, _ language: String, minimum: Int) -> [String] {
+        let said = error.message.components(separatedBy: PasswordRules.reasonSeparator)
+        guard case .object(let weak)? = error.details["weak_password"], case .array(let codes)? = weak["reasons"],
+            codes.count == said.count
+        else { return said }
+        return zip(codes, said).map { code, words in
+            guard case .string(let reason) = code else { return words }
+            return kit.templates.translation("error_weak_password_" + reason, language, ["min_length": minimum])
+                ?? words
+        }
     }
 
     func changePassword(password: String, currentPassword: String?) async throws -> WebAnswer {
@@ -300,22 +355,18 @@ struct AccountPages: Sendable {
     func delete(currentPassword: String?) async throws -> WebAnswer {
         _ = try await kit.formClient()
         let (caller, _) = try await kit.signedIn()
+        // Once deleted the account is gone: the page's language is read before.
+        let language = kit.language(of: caller)
         do {
             try await deletion.delete(caller, proof: .init(currentPassword: currentPassword))
         } catch let error as APIError where error.code == ErrorCode.reauthenticationNeeded.rawValue {
-            let again = APIError(
-                .unauthorized, code: .reauthenticationNeeded,
-                message: "You signed in more than ten minutes ago: sign out, sign in again, then delete the account.")
-            return try await account(deleteError: again, status: again.status)
+            // The page asks for a new sign-in in its own words (`account`), with the status of a missing one.
+            return try await account(deleteError: error, status: .unauthorized)
         } catch let error as APIError {
             return try await account(deleteError: error, status: error.status)
         }
         return kit.message(
-            page: "deleted", title: "Your account is deleted",
-            [
-                "Every session has ended and your sign-in methods are gone. A confirmation is on its way to your email.",
-                "You can sign up again with the same address at any time.",
-            ],
+            page: "deleted", titleKey: "deleted_title", keys: ["deleted", "deleted_again"], language: language,
             cookies: kit.session.clearing)
     }
 }

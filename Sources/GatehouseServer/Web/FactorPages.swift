@@ -18,26 +18,30 @@ struct FactorPages: Sendable {
     func startFactor() async throws -> WebAnswer {
         _ = try await kit.formClient()
         let (caller, cookies) = try await kit.signedIn()
+        let language = kit.language(of: caller)
         do {
-            let name = "Authenticator app " + String(Secrets.identifier().prefix(4))
+            let name = kit.text("account_factor_app", language) + " " + String(Secrets.identifier().prefix(4))
             let enrolled = try await factors.enroll(.init(factorType: "totp", friendlyName: name), by: caller)
             return factorSetup(
-                id: enrolled.id, secret: enrolled.totp.secret, qrCode: enrolled.totp.qrCode, cookies: cookies)
+                id: enrolled.id, secret: enrolled.totp.secret, qrCode: enrolled.totp.qrCode, language: language,
+                cookies: cookies)
         } catch let error as APIError {
-            return try await accountPages.account(notice: PageKit.pageMessage(error), status: error.status)
+            return try await accountPages.account(notice: .refused(error), status: error.status)
         }
     }
 
     private func factorSetup(
         id: String, secret: String, qrCode: String, error: String? = nil, status: HTTPResponse.Status = .ok,
-        cookies: [String]
+        language: String, cookies: [String]
     ) -> WebAnswer {
         var fields: [String: Any] = [
             "factor_id": id, "qr_code": qrCode, "secret": RecoveryCodes.grouped(secret),
         ]
         if let error { fields["error"] = error }
         return .page(
-            kit.render("factor-setup", page: "factor-setup", title: "Set up an authenticator app", fields),
+            kit.render(
+                "factor-setup", page: "factor-setup", title: kit.text("factor_setup_title", language), fields,
+                language: language),
             status: status, cookies: cookies)
     }
 
@@ -46,16 +50,17 @@ struct FactorPages: Sendable {
     func confirmFactor(id: String, code: String) async throws -> WebAnswer {
         _ = try await kit.formClient()
         let (caller, cookies) = try await kit.signedIn()
+        let language = kit.language(of: caller)
         let raised: Schemas.Session
         do {
             raised = try await stepUp(factorID: id, code: code, caller: caller)
         } catch let error as APIError {
             guard let pending = try await factors.pendingEnrollment(id, caller: caller) else {
-                return try await accountPages.account(notice: error.message, status: error.status)
+                return try await accountPages.account(notice: .refused(error), status: error.status)
             }
             return factorSetup(
-                id: id, secret: pending.secret, qrCode: pending.qrCode, error: Self.codeRefusal(error),
-                status: error.status, cookies: cookies)
+                id: id, secret: pending.secret, qrCode: pending.qrCode, error: codeRefusal(error, language),
+                status: error.status, language: language, cookies: cookies)
         }
         let newCookies = kit.session.cookies(for: raised)
         guard let upgraded = await kit.access.account(token: raised.accessToken),
@@ -64,8 +69,8 @@ struct FactorPages: Sendable {
         else { return .redirect("/account?notice=factor_added", cookies: newCookies) }
         return .page(
             kit.render(
-                "recovery-codes", page: "recovery-codes", title: "Save your recovery codes",
-                ["codes": codes.map(RecoveryCodes.grouped)]), cookies: newCookies)
+                "recovery-codes", page: "recovery-codes", title: kit.text("recovery_codes_title", language),
+                ["codes": codes.map(RecoveryCodes.grouped)], language: language), cookies: newCookies)
     }
 
     /// Removes a factor (a verified one needs this session to have given a code).
@@ -85,7 +90,7 @@ struct FactorPages: Sendable {
             }
             if factor?.factorType != .recoveryCode { _ = try await factors.unenroll(id, by: caller) }
         } catch let error as APIError {
-            return try await accountPages.account(notice: error.message, status: error.status)
+            return try await accountPages.account(notice: .refused(error), status: error.status)
         }
         return .redirect("/account?notice=factor_removed", cookies: cookies)
     }
@@ -98,10 +103,13 @@ struct FactorPages: Sendable {
         guard try await accountPages.factorFields(caller).needsCode else {
             return .redirect("/account", cookies: cookies)
         }
+        let language = kit.language(of: caller)
         var fields: [String: Any] = [:]
-        if let error { fields["error"] = Self.codeRefusal(error) }
+        if let error { fields["error"] = codeRefusal(error, language) }
         return .page(
-            kit.render("second-factor", page: "second-factor", title: "Enter your verification code", fields),
+            kit.render(
+                "second-factor", page: "second-factor", title: kit.text("second_factor_title", language), fields,
+                language: language),
             status: error?.status ?? .ok, cookies: cookies)
     }
 
@@ -134,8 +142,8 @@ struct FactorPages: Sendable {
     }
 
     /// What the pages say when a code is refused.
-    static func codeRefusal(_ error: APIError) -> String {
+    func codeRefusal(_ error: APIError, _ language: String) -> String {
         error.code == ErrorCode.mfaVerificationFailed.rawValue
-            ? "That code is wrong or was used already. Wait for the next one and try again." : error.message
+            ? kit.text("factor_code_wrong", language) : kit.errorText(error, language)
     }
 }

@@ -27,18 +27,19 @@ struct LinkPages: Sendable {
         let code = Secrets.sixDigitCode(linkedTo: token)
         let title =
             switch type {
-            case "recovery": "Reset your password"
-            case "signup": "Confirm your email"
-            case "email_change": "Confirm your new email address"
-            default: "Sign in"
+            case "recovery": "link_title_recovery"
+            case "signup": "link_title_signup"
+            case "email_change": "link_title_email_change"
+            default: "link_title_sign_in"
             }
+        let language = kit.language(account: nil)
         let html = kit.render(
-            "link", page: "link", title: title,
+            "link", page: "link", title: kit.text(title, language),
             [
                 "token": token, "type": type, "redirect_to": target, "code": code,
                 "code_spoken": code.map(String.init).joined(separator: " "),
                 "expires_minutes": settings.codeLifetimeMinutes,
-            ])
+            ], language: language)
         var answer = WebAnswer.page(html)
         // The button's post is answered with a redirect to the app, which the policy's form-action must allow.
         answer.headers[SecurityHeaders.contentSecurityPolicy] = SecurityHeaders.pagePolicy(
@@ -61,25 +62,22 @@ struct LinkPages: Sendable {
             return spentLink(state, type: type)
         case .confirmedOnce:
             return kit.message(
-                page: "confirmed", title: "One address confirmed",
-                [
-                    "Now open the link we sent to the other address (or enter its code in the app).",
-                    "Your email address changes once both are confirmed; until then the current one keeps working.",
-                ])
+                page: "confirmed", titleKey: "link_confirmed_once_title",
+                keys: ["link_confirmed_once", "link_confirmed_once_wait"], language: kit.language(account: nil))
         case .here(let signedIn, let purpose):
             let cookies = kit.session.cookies(for: signedIn)
+            // Signed in now, the page speaks the account's language.
+            let language = kit.language(account: Mailer.locale(in: signedIn.user.userMetadata))
             switch purpose {
             case .recovery:
                 return WebAnswer.redirect("/account/password", cookies: cookies)
             case .signup, .emailChange:
                 return kit.message(
-                    page: "confirmed", title: "Your email is confirmed",
-                    ["You can go back to the app and carry on. This browser is signed in too."],
+                    page: "confirmed", titleKey: "link_confirmed_title", keys: ["link_confirmed"], language: language,
                     accountLink: true, cookies: cookies)
             default:
                 return kit.message(
-                    page: "confirmed", title: "You're signed in",
-                    ["This browser is signed in. To sign in to the app on another device, use the code from the mail."],
+                    page: "confirmed", titleKey: "link_signed_in_title", keys: ["link_signed_in"], language: language,
                     accountLink: true, cookies: cookies)
             }
         }
@@ -98,20 +96,16 @@ struct LinkPages: Sendable {
     /// The result of a link that no longer works.
     func spentLink(_ state: LinkState, type: String) -> WebAnswer {
         let purpose = type == "recovery" ? "recovery" : "magiclink"
+        let language = kit.language(account: nil)
         switch state {
         case .used:
             return kit.message(
-                page: "used", title: "This link was already used",
-                [
-                    "Each link works once, and a newer link replaces the ones before it.",
-                    "Ask for a new one below, or sign in another way.",
-                ],
+                page: "used", titleKey: "link_used_title", keys: ["link_used", "link_used_again"], language: language,
                 newLink: purpose, signInLink: true)
         case .expired:
             return kit.message(
-                page: "expired", title: "This link has expired",
-                ["Links work for \(settings.codeLifetimeMinutes) minutes after they were sent."],
-                newLink: purpose, signInLink: true)
+                page: "expired", titleKey: "link_expired_title", keys: ["link_expired"],
+                ["minutes": settings.codeLifetimeMinutes], language: language, newLink: purpose, signInLink: true)
         }
     }
 }

@@ -43,14 +43,15 @@ struct PageKit: Sendable {
     }
 
     /// The language a page speaks: the account's `locale` when the pages speak it, else the first language of the
-    /// browser's `Accept-Language` they speak, else English.
-    func language(account locale: String?) -> String {
+    /// browser's `Accept-Language` they speak (the request's, or `headers`'), else English.
+    func language(account locale: String?, headers: HTTPFields? = nil) -> String {
         let spoken = templates.pageLanguages
         func base(_ tag: Substring) -> String {
             String(tag.prefix { $0 != "-" && $0 != "_" }).trimmingCharacters(in: .whitespaces).lowercased()
         }
         if let locale, spoken.contains(base(Substring(locale))) { return base(Substring(locale)) }
-        let asked = (requestHeaders[.acceptLanguage] ?? "").split(separator: ",").map { part -> (String, Double) in
+        let asked = ((headers ?? requestHeaders)[.acceptLanguage] ?? "").split(separator: ",").map {
+            part -> (String, Double) in
             let pieces = part.split(separator: ";")
             let quality =
                 pieces.dropFirst().compactMap { piece -> Double? in
@@ -63,16 +64,35 @@ struct PageKit: Sendable {
         return ranked.first { $0.element.1 > 0 && spoken.contains($0.element.0) }?.element.0 ?? "en"
     }
 
+    /// The language of a signed-in caller's pages: the `locale` of the user_metadata its access token carries (no
+    /// store read), else the browser's.
+    func language(of caller: Caller) -> String {
+        language(account: Mailer.locale(in: caller.identity.claims.userMetadata))
+    }
+
+    /// The text of `key` in `language` (English when that language lacks it), naming `values`; the key itself when no
+    /// table has it, so a missing word shows rather than blanks.
+    func text(_ key: String, _ language: String, _ values: [String: Any] = [:]) -> String {
+        templates.text(key, language, values) ?? key
+    }
+
+    /// What a page says for an API refusal: the language's `error_<code>` when its table has one, else the API's own
+    /// message.
+    func errorText(_ error: APIError, _ language: String) -> String {
+        templates.translation("error_" + error.code, language) ?? error.message
+    }
+
     /// Page `name`, loading the passkey script when passkeys are on: the template's `script_nonce` and the policy
     /// that lets that one script run (`PageKit.scriptPolicy`). With passkeys off the page has no script.
     /// `formTargets`: origins the page's forms are answered with a redirect to (`SecurityHeaders.pagePolicy`).
     func page(
         _ name: String, title: String, _ fields: [String: Any], status: HTTPResponse.Status = .ok,
-        cookies: [String] = [], formTargets: [String] = []
+        cookies: [String] = [], formTargets: [String] = [], language: String? = nil
     ) -> WebAnswer {
+        let language = language ?? self.language(account: nil)
         guard passkeysOn else {
             var answer = WebAnswer.page(
-                render(name, page: name, title: title, fields), status: status, cookies: cookies)
+                render(name, page: name, title: title, fields, language: language), status: status, cookies: cookies)
             if !formTargets.isEmpty {
                 answer.headers[SecurityHeaders.contentSecurityPolicy] = SecurityHeaders.pagePolicy(
                     formTargets: formTargets)
@@ -83,10 +103,24 @@ struct PageKit: Sendable {
         var fields = fields
         fields["passkeys_on"] = true
         fields["script_nonce"] = nonce
-        var answer = WebAnswer.page(render(name, page: name, title: title, fields), status: status, cookies: cookies)
+        fields["passkey_words"] = passkeyWords(language)
+        var answer = WebAnswer.page(
+            render(name, page: name, title: title, fields, language: language), status: status, cookies: cookies)
         answer.headers[SecurityHeaders.contentSecurityPolicy] = Self.scriptPolicy(
             nonce: nonce, formTargets: formTargets)
         return answer
+    }
+
+    /// The passkey script's words in `language` (`passkey_script_*`, without the prefix), as the JSON its page gives it
+    /// in `data-words`.
+    func passkeyWords(_ language: String) -> String {
+        let prefix = "passkey_script_"
+        var words: [String: String] = [:]
+        for (key, text) in templates.strings(language, [:]) where key.hasPrefix(prefix) {
+            words[String(key.dropFirst(prefix.count))] = text
+        }
+        let json = try? JSONEncoder.sortedKeys.encode(words)
+        return json.map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
     /// The pages' policy with one script allowed, the `<script src>` carrying this answer's nonce (the templates
@@ -101,12 +135,25 @@ struct PageKit: Sendable {
     func message(
         page: String, title: String, _ paragraphs: [String], status: HTTPResponse.Status = .ok,
         newLink purpose: String? = nil, accountLink: Bool = false, signInLink: Bool = false, cookies: [String] = [],
-        refresh: String? = nil
+        refresh: String? = nil, language: String? = nil
     ) -> WebAnswer {
         var fields: [String: Any] = ["paragraphs": paragraphs, "account_link": accountLink, "sign_in_link": signInLink]
         if let purpose { fields["new_link"] = true; fields["purpose"] = purpose }
         if let refresh { fields["refresh"] = refresh }
-        return .page(render("message", page: page, title: title, fields), status: status, cookies: cookies)
+        return .page(
+            render("message", page: page, title: title, fields, language: language), status: status, cookies: cookies)
+    }
+
+    /// A message page whose title and paragraphs are keys of the string tables, in `language`, naming `values`.
+    func message(
+        page: String, titleKey: String, keys: [String], _ values: [String: Any] = [:], language: String,
+        status: HTTPResponse.Status = .ok, newLink purpose: String? = nil, accountLink: Bool = false,
+        signInLink: Bool = false, cookies: [String] = [], refresh: String? = nil
+    ) -> WebAnswer {
+        message(
+            page: page, title: text(titleKey, language, values), keys.map { text($0, language, values) },
+            status: status, newLink: purpose, accountLink: accountLink, signInLink: signInLink, cookies: cookies,
+            refresh: refresh, language: language)
     }
 
     /// Whether `path` is one of the pages rather than the API: the account pages, a share link's landing, and the
@@ -119,25 +166,30 @@ struct PageKit: Sendable {
     }
 
     /// The page for a failure the API would answer as JSON: a limit (with its `Retry-After`), the store out of
-    /// reach, input the server could not read, or a fault of its own. The status and headers stay the API's.
-    func failure(_ error: APIError) -> WebAnswer {
+    /// reach, input the server could not read, or a fault of its own. The status and headers stay the API's. It is
+    /// answered outside the request's scope (`ErrorMiddleware`), so the request's `headers` say its language.
+    func failure(_ error: APIError, headers: HTTPFields) -> WebAnswer {
+        let language = language(account: nil, headers: headers)
+        let values = ["product": Mailer.productName]
         let (title, paragraphs): (String, [String]) =
             switch error.status.code {
-            case 429: ("Too many attempts", [error.message, "Wait a little, then try again."])
-            case 503: ("Try again in a moment", ["\(Mailer.productName) cannot reach its data right now."])
-            case 500...: ("Something went wrong", ["The server could not finish this. Try again in a moment."])
-            default: ("This did not work", [error.message])
+            case 429: ("failure_limit_title", [errorText(error, language), text("failure_limit_wait", language)])
+            case 503: ("failure_unavailable_title", [text("failure_unavailable", language, values)])
+            case 500...: ("failure_fault_title", [text("failure_fault", language)])
+            default: ("failure_title", [errorText(error, language)])
             }
-        var answer = message(page: "error", title: title, paragraphs, status: error.status, signInLink: true)
+        var answer = message(
+            page: "error", title: text(title, language), paragraphs, status: error.status, signInLink: true,
+            language: language)
         for field in error.headers where field.name != .contentType { answer.headers.append(field) }
         return answer
     }
 
-    /// What a page says for a refusal: the API's words, but for a change that needs a recent sign-in, which the
-    /// pages ask for by signing in again (they have no field for a reauthentication code).
-    static func pageMessage(_ error: APIError) -> String {
-        guard error.code == ErrorCode.reauthenticationNeeded.rawValue else { return error.message }
-        return "You signed in more than ten minutes ago: sign out, sign in again, then try once more."
+    /// What a page says for a refusal: the API's words (`errorText`), but for a change that needs a recent sign-in,
+    /// which the pages ask for by signing in again (they have no field for a reauthentication code).
+    func pageMessage(_ error: APIError, _ language: String) -> String {
+        guard error.code == ErrorCode.reauthenticationNeeded.rawValue else { return errorText(error, language) }
+        return text("reauthenticate", language)
     }
 
     /// The client of a form post; a post from another site is refused before anything else happens.
@@ -147,8 +199,8 @@ struct PageKit: Sendable {
             await trail.recordRefusal(
                 client.event(.authorizationRefused, accountID: nil, detail: ["reason": "cross_site_form_post"]))
             throw message(
-                page: "refused", title: "This form can only be sent from its own page",
-                ["Open the page on this server and send the form from there."], status: .forbidden)
+                page: "refused", titleKey: "refused_title", keys: ["refused"], language: language(account: nil),
+                status: .forbidden)
         }
         return client
     }
@@ -179,9 +231,20 @@ struct PageKit: Sendable {
 
     // MARK: Formatting
 
-    /// A short name for the device behind a user agent.
+    /// A short name for the device behind a user agent, in English.
     static func device(_ userAgent: String?) -> String {
-        guard let agent = userAgent, !agent.isEmpty else { return "Unknown device" }
+        device(userAgent, unknown: "Unknown device") { "\($0) on \($1)" }
+    }
+
+    /// A short name for the device behind a user agent, in `language` (`account_device_on`, `account_device_unknown`).
+    func device(_ userAgent: String?, _ language: String) -> String {
+        Self.device(userAgent, unknown: text("account_device_unknown", language)) {
+            text("account_device_on", language, ["browser": $0, "system": $1])
+        }
+    }
+
+    private static func device(_ userAgent: String?, unknown: String, on: (String, String) -> String) -> String {
+        guard let agent = userAgent, !agent.isEmpty else { return unknown }
         let systems = [
             ("iPhone", "iPhone"), ("iPad", "iPad"), ("Android", "Android"), ("Mac OS X", "Mac"), ("Macintosh", "Mac"),
             ("Windows", "Windows"), ("CrOS", "ChromeOS"), ("Linux", "Linux"),
@@ -193,7 +256,7 @@ struct PageKit: Sendable {
         let system = systems.first { agent.contains($0.0) }?.1
         let browser = browsers.first { agent.contains($0.0) }?.1
         switch (browser, system) {
-        case let (browser?, system?): return "\(browser) on \(system)"
+        case let (browser?, system?): return on(browser, system)
         case let (browser?, nil): return browser
         case let (nil, system?): return system
         default: return String(agent.prefix(40))

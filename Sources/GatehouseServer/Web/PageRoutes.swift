@@ -176,19 +176,12 @@ struct AccountPageRoutes {
         }
     }
 
-    /// What the account page may say after a change, by its `notice` parameter.
-    static let notices = [
-        "password_changed": "Your password is changed.", "signed_out_others": "Every other session has ended.",
-        "factor_added": "Your authenticator app is on: sign-ins ask for its code.",
-        "factor_removed": "The factor is removed.",
-        "passkey_added": "Your passkey is added: use it to sign in next time.",
-        "passkey_renamed": "The passkey is renamed.", "passkey_removed": "The passkey is removed.",
-        "identity_linked": "The account is linked: you can sign in with it too.",
-        "identity_unlinked": "The sign-in method is removed.",
-        "identity_taken": "That account is linked to another user already, so it was not linked to this one.",
-        "identity_not_linked": "Linking did not finish. Try again, and approve the request at the provider.",
-        "invitation_accepted": "You joined the company: it is in your app's company list.",
-        "invitation_declined": "The invitation is declined.",
+    /// What the account page may say after a change, by its `notice` parameter: the words are the string tables'
+    /// `account_notice_<name>`.
+    static let notices: Set<String> = [
+        "password_changed", "signed_out_others", "factor_added", "factor_removed", "passkey_added", "passkey_renamed",
+        "passkey_removed", "identity_linked", "identity_unlinked", "identity_taken", "identity_not_linked",
+        "invitation_accepted", "invitation_declined",
     ]
 
     /// The account page's invitation forms.
@@ -218,7 +211,7 @@ struct AccountPageRoutes {
     func register(on router: Router<AppRequestContext>) {
         router.get("/account") { request, _ in
             let notice = request.uri.queryParameters["notice"].map(String.init)
-            guard notice.map({ Self.notices[$0] != nil }) ?? true else { throw PageInput.invalidParameter }
+            guard notice.map({ Self.notices.contains($0) }) ?? true else { throw PageInput.invalidParameter }
             // A mailed invitation's link names its invitation, marked on the page. Opened signed out, the link's
             // token waits in a cookie while the browser signs in, and the page marks it when it comes back.
             let fromLink = request.uri.queryParameters["invitation"].map(String.init)
@@ -227,7 +220,7 @@ struct AccountPageRoutes {
             return try await PageInput.answer {
                 do {
                     var answer = try await pages.account(
-                        notice: notice.flatMap { Self.notices[$0] }, reviewPasskeys: notice == "password_changed",
+                        notice: notice.map { .done($0) }, reviewPasskeys: notice == "password_changed",
                         linkedInvitation: fromLink ?? kept)
                     if answer.status == .ok, fromLink == nil,
                         let back = WebSession.read(ConsoleKit.returnCookie, from: request.headers)?

@@ -39,7 +39,9 @@ struct PasskeyPages: Sendable {
         do {
             return try .json(try await passkeys.registrationOptions(by: caller), cookies: cookies)
         } catch let error as APIError where error.code == ErrorCode.reauthenticationNeeded.rawValue {
-            throw APIError(error.status, code: .reauthenticationNeeded, message: PageKit.pageMessage(error))
+            throw APIError(
+                error.status, code: .reauthenticationNeeded,
+                message: kit.pageMessage(error, kit.language(of: caller)))
         }
     }
 
@@ -60,7 +62,7 @@ struct PasskeyPages: Sendable {
             try checkPageToken(token, caller: caller)
             _ = try await passkeys.rename(id, .init(friendlyName: name), by: caller)
         } catch let error as APIError {
-            return try await accountPages.account(passkeyError: Self.passkeyRefusal(error), status: error.status)
+            return try await accountPages.account(passkeyError: error, status: error.status)
         }
         return .redirect("/account?notice=passkey_renamed", cookies: cookies)
     }
@@ -73,18 +75,16 @@ struct PasskeyPages: Sendable {
             try checkPageToken(token, caller: caller)
             try await passkeys.delete(id, by: caller)
         } catch let error as APIError {
-            return try await accountPages.account(passkeyError: Self.passkeyRefusal(error), status: error.status)
+            return try await accountPages.account(passkeyError: error, status: error.status)
         }
         return .redirect("/account?notice=passkey_removed", cookies: cookies)
     }
 
-    /// What the account page says when a form's change is refused.
-    static func passkeyRefusal(_ error: APIError) -> String {
-        if error.code == ErrorCode.insufficientAal.rawValue {
-            return "Enter a code from your authenticator app first: reload this page to be asked for it."
-        }
-        if error.message == PasskeyService.notFound.message { return "That passkey is no longer on your account." }
-        return error.message
+    /// What the account page says when a form's change is refused, in `language`.
+    static func passkeyRefusal(_ error: APIError, kit: PageKit, _ language: String) -> String {
+        if error.code == ErrorCode.insufficientAal.rawValue { return kit.text("account_passkey_needs_code", language) }
+        if error.message == PasskeyService.notFound.message { return kit.text("account_passkey_gone", language) }
+        return kit.errorText(error, language)
     }
 
     // MARK: Signing in (the script)

@@ -51,8 +51,8 @@ struct ProviderRedirectRoutes: Sendable {
                 // Back through a page of ours: the browser came from the provider, and its SameSite=Strict session
                 // cookies go only with a navigation this site starts.
                 return kit.message(
-                    page: "returning", title: "Back to your account", ["Taking you back to your account."],
-                    accountLink: true, refresh: "/account?notice=\(notice)")
+                    page: "returning", titleKey: "returning_title", keys: ["returning"],
+                    language: kit.language(account: nil), accountLink: true, refresh: "/account?notice=\(notice)")
             }
         }
     }

@@ -14,17 +14,37 @@ struct SignInPages: Sendable {
 
     // MARK: Sign-in
 
-    /// The sign-in page; `consoleEnded` says an idle or old console session ended (`ConsoleKit`).
+    /// The sign-in page; `consoleEnded` says an idle or old console session ended (`ConsoleKit`). Signed out, it
+    /// speaks the browser's language.
     func signInPage(consoleEnded: Bool = false) async throws -> WebAnswer {
         if try await kit.caller() != nil { return .redirect("/account") }
+        let language = kit.language(account: nil)
         return kit.page(
-            "sign-in", title: "Sign in",
-            consoleEnded ? ["notice": "Your console session ended: sign in again to go on."] : [:])
+            "sign-in", title: kit.text("sign_in_title", language),
+            consoleEnded ? ["notice": kit.text("sign_in_console_ended", language)] : [:], language: language)
     }
 
     /// The sign-in page again, saying why the last try was refused.
     private func signInPage(refused error: APIError, email: String) -> WebAnswer {
-        kit.page("sign-in", title: "Sign in", ["error": error.message, "email": email], status: error.status)
+        let language = kit.language(account: nil)
+        return kit.page(
+            "sign-in", title: kit.text("sign_in_title", language),
+            ["error": kit.errorText(error, language), "email": email], status: error.status, language: language)
+    }
+
+    /// The page that asks for the mailed code, saying why the last one was refused when it was.
+    private func codePage(email: String, refused error: APIError? = nil) -> WebAnswer {
+        let language = kit.language(account: nil)
+        var fields: [String: Any] = ["email": email]
+        if let error {
+            fields["error"] =
+                error.code == ErrorCode.otpExpired.rawValue
+                ? kit.text("code_wrong", language) : kit.errorText(error, language)
+        }
+        return .page(
+            kit.render(
+                "enter-code", page: "enter-code", title: kit.text("code_title", language), fields, language: language),
+            status: error?.status ?? .ok)
     }
 
     func signIn(email: String, password: String) async throws -> WebAnswer {
@@ -44,7 +64,7 @@ struct SignInPages: Sendable {
         } catch let error as APIError {
             return signInPage(refused: error, email: email)
         }
-        return .page(kit.render("enter-code", page: "enter-code", title: "Check your email", ["email": email]))
+        return codePage(email: email)
     }
 
     func verifyCode(email: String, code: String) async throws -> WebAnswer {
@@ -57,12 +77,7 @@ struct SignInPages: Sendable {
             else { throw VerificationService.otpExpired }
             return .redirect("/account", cookies: kit.session.cookies(for: signedIn))
         } catch let error as APIError {
-            let text =
-                error.code == ErrorCode.otpExpired.rawValue ? "That code is wrong or has expired." : error.message
-            return .page(
-                kit.render(
-                    "enter-code", page: "enter-code", title: "Check your email", ["error": text, "email": email]),
-                status: error.status)
+            return codePage(email: email, refused: error)
         }
     }
 
@@ -70,6 +85,7 @@ struct SignInPages: Sendable {
     /// account.
     func newLink(email: String, purpose: String?) async throws -> WebAnswer {
         let client = try await kit.formClient()
+        let language = kit.language(account: nil)
         do {
             if purpose == "recovery" {
                 try await signUps.recover(.init(email: email), redirectTo: nil, client: client)
@@ -77,10 +93,12 @@ struct SignInPages: Sendable {
                 try await signUps.sendOTP(.init(email: email, createUser: false), redirectTo: nil, client: client)
             }
         } catch let error as APIError {
-            return kit.message(page: "link-sent", title: "No link was sent", [error.message], status: error.status)
+            return kit.message(
+                page: "link-sent", title: kit.text("new_link_refused_title", language),
+                [kit.errorText(error, language)], status: error.status, language: language)
         }
         return kit.message(
-            page: "link-sent", title: "Check your email",
-            ["If \(email) has an account, a new link is on its way. It works once, on any device."])
+            page: "link-sent", titleKey: "new_link_title", keys: ["new_link_sent"], ["email": email],
+            language: language)
     }
 }

@@ -69,6 +69,18 @@ public struct Templates: Sendable {
         return texts
     }
 
+    /// The text of `key` in `language` (English when that language lacks it) with `context`'s values; nil when no
+    /// table has the key.
+    func text(_ key: String, _ language: String, _ context: [String: Any] = [:]) -> String? {
+        (strings[language]?[key] ?? strings["en"]?[key])?.text(context)
+    }
+
+    /// The text of `key` in `language`'s own table, without the English fallback: the words of an API refusal
+    /// (`error_<code>`), which in English are the API's own message.
+    func translation(_ key: String, _ language: String, _ context: [String: Any] = [:]) -> String? {
+        strings[language]?[key]?.text(context)
+    }
+
     /// Renders page `name` (HTML).
     func page(_ name: String, _ context: [String: Any]) -> String {
         pages.render(context, withTemplate: name) ?? ""

@@ -4,24 +4,30 @@
 "use strict";
 
 (() => {
-  // What a refusal says: the server's code, or the browser's DOMException name.
+  // What a refusal says, by the server's code or the browser's DOMException name: words of the page's language, which
+  // the page gives as JSON in its passkey section's data-words (its string table's passkey_script_* keys).
+  let words = {};
+  try {
+    words = JSON.parse(document.querySelector("[data-words]").dataset.words);
+  } catch (ignored) { /* no words given: the server's message, or the fallback */ }
   const messages = {
-    webauthn_credential_exists: "This passkey is already registered.",
-    InvalidStateError: "This passkey is already registered.",
-    NotAllowedError: "Cancelled.",
-    insufficient_aal: "Enter a code from your authenticator app first: reload this page to be asked for it.",
-    webauthn_challenge_expired: "That took too long. Try again.",
-    webauthn_challenge_not_found: "That took too long. Try again.",
-    webauthn_credential_not_found: "This passkey is not registered here. Sign in another way.",
-    webauthn_verification_failed: "The passkey could not be checked. Try again.",
-    too_many_passkeys: "Your account has the most passkeys it can have: remove one first.",
-    over_request_rate_limit: "Too many attempts. Wait a little, then try again.",
-    cross_site_request: "This page is out of date: reload it and try again.",
-    no_authorization: "Your session has ended: sign in again.",
-    SecurityError: "Passkeys do not work on this address.",
-    NotSupportedError: "This browser cannot use passkeys.",
+    webauthn_credential_exists: words.exists,
+    InvalidStateError: words.exists,
+    NotAllowedError: words.cancelled,
+    insufficient_aal: words.needs_code,
+    reauthentication_needed: words.reauthenticate,
+    webauthn_challenge_expired: words.too_slow,
+    webauthn_challenge_not_found: words.too_slow,
+    webauthn_credential_not_found: words.unknown,
+    webauthn_verification_failed: words.not_verified,
+    too_many_passkeys: words.too_many,
+    over_request_rate_limit: words.rate_limited,
+    cross_site_request: words.stale,
+    no_authorization: words.signed_out,
+    SecurityError: words.insecure,
+    NotSupportedError: words.unsupported,
   };
-  const fallback = "Something went wrong. Try again.";
+  const fallback = words.fallback || "Something went wrong. Try again.";
 
   // The server's refusals carry a string code; a DOMException's `code` is a legacy number, its name says it.
   const say = (element, error) => {
