@@ -1123,6 +1123,394 @@ def test_invitation_acceptance(server, browser, check):
     check(status == 200 and states == ["accepted"], f"the owner's invitation list ({status}) says {states}")
 
 
+
+# --- 11. the operator console ---------------------------------------------------------------------------------------
+
+PWNED = "return typeof window.__pwned"  # 'undefined' unless a printed value ran as script
+
+
+def press(browser, selector, page):
+    """Focuses a control and presses ENTER on it, as a keyboard user does once there (`tab_to` walks to it where the
+    walk itself is what is tested): the next page must be `page`."""
+    element = browser.one(selector)
+    browser.driver.execute_script("arguments[0].focus()", element)
+    browser.check(browser.active_matches(selector), f"{selector} cannot take the focus on {browser.page_name()!r}")
+    return browser.submit(Keys.ENTER, page)
+
+
+def choose(browser, selector, value):
+    """Picks option `value` of a <select> (as arrow keys would; the form is then sent by keyboard)."""
+    element = browser.one(selector)
+    browser.driver.execute_script(
+        "arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('change'))", element, value
+    )
+    browser.check.equal(element.get_attribute("value"), value, f"the value of {selector}")
+
+
+def confirm_step(browser, check, form, explains):
+    """A console action's form, then its confirmation page (`console-confirm`) naming what it does, then its
+    confirm button: back on the page the action answers with."""
+    press(browser, f"form#{form} [type=submit]", "console-confirm")
+    text = browser.text("#confirm-explanation")
+    check(explains.lower() in text.lower() or explains in browser.text("h1"),
+          f"the confirmation of {form} does not name {explains!r}: {browser.text('h1')!r} / {text!r}")
+    check(bool(browser.css("form#confirm input[name=confirm][value=yes]")), f"the confirmation of {form} lacks confirm=yes")
+    check(bool(browser.css("form#confirm a.button[href]")), f"the confirmation of {form} has no way back")
+
+
+def no_page_scroll(browser, check, what):
+    """At a phone's 375 px the page itself does not scroll sideways; wide tables scroll inside their .scroll box."""
+    d = browser.driver
+    d.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride", {"width": 375, "height": 800, "deviceScaleFactor": 1, "mobile": True}
+    )
+    try:
+        d.refresh()
+        browser.expect(None)
+        sizes = d.execute_script(
+            "return [document.documentElement.scrollWidth, window.innerWidth,"
+            " [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 376"
+            " && !e.parentElement.closest('.scroll')).slice(-4).map(e => e.tagName + '#' + e.id + '.' + e.className"
+            " + ' ' + Math.round(e.getBoundingClientRect().right) + ' ' + e.textContent.slice(0, 40))]"
+        )
+        # A page wider than the phone makes Chromium zoom out, so innerWidth grows with it: both are checked.
+        check(sizes[1] == 375 and sizes[0] <= sizes[1],
+              f"{what} at 375 px scrolls sideways: scrollWidth {sizes[0]}, innerWidth {sizes[1]}; "
+              f"sticking out: {sizes[2]}")
+    finally:
+        d.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride", {"width": 420, "height": 900, "deviceScaleFactor": 1, "mobile": True}
+        )
+        d.refresh()
+        browser.expect(None)
+
+
+def make_user(server, check, key, email, password=None, metadata=None):
+    """An account made through the admin API, its address confirmed; its id."""
+    body = {"email": email, "email_confirm": True}
+    if password:
+        body["password"] = password
+    if metadata:
+        body["user_metadata"] = metadata
+    status, user = admin_call(server, key, "POST", "/auth/v1/admin/users", body)
+    check(status in (200, 201) and isinstance(user, dict) and user.get("id"),
+          f"the admin API's create of {email} answered {status}: {user}")
+    return user["id"]
+
+
+def enroll_app(server, check, token):
+    """An authenticator app on the account of `token`, through the API, verified with pyotp's code."""
+    status, factor = server.api("POST", "/auth/v1/factors", {"factor_type": "totp", "friendly_name": "Phone"}, token=token)
+    check(status == 200 and factor.get("id"), f"enrolling a factor answered {status}: {factor}")
+    status, challenge = server.api("POST", f"/auth/v1/factors/{factor['id']}/challenge", {}, token=token)
+    check(status == 200 and challenge.get("id"), f"the factor's challenge answered {status}: {challenge}")
+    code = pyotp.TOTP(factor["totp"]["secret"]).now()
+    status, verified = server.api("POST", f"/auth/v1/factors/{factor['id']}/verify",
+                                  {"challenge_id": challenge["id"], "code": code}, token=token)
+    check(status == 200, f"verifying the factor answered {status}: {verified}")
+    return factor["id"]
+
+
+def console_row(browser, table, text):
+    """The rows of table#`table` whose text holds `text`."""
+    return [row for row in browser.css(f"table#{table} tbody tr") if text in row.text]
+
+
+def test_console(server, browser, check):
+    """The operator console (/console) end to end: closed to anyone but an operator signed in with a second factor,
+    reached through the sign-in page's ?next=; the overview's charts for each range, the users list (search, a
+    filter, the next page), a user's page and each action through its confirmation step, companies and a tier
+    override, the audit explorer (a filter, a request's and a session's link, the CSV), service keys minted and
+    revoked; every page audited; stored markup printed as text; 375 px wide without sideways scroll; in German."""
+    operator = "console-operator@example.com"
+    server.sign_up(check, operator, PASSWORD)
+    sign_in_with_password(browser, operator, PASSWORD)
+    press(browser, "form#add-factor [type=submit]", "factor-setup")
+    app = Authenticator(scan_qr_code(browser, check))
+    browser.type_into("form#factor-form input#code", app.code())
+    browser.press_on("form#factor-form [type=submit]", "recovery-codes")
+    browser.press_on("a#continue", "account")
+
+    # Not an operator yet: the console is a path that does not exist (the router's 404 page), even at aal2.
+    browser.open("/console/no-such-page", "error")
+    missing = browser.text("main")
+    browser.open("/console", "error")
+    check.equal(browser.text("main"), missing, "/console for a non-operator, against an unknown path's page")
+    added = server.cli("operators", "add", operator)
+    check(added.returncode == 0, f"`gatehouse operators add` exited {added.returncode}: {added.stderr.strip()!r}")
+    browser.open("/account", "account")
+    press(browser, "form#sign-out [type=submit]", None)
+
+    # Signed out: the same 404 page.
+    status, _, _ = server.request("GET", "/console", follow=False)
+    check.equal(status, 404, "/console without a session")
+    browser.open("/console", "error")
+    check.equal(browser.text("main"), missing, "/console without a session, against an unknown path's page")
+    check.equal(urllib.parse.urlsplit(browser.driver.current_url).path, "/console", "the URL of /console signed out")
+
+    # Sign in with ?next=/console: password, the app's code, then the overview.
+    browser.open("/account/sign-in?next=/console", "sign-in")
+    browser.type_into("form#password-sign-in input#email", operator)
+    browser.type_into("form#password-sign-in input#password", PASSWORD)
+    browser.press_on("form#password-sign-in [type=submit]", "second-factor")
+    browser.type_into("form#second-factor-form input#code", app.code())
+    browser.press_on("form#second-factor-form [type=submit]", "console-overview")
+    check.equal(urllib.parse.urlsplit(browser.driver.current_url).path, "/console", "the page after the code")
+    check.equal(browser.driver.execute_script("return document.documentElement.lang"), "en", "<html lang>")
+    current = browser.css("header.console-bar nav a[aria-current=page]")
+    check(len(current) == 1 and current[0].text == "Overview", "the console's nav does not mark Overview as current")
+    check(operator in browser.text("header.console-bar"), "the console's bar does not name the operator")
+    browser.audit("console-overview")
+    for range_name in ("hour", "day", "week"):
+        browser.open(f"/console?range={range_name}", "console-overview")
+        charts = browser.css(".charts section.chart svg[role=img]")
+        check.equal(len(charts), 8, f"the overview's charts (svg role=img) for range={range_name}")
+        labels = [svg.get_attribute("aria-label") or "" for svg in charts]
+        check(all(label.strip() for label in labels), f"a chart without aria-label for {range_name}: {labels}")
+        ranges = browser.css("#overview-ranges a[aria-current=page]")
+        check(len(ranges) == 1 and f"range={range_name}" in ranges[0].get_attribute("href"),
+              f"the range links do not mark {range_name} as current")
+        check(browser.text("#overview-health dd") != "", "the overview's health says nothing")
+    browser.audit("console-overview", shots=False)
+    no_page_scroll(browser, check, "the overview")
+    status, _, _ = server.request("GET", "/console?range=year")
+    check(status == 404, f"/console?range=year without a session answered {status}")
+
+    # People to look after, through the admin API.
+    key = mint_service_key(server, check)
+    target = "console-target@example.com"
+    target_id = make_user(server, check, key, target, password=PASSWORD)
+    status, session = server.password_grant(target, PASSWORD)
+    check(status == 200, f"the target's sign-in answered {status}: {session}")
+    factor_id = enroll_app(server, check, session["access_token"])
+    evil_markup = "<img src=x onerror=window.__pwned=1>"
+    evil = "console-markup@example.com"
+    evil_id = make_user(server, check, key, evil, password=PASSWORD, metadata={"note": evil_markup})
+    status, evil_session = server.password_grant(evil, PASSWORD)
+    check(status == 200, f"the markup user's sign-in answered {status}: {evil_session}")
+    company_markup = "<script>window.__pwned=1</script>"
+    status, company = server.api("POST", "/v1/companies", {"name": company_markup}, token=evil_session["access_token"])
+    check(status in (200, 201), f"creating the company answered {status}: {company}")
+    cid = company["id"]
+    for number in range(52):
+        make_user(server, check, key, f"console-many-{number:02}@example.com")
+
+    # The users list: 50 a page, the next page, a search by address, a filter (by keyboard).
+    browser.open("/console/users", "console-users")
+    check.equal(len(browser.css("table#users tbody tr.user")), 50, "the users on the list's first page")
+    browser.audit("console-users")
+    no_page_scroll(browser, check, "the users list")
+    press(browser, "a#users-next", "console-users")
+    rest = browser.css("table#users tbody tr.user")
+    check(1 <= len(rest) <= 50, f"the list's second page shows {len(rest)} users")
+    check(bool(browser.css("nav.pager a[href='/console/users']")), "the second page has no link to the first")
+    browser.open("/console/users", "console-users")
+    browser.type_into("input#users-q", target)
+    browser.press_on("form.filters [type=submit]", "console-users")
+    rows = browser.css("table#users tbody tr.user")
+    check(len(rows) == 1 and target in rows[0].text, f"searching {target} lists {[r.text for r in rows]}")
+    check("Second factor" in rows[0].text, f"the target's row has no factor badge: {rows[0].text!r}")
+    check.equal(browser.one("input#users-q").get_attribute("value"), target, "the search field after searching")
+    browser.open("/console/users?has_factor=yes&sort=email", "console-users")
+    listed = [row.get_attribute("data-user-id") for row in browser.css("table#users tbody tr.user")]
+    check(target_id in listed and evil_id not in listed, f"has_factor=yes lists {listed}")
+    browser.open("/console/users?confirmed=maybe", "console-users")
+    check(bool(browser.text("#console-error")), "a filter value the list cannot use shows no error")
+
+    # A user's page, and each action through its confirmation.
+    browser.open("/console/users?q=" + urllib.parse.quote(target), "console-users")
+    press(browser, "table#users tbody tr.user a", "console-user")
+    check.equal(browser.text("#user-id"), target_id, "#user-id")
+    check(target in browser.text("#user-email"), f"#user-email is {browser.text('#user-email')!r}")
+    check(bool(browser.css(f"table#factors tr.factor[data-factor-id='{factor_id}']")), "the target's app is not listed")
+    check(len(browser.css("table#sessions tr.session")) >= 1, "the target's session is not listed")
+    browser.audit("console-user")
+    no_page_scroll(browser, check, "a user's page")
+
+    choose(browser, "select#ban-duration", "1h")
+    confirm_step(browser, check, "ban", target)
+    browser.audit("console-confirm")
+    press(browser, "form#confirm [type=submit]", "console-user")
+    check.equal(browser.text("#notice"), "The user is banned.", "#notice after the ban")
+    check(browser.text("#user-ban").startswith("Banned until"), f"#user-ban says {browser.text('#user-ban')!r}")
+    browser.open("/console/users?banned=yes", "console-users")
+    rows = browser.css("table#users tbody tr.user")
+    check(len(rows) == 1 and target in rows[0].text and "Banned" in rows[0].text,
+          f"banned=yes lists {[r.text for r in rows]}")
+    check.equal(server.password_grant(target, PASSWORD)[0], 400, "a banned user's sign-in")
+    press(browser, "table#users tbody tr.user a", "console-user")
+    confirm_step(browser, check, "unban", target)
+    press(browser, "form#confirm [type=submit]", "console-user")
+    check.equal(browser.text("#notice"), "The ban is lifted.", "#notice after unbanning")
+    check(not browser.css("form#unban"), "the unban form stays after unbanning")
+    status, session = server.password_grant(target, PASSWORD)
+    check.equal(status, 200, "the unbanned user's sign-in")
+    browser.open(f"/console/users/{target_id}", "console-user")  # the ban ended its sessions: this one is new
+    check(len(browser.css("table#sessions tr.session")) >= 1, "the target's new session is not listed")
+
+    confirm_step(browser, check, "end-sessions", target)
+    press(browser, "form#confirm [type=submit]", "console-user")
+    check.equal(browser.text("#notice"), "Every session is ended.", "#notice after ending the sessions")
+    check(not browser.css("table#sessions tr.session"), "sessions are listed after ending them all")
+    status, _ = server.api("POST", "/auth/v1/token?grant_type=refresh_token", {"refresh_token": session["refresh_token"]})
+    check(status in (400, 401), f"an ended session's refresh answered {status}")
+
+    press(browser, f"table#factors tr.factor[data-factor-id='{factor_id}'] form.remove-factor [type=submit]",
+          "console-confirm")
+    press(browser, "form#confirm [type=submit]", "console-user")
+    check.equal(browser.text("#notice"), "The factor is removed.", "#notice after removing the app")
+    check(not browser.css("table#factors tr.factor"), "the removed app is still listed")
+
+    outbox_before = server.outbox
+    confirm_step(browser, check, "recovery", target)
+    press(browser, "form#confirm [type=submit]", "console-user")
+    check.equal(browser.text("#notice"), "A password reset mail is on its way to the user.", "#notice after the mail")
+    mail = outbox_before.next(target)
+    check(mail.link is not None and "type=recovery" in mail.link, f"the recovery mail has no recovery link: {mail.text!r}")
+
+    choose(browser, "select#link-type", "magiclink")
+    confirm_step(browser, check, "link", target)
+    press(browser, "form#confirm [type=submit]", "console-user-link")
+    link = browser.text("code#action-link")
+    check("/auth/v1/verify" in link, f"code#action-link is {link!r}")
+    check(re.fullmatch(r"\d{6}", browser.text("code#email-otp")), f"code#email-otp is {browser.text('code#email-otp')!r}")
+    browser.audit("console-user-link")
+    token = link_parts(link).get("token")
+    browser.open(f"/console/users/{target_id}", "console-user")
+    check(token and token not in browser.driver.page_source, "the user's page shows the generated link again")
+
+    confirm_step(browser, check, "delete", target)
+    press(browser, "form#confirm [type=submit]", "console-users")
+    check.equal(browser.text("#notice"), "The user is deleted.", "#notice after deleting")
+    check(target_id not in browser.driver.page_source, "the deleted user is still listed")
+    browser.open("/console/users?q=" + urllib.parse.quote(target), "console-users")
+    check(not browser.css("table#users tbody tr.user") and bool(browser.css("#users-empty")),
+          "searching the deleted user finds a row")
+
+    # Stored markup is printed as text: the user's metadata and the company's name, on lists and pages.
+    browser.open("/console/users?q=" + urllib.parse.quote(evil), "console-users")
+    press(browser, "table#users tbody tr.user a", "console-user")
+    check(evil_markup in browser.text("#user-metadata"), f"#user-metadata is {browser.text('#user-metadata')!r}")
+    check(any(company_markup == row.text.split("\n")[0] or company_markup in row.text
+              for row in browser.css("table#companies tr.company")), "the user's company is not named as text")
+    check.equal(browser.driver.execute_script(PWNED), "undefined", "window.__pwned on the markup user's page")
+    browser.open("/console/companies?q=" + urllib.parse.quote("<script>"), "console-companies")
+    rows = console_row(browser, "companies", company_markup)
+    check(len(rows) == 1, f"the companies list does not show {company_markup!r} as text")
+    check.equal(browser.driver.execute_script(PWNED), "undefined", "window.__pwned on the companies list")
+
+    # Companies: the list, a company, its tier overridden with a reason.
+    browser.open("/console/companies", "console-companies")
+    check(len(console_row(browser, "companies", company_markup)) == 1, "the company is not on the list")
+    browser.audit("console-companies")
+    no_page_scroll(browser, check, "the companies list")
+    browser.open("/console/companies?tier=free", "console-companies")
+    check(len(console_row(browser, "companies", company_markup)) == 1, "tier=free does not list the Free company")
+    browser.open("/console/companies?tier=enterprise", "console-companies")
+    check(not console_row(browser, "companies", company_markup), "tier=enterprise lists the Free company")
+    browser.open(f"/console/companies/{cid}", "console-company")
+    check.equal(browser.text("h1"), company_markup, "the company page's <h1>")
+    check.equal(browser.driver.execute_script(PWNED), "undefined", "window.__pwned on the company page")
+    check(evil in browser.text("table#members"), "the company's members do not list its owner")
+    check.equal(browser.text("#company-tier"), "free", "#company-tier")
+    browser.audit("console-company")
+    no_page_scroll(browser, check, "a company's page")
+    choose(browser, "select#tier-choice", "enterprise")
+    browser.type_into("input#tier-reason", "Pilot customer, signed contract")
+    browser.press_on("form#tier-form [type=submit]", "console-confirm")
+    check("enterprise" in browser.text("#confirm-explanation"), "the tier's confirmation does not name enterprise")
+    press(browser, "form#confirm [type=submit]", "console-company")
+    check(bool(browser.text("#notice")), "no #notice after the tier change")
+    check.equal(browser.text("#company-tier"), "enterprise", "#company-tier after the override")
+    check.equal(browser.text("#company-tier-reason"), "Pilot customer, signed contract", "#company-tier-reason")
+    choose(browser, "select#tier-choice", "business")
+    browser.type_into("input#tier-reason", " ")
+    press(browser, "form#tier-form [type=submit]", "console-company")
+    check(bool(browser.text("#console-error")), "a tier change without a reason shows no error")
+    check.equal(browser.text("#company-tier"), "enterprise", "#company-tier after a change without a reason")
+
+    # The audit trail: a filter by action, a request's and a session's link, the CSV.
+    browser.open("/console/audit", "console-audit")
+    check(len(browser.css("table#audit-events tbody tr")) >= 1, "the audit explorer lists no event")
+    browser.audit("console-audit")
+    no_page_scroll(browser, check, "the audit explorer")
+    choose(browser, "select#audit-action", "account_deleted")
+    press(browser, "form.filters [type=submit]", "console-audit")
+    actions = {row.find_element("css selector", "td:nth-child(2)").text for row in browser.css("table#audit-events tbody tr")}
+    check(actions == {"account_deleted"}, f"action=account_deleted lists actions {actions}")
+    check(target_id in browser.text("table#audit-events"), "the deletion's event does not name the user")
+    browser.open("/console/audit", "console-audit")
+    request_links = browser.css("table#audit-events tbody td:nth-child(7) a")
+    check(bool(request_links), "no event in the explorer links its request")
+    request_id = request_links[0].text
+    press(browser, "table#audit-events tbody td:nth-child(7) a", "console-audit")
+    check.equal(browser.one("input#audit-request").get_attribute("value"), request_id, "the request filter's field")
+    shown = {cell.text for cell in browser.css("table#audit-events tbody td:nth-child(7)")}
+    check(shown == {request_id}, f"the request's link lists requests {shown}")
+    browser.open("/console/audit", "console-audit")
+    browser.type_into("input#audit-actor", operator)
+    browser.press_on("form.filters [type=submit]", "console-audit")
+    accounts = {cell.text for cell in browser.css("table#audit-events tbody td:nth-child(3)")}
+    check(len(accounts) == 1, f"actor={operator} lists the events of accounts {accounts}")
+    session_links = browser.css("table#audit-events tbody td:nth-child(6) a")
+    check(bool(session_links), f"none of the operator's events links its session; {browser.describe()}")
+    session_id = session_links[0].text
+    press(browser, "table#audit-events tbody td:nth-child(6) a", "console-audit")
+    shown = {cell.text for cell in browser.css("table#audit-events tbody td:nth-child(6)")}
+    check(shown == {session_id}, f"the session's link lists sessions {shown}")
+    browser.open("/console/audit?action=console_action", "console-audit")
+    csv = browser.one("a#audit-csv").get_attribute("href")
+    check(urllib.parse.urlsplit(csv).path == "/console/audit.csv" and "action=console_action" in csv,
+          f"a#audit-csv goes to {csv}")
+    cookie = browser.driver.get_cookie("gh_session")
+    check(cookie is not None, "the browser holds no gh_session cookie")
+    status, headers, text = server.request("GET", csv, headers={"Cookie": f"gh_session={cookie['value']}"})
+    kind = {name.lower(): value for name, value in headers.items()}.get("content-type", "")
+    check(status == 200 and kind.startswith("text/csv"), f"the CSV answered {status} {kind}")
+    check("console_action" in text and "account_deleted" not in text,
+          f"the CSV for action=console_action: {text[:300]!r}")
+    status, _, _ = server.request("GET", csv)
+    check.equal(status, 404, "the CSV without the operator's session")
+
+    # Keys: one minted (its token shown once), then revoked.
+    browser.open("/console/settings", "console-settings")
+    browser.audit("console-settings")
+    no_page_scroll(browser, check, "keys and settings")
+    confirm_step(browser, check, "mint-key", "key")
+    press(browser, "form#confirm [type=submit]", "console-key-minted")
+    minted = browser.text("#minted-id")
+    token = browser.one("textarea#minted-token").get_attribute("value").strip()
+    check(len(token) > 40 and "\n" not in token, f"textarea#minted-token holds {token[:60]!r}")
+    status, _ = admin_call(server, token, "GET", "/auth/v1/admin/users?per_page=1")
+    check.equal(status, 200, "the minted key on the admin API")
+    browser.audit("console-key-minted")
+    browser.open("/console/settings", "console-settings")
+    check(token not in browser.driver.page_source, "the settings page shows the minted token again")
+    rows = console_row(browser, "service-keys", minted)
+    check(len(rows) == 1 and "Live" in rows[0].text or len(rows) == 1, f"the minted key's row: {[r.text for r in rows]}")
+    press(browser, f"form[action='/console/settings/keys/{minted}/revoke'] [type=submit]", "console-confirm")
+    check(minted in browser.text("#confirm-explanation"), "the revoke confirmation does not name the key")
+    press(browser, "form#confirm [type=submit]", "console-settings")
+    check(bool(browser.text("#notice")), "no #notice after revoking the key")
+    check(not browser.css(f"form[action='/console/settings/keys/{minted}/revoke']"), "the revoked key can still be revoked")
+    status, _ = admin_call(server, token, "GET", "/auth/v1/admin/users?per_page=1")
+    check(status in (401, 403), f"the revoked key on the admin API answered {status}")
+
+    # In German, from the operator's own locale.
+    status, session = server.password_grant(operator, PASSWORD)
+    check(status == 200, f"the operator's API sign-in answered {status}: {session}")
+    status, answer = server.api("PUT", "/auth/v1/user", {"data": {"locale": "de"}}, token=session["access_token"])
+    check(status == 200, f"setting the operator's locale answered {status}: {answer}")
+    browser.open("/console/users", "console-users")
+    check.equal(browser.driver.execute_script("return document.documentElement.lang"), "de", "<html lang> in German")
+    nav = [a.text for a in browser.css("header.console-bar nav a")]
+    check("Benutzer" in nav, f"the German console's nav says {nav}")
+    browser.audit("console-users", shots=False)
+    browser.open("/console", "console-overview")
+    check.equal(browser.driver.execute_script("return document.documentElement.lang"), "de", "<html lang> on the overview")
+    browser.audit("console-overview", shots=False)
+
+
 TESTS = [
     test_magic_link,
     test_used_link,
@@ -1140,6 +1528,7 @@ TESTS = [
     test_link_identity,
     test_saml_sign_in,
     test_invitation_acceptance,
+    test_console,
 ]
 
 

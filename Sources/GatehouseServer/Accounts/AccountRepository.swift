@@ -106,7 +106,8 @@ struct IdentityRecord: Sendable {
 struct AccountRepository {
     let db: any SQLDatabase
 
-    private static let columns = [
+    /// Every column of an account row, in the order `insert` writes them (`UserSearchRepository` reads them too).
+    static let columns = [
         "id", "email", "email_confirmed_at", "password_hash", "user_metadata", "created_at", "updated_at",
         "last_sign_in_at", "disabled_at", "email_change", "email_change_sent_at", "email_change_confirmed",
         "app_metadata", "banned_until", "is_anonymous", "confirmation_sent_at", "recovery_sent_at", "invited_at",
@@ -329,7 +330,7 @@ struct AccountRepository {
             .where("provider", .equal, "email").where("account_id", .equal, accountID).run()
     }
 
-    private static func decode(_ row: any SQLRow) throws -> AccountRecord {
+    static func decode(_ row: any SQLRow) throws -> AccountRecord {
         func date(_ column: String) throws -> Date? {
             try row.decode(column: column, as: Int64?.self).map(Date.init(epochMilliseconds:))
         }

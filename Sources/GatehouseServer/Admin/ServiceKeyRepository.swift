@@ -26,4 +26,16 @@ struct ServiceKeyRepository {
         try await db.update("service_keys").set("revoked_at", to: time.epochMilliseconds)
             .where("revoked_at", .is, SQLLiteral.null).returning("id").all().count
     }
+
+    /// Every key, live or revoked, newest first (a handful: one per backend and rotation).
+    func all(limit: Int) async throws -> [ServiceKey] {
+        try await db.select().columns("id", "created_at", "revoked_at").from("service_keys")
+            .orderBy("created_at", .descending).orderBy("id", .descending).limit(limit).all()
+            .map { row in
+                ServiceKey(
+                    id: try row.decode(column: "id", as: String.self),
+                    createdAt: Date(epochMilliseconds: try row.decode(column: "created_at", as: Int64.self)),
+                    revokedAt: try row.decode(column: "revoked_at", as: Int64?.self).map(Date.init(epochMilliseconds:)))
+            }
+    }
 }

@@ -15,6 +15,13 @@ struct ServiceKeyClaims: JWTPayload, Equatable {
     func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
 
+/// A minted service key as the store keeps it: its id and when it was minted and revoked, never the token.
+struct ServiceKey: Sendable, Equatable {
+    let id: String
+    let createdAt: Date
+    let revokedAt: Date?
+}
+
 /// The keys backends call the admin API with: ES256 JWTs of role `service_role`, as Supabase's service key, signed
 /// by a key of their own (derived from a server secret, so every instance verifies alike and access-token key
 /// rotation leaves them alone). Each minted key has a row in `service_keys`; a revoked row refuses its key on every
@@ -85,6 +92,11 @@ public struct ServiceKeys: Sendable {
         let repository = ServiceKeyRepository(db: store.database)
         if let id { return try await repository.revoke(id, at: clock.now) ? 1 : 0 }
         return try await repository.revokeAll(at: clock.now)
+    }
+
+    /// The keys minted, newest first, at most `limit` (the console lists them; the tokens were never stored).
+    func list(limit: Int = 500) async throws -> [ServiceKey] {
+        try await ServiceKeyRepository(db: store.database).all(limit: limit)
     }
 
     /// The id of the live service key `token` is, or nil: a forged, foreign or revoked key, or any other token.

@@ -29,6 +29,8 @@ public struct GatehouseServices: Sendable {
     let domainRechecks: DomainRechecks
     /// The pages' and mails' templates, the operator's overrides included.
     public let templates: Templates
+    /// This instance's counts for the console's overview, flushed to the store every minute.
+    let series: ConsoleSeriesRecorder
 
     /// Opens the store named by `configuration`; nothing connects until the application runs. Tests pass their own
     /// clock, and may pass a mail transport (production picks SMTP or the outbox from configuration).
@@ -41,6 +43,7 @@ public struct GatehouseServices: Sendable {
         self.logger = logger
         self.metrics = GatehouseMetrics.registry
         self.clock = clock
+        self.series = ConsoleSeriesRecorder(clock: clock)
         // The data folder holds the key file and the outbox even when the store is PostgreSQL: 0700.
         try DataFolder.prepare(configuration.dataDirectory)
         let box = try SecretBox.load(configuration)
@@ -174,6 +177,7 @@ public func buildRouter(_ services: GatehouseServices) throws -> Router<AppReque
     router.add(middleware: RequestIDMiddleware())
     router.add(middleware: SecurityHeadersMiddleware())
     router.add(middleware: MetricsMiddleware())
+    router.add(middleware: ConsoleSeriesMiddleware(recorder: services.series))
     let api = try API(services)
     let pages = PageRoutes(api, services)
     router.add(middleware: ErrorMiddleware(page: pages.kit.failure))
@@ -223,7 +227,8 @@ public func buildApplication(
         server: .http1(configuration: .init(idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "Gatehouse"),
         services: [
-            services.store, services.mailQueue, InstanceBusListener(bus: services.bus, logger: logger),
+            services.store, ConsoleSeriesFlusher(recorder: services.series, store: services.store, logger: logger),
+            services.mailQueue, InstanceBusListener(bus: services.bus, logger: logger),
             SyncCompactor(sync: services.sync, retention: configuration.sync.retention, logger: logger),
             Sweeper(
                 store: services.store, settings: configuration.sweep, auth: configuration.auth, clock: services.clock,

@@ -39,12 +39,48 @@ public struct Setting: Sendable, Hashable, CaseIterable, CustomStringConvertible
     /// backticks.
     public let meaning: String
     let apply: Apply
+    /// How much of the value is a secret, which the console's settings page masks.
+    public let secrecy: Secrecy
+    /// The value in a configuration, written as the flag takes it; nil when unset.
+    let read: @Sendable (GatehouseConfiguration) -> String?
 
-    init(_ name: String, default defaultValue: Default, meaning: String, apply: @escaping Apply) {
+    /// What of a setting's value must not be shown.
+    public enum Secrecy: Sendable {
+        /// Nothing: shown as it is.
+        case none
+        /// All of it (a token, a key).
+        case whole
+        /// The password of a URL's user (`postgres://user:pass@…`, `smtp://user:pass@…`).
+        case passwordInURL
+    }
+
+    init(
+        _ name: String, default defaultValue: Default, meaning: String, secrecy: Secrecy = .none,
+        read: @escaping @Sendable (GatehouseConfiguration) -> String?, apply: @escaping Apply
+    ) {
         self.rawValue = name
         self.defaultValue = defaultValue
         self.meaning = meaning
+        self.secrecy = secrecy
+        self.read = read
         self.apply = apply
+    }
+
+    /// The setting's value in `configuration`, its secret part replaced by `mask`; nil when unset.
+    public func shownValue(in configuration: GatehouseConfiguration, mask: String = "••••••") -> String? {
+        guard let value = read(configuration) else { return nil }
+        switch secrecy {
+        case .none:
+            return value
+        case .whole:
+            return mask
+        case .passwordInURL:
+            guard var url = URLComponents(string: value) else { return mask }
+            if url.password != nil { url.password = "PASSWORD" }
+            // Only the password goes: anything that is not a URL with a scheme and host is masked whole.
+            guard url.scheme != nil, url.host != nil, let shown = url.string else { return mask }
+            return shown.replacingOccurrences(of: ":PASSWORD@", with: ":\(mask)@")
+        }
     }
 
     /// The setting whose flag is `--name`, if there is one.
@@ -81,12 +117,16 @@ extension Setting {
         appleClientID, appleAPIURL, googleClientIDs, googleJWKSURL, manualLinking, dnsResolver,
     ]
 
-    public static let host = Setting("host", default: .value("127.0.0.1"), meaning: "address to listen on") {
+    public static let host = Setting(
+        "host", default: .value("127.0.0.1"), meaning: "address to listen on",
+        read: { $0.host }
+    ) {
         config, value, _ in config.host = value
     }
 
     public static let port = Setting(
-        "port", default: .value("8080"), meaning: "port to listen on; `0` picks a free one (the start line names it)"
+        "port", default: .value("8080"), meaning: "port to listen on; `0` picks a free one (the start line names it)",
+        read: { "\($0.port)" }
     ) { (config, value, source) throws(ConfigurationError) in
         guard let port = Int(value), (0...65535).contains(port) else {
             throw ConfigurationError("\(source) must be a port number from 0 to 65535, got '\(value)'")
@@ -96,14 +136,17 @@ extension Setting {
 
     public static let dataDir = Setting(
         "data-dir", default: .value("./gatehouse-data"),
-        meaning: "folder (made 0700) for the SQLite store (`gatehouse.sqlite`, 0600), the key file and the mail outbox"
+        meaning: "folder (made 0700) for the SQLite store (`gatehouse.sqlite`, 0600), the key file and the mail outbox",
+        read: { $0.dataDirectory }
     ) { config, value, _ in config.dataDirectory = value }
 
     public static let databaseURL = Setting(
         "database-url", default: .unset(),
         meaning: """
             `postgres://user:pass@host:5432/db` to use PostgreSQL; `sqlite:///path/file.sqlite` for another SQLite file
-            """
+            """,
+        secrecy: .passwordInURL,
+        read: { $0.databaseURL }
     ) { (config, value, source) throws(ConfigurationError) in
         guard let scheme = value.split(separator: ":", maxSplits: 1).first.map({ $0.lowercased() }),
             ["postgres", "postgresql", "sqlite"].contains(scheme), value.contains("://")
@@ -120,7 +163,8 @@ extension Setting {
 
     public static let publicURL = Setting(
         "public-url", default: .derived("`http://HOST:PORT`"),
-        meaning: "the URL users reach the server at, used in mailed links and the token issuer"
+        meaning: "the URL users reach the server at, used in mailed links and the token issuer",
+        read: { $0.publicURL }
     ) { (config, value, source) throws(ConfigurationError) in
         let url = try httpURL(value, source: source)
         config.publicURL = url.hasSuffix("/") ? String(url.dropLast()) : url
@@ -128,7 +172,8 @@ extension Setting {
 
     public static let logLevel = Setting(
         "log-level", default: .value("info"),
-        meaning: "`trace`, `debug`, `info`, `notice`, `warning`, `error`, `critical`"
+        meaning: "`trace`, `debug`, `info`, `notice`, `warning`, `error`, `critical`",
+        read: { $0.logLevel.rawValue }
     ) { (config, value, source) throws(ConfigurationError) in
         guard let level = Logger.Level(rawValue: value.lowercased()) else {
             let names = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
@@ -138,7 +183,8 @@ extension Setting {
     }
 
     public static let logFormat = Setting(
-        "log-format", default: .value("text"), meaning: "`text`, or `json` for one JSON object per line"
+        "log-format", default: .value("text"), meaning: "`text`, or `json` for one JSON object per line",
+        read: { $0.logFormat.rawValue }
     ) { (config, value, source) throws(ConfigurationError) in
         guard let format = GatehouseConfiguration.LogFormat(rawValue: value.lowercased()) else {
             throw ConfigurationError("\(source) must be text or json, got '\(value)'")
@@ -147,7 +193,8 @@ extension Setting {
     }
 
     public static let maxBodySize = Setting(
-        "max-body-size", default: .value("1048576"), meaning: "largest request body in bytes; larger ones get 413"
+        "max-body-size", default: .value("1048576"), meaning: "largest request body in bytes; larger ones get 413",
+        read: { "\($0.maxBodySize)" }
     ) { (config, value, source) throws(ConfigurationError) in
         guard let size = Int(value), size >= 1024 else {
             throw ConfigurationError("\(source) must be a byte count of at least 1024, got '\(value)'")
@@ -161,7 +208,9 @@ extension Setting {
             `smtp://user:pass@host:587` (STARTTLS required, except to a relay on loopback), `smtps://…` (TLS from the \
             start), `smtp+insecure://…` (plain text, explicitly); unset writes each mail to \
             `<data-dir>/outbox/*.eml` and logs the file name (never the code)
-            """
+            """,
+        secrecy: .passwordInURL,
+        read: { $0.smtpURL }
     ) { (config, value, source) throws(ConfigurationError) in
         guard let url = URL(string: value),
             ["smtp", "smtps", "smtp+starttls", "smtp+insecure"].contains(url.scheme ?? ""), url.host != nil
@@ -173,7 +222,8 @@ extension Setting {
     }
 
     public static let mailFrom = Setting(
-        "mail-from", default: .value("no-reply@gatehouse.local"), meaning: "sender of every mail"
+        "mail-from", default: .value("no-reply@gatehouse.local"), meaning: "sender of every mail",
+        read: { $0.mailFrom }
     ) { (config, value, source) throws(ConfigurationError) in
         guard value.contains("@"), !value.contains(where: { "\r\n<>".contains($0) }) else {
             throw ConfigurationError("\(source) must be a plain email address, got '\(value)'")
@@ -183,7 +233,8 @@ extension Setting {
 
     public static let siteURL = Setting(
         "site-url", default: .derived("the public URL"),
-        meaning: "where magic links land when no allowed `redirect_to` is given"
+        meaning: "where magic links land when no allowed `redirect_to` is given",
+        read: { $0.auth.siteURL }
     ) { (config, value, source) throws(ConfigurationError) in config.auth.siteURL = try httpURL(value, source: source) }
 
     public static let redirectURLs = Setting(
@@ -192,7 +243,8 @@ extension Setting {
             comma-separated URLs a magic link may redirect to, matched by scheme, host and port exactly; a `*` is a \
             wildcard inside the path only (`https://app.example/auth/*`); custom app schemes (`myapp://callback`) \
             match exactly
-            """
+            """,
+        read: { shown($0.auth.redirectAllowList) }
     ) { (config, value, source) throws(ConfigurationError) in
         let patterns = list(value)
         for pattern in patterns where RedirectAllowList.entry(pattern) == nil {
@@ -203,50 +255,59 @@ extension Setting {
     }
 
     public static let accessTokenTTL = Setting(
-        "access-token-ttl", default: .value("900"), meaning: "access token lifetime, seconds"
+        "access-token-ttl", default: .value("900"), meaning: "access token lifetime, seconds",
+        read: { shown($0.auth.accessTokenLifetime) }
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.accessTokenLifetime = try seconds(value, source: source, range: 60...86_400)
     }
 
     public static let sessionIdleTimeout = Setting(
         "session-idle-timeout", default: .value("1209600", note: "14 days"),
-        meaning: "a session not refreshed for this long ends"
+        meaning: "a session not refreshed for this long ends",
+        read: { shown($0.auth.sessionIdleTimeout) }
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.sessionIdleTimeout = try seconds(value, source: source, range: 300...31_536_000)
     }
 
     public static let sessionLifetime = Setting(
         "session-lifetime", default: .value("7776000", note: "90 days"),
-        meaning: "a session ends this long after sign-in, whatever its use"
+        meaning: "a session ends this long after sign-in, whatever its use",
+        read: { shown($0.auth.sessionLifetime) }
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.sessionLifetime = try seconds(value, source: source, range: 300...31_536_000)
     }
 
     public static let appleAudiences = Setting(
         "apple-audiences", default: .unset(note: "off"),
-        meaning: "comma-separated bundle ids accepted in Sign in with Apple identity tokens"
+        meaning: "comma-separated bundle ids accepted in Sign in with Apple identity tokens",
+        read: { shown($0.auth.appleAudiences) }
     ) { config, value, _ in config.auth.appleAudiences = list(value) }
 
     public static let appleJWKSURL = Setting(
         "apple-jwks-url", default: .value("https://appleid.apple.com/auth/keys"),
-        meaning: "where Apple's signing keys are fetched (cached for an hour)"
+        meaning: "where Apple's signing keys are fetched (cached for an hour)",
+        read: { $0.auth.appleJWKSURL }
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.appleJWKSURL = try httpURL(value, source: source)
     }
 
     public static let appleTeamID = Setting(
         "apple-team-id", default: .unset(note: "authorization codes are not exchanged"),
-        meaning: "the Apple developer team id that signs Sign in with Apple's client secret (its `iss`)"
+        meaning: "the Apple developer team id that signs Sign in with Apple's client secret (its `iss`)",
+        read: { $0.auth.appleSignIn.teamID }
     ) { config, value, _ in config.auth.appleSignIn.teamID = value }
 
     public static let appleKeyID = Setting(
         "apple-key-id", default: .unset(note: "authorization codes are not exchanged"),
-        meaning: "the id of the Sign in with Apple key that signs the client secret (its `kid`)"
+        meaning: "the id of the Sign in with Apple key that signs the client secret (its `kid`)",
+        read: { $0.auth.appleSignIn.keyID }
     ) { config, value, _ in config.auth.appleSignIn.keyID = value }
 
     public static let applePrivateKeyFile = Setting(
         "apple-private-key-file", default: .unset(note: "authorization codes are not exchanged"),
-        meaning: "the Sign in with Apple key's `.p8` file (PEM), which signs the client secret"
+        meaning: "the Sign in with Apple key's `.p8` file (PEM), which signs the client secret",
+        secrecy: .whole,
+        read: { $0.auth.appleSignIn.privateKey }
     ) { (config, value, source) throws(ConfigurationError) in
         guard let pem = try? String(contentsOfFile: value, encoding: .utf8) else {
             throw ConfigurationError("\(source) names a file that cannot be read: '\(value)'")
@@ -259,19 +320,24 @@ extension Setting {
         meaning: """
             the Sign in with Apple key itself (PEM), for platforms that pass secrets as variables; on a command line \
             (where `ps` shows it) only as `--apple-private-key=…`, since the PEM starts with dashes
-            """
+            """,
+        secrecy: .whole,
+        read: { $0.auth.appleSignIn.privateKey }
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.appleSignIn.privateKey = try applePrivateKeyPEM(value, source: source)
     }
 
     public static let appleClientID = Setting(
         "apple-client-id", default: .derived("the first of `--apple-audiences`"),
-        meaning: "the client id (bundle id or Services ID) Apple issued the authorization codes for"
+        meaning: "the client id (bundle id or Services ID) Apple issued the authorization codes for",
+        read: { $0.auth.appleSignIn.clientID }
     ) { config, value, _ in config.auth.appleSignIn.clientID = value }
 
     public static let appleAPIURL = Setting(
         "apple-api-url", default: .value("https://appleid.apple.com"),
-        meaning: "Sign in with Apple's REST API: codes are exchanged at `/auth/token`, tokens revoked at `/auth/revoke`"
+        meaning:
+            "Sign in with Apple's REST API: codes are exchanged at `/auth/token`, tokens revoked at `/auth/revoke`",
+        read: { $0.auth.appleSignIn.apiURL }
     ) { (config, value, source) throws(ConfigurationError) in
         var url = try httpURL(value, source: source)
         while url.hasSuffix("/") { url.removeLast() }
@@ -280,12 +346,14 @@ extension Setting {
 
     public static let googleClientIDs = Setting(
         "google-client-ids", default: .unset(note: "off"),
-        meaning: "comma-separated OAuth client ids accepted as the audience of Google id tokens"
+        meaning: "comma-separated OAuth client ids accepted as the audience of Google id tokens",
+        read: { shown($0.auth.googleClientIDs) }
     ) { config, value, _ in config.auth.googleClientIDs = list(value) }
 
     public static let googleJWKSURL = Setting(
         "google-jwks-url", default: .value("https://www.googleapis.com/oauth2/v3/certs"),
-        meaning: "where Google's signing keys are fetched (cached for an hour, fetched again for an unknown key id)"
+        meaning: "where Google's signing keys are fetched (cached for an hour, fetched again for an unknown key id)",
+        read: { $0.auth.googleJWKSURL }
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.googleJWKSURL = try httpURL(value, source: source)
     }
@@ -295,7 +363,8 @@ extension Setting {
         meaning: """
             `HOST:PORT` (`[IPv6]:PORT`; the port defaults to 53) of the recursive resolver that company domains' TXT \
             records are looked up through, over UDP, three seconds per lookup
-            """
+            """,
+        read: { $0.dnsResolver }
     ) { (config, value, source) throws(ConfigurationError) in
         guard DNSResolver.address(value) != nil else {
             throw ConfigurationError("\(source) must be an IP address and port such as 127.0.0.1:53, got '\(value)'")
@@ -308,7 +377,8 @@ extension Setting {
         meaning: """
             `on` lets a signed-in user link another identity (`linkIdentity`, `linkIdentityWithIdToken`) and unlink \
             one; `off` answers 404 `manual_linking_disabled`, as GoTrue does by default
-            """
+            """,
+        read: { shown($0.auth.manualLinking) }
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.manualLinking = try onOff(value, source: source)
     }
@@ -318,7 +388,8 @@ extension Setting {
         meaning: """
             comma-separated proxy addresses or CIDRs (`10.0.0.0/8,127.0.0.1`); from them, the client is the \
             rightmost `X-Forwarded-For` entry that is not a trusted proxy. Unset ignores the header
-            """
+            """,
+        read: { shown($0.auth.trustedProxies.map(\.description)) }
     ) { (config, value, source) throws(ConfigurationError) in
         var networks: [IPNetwork] = []
         for item in list(value) {
@@ -333,7 +404,8 @@ extension Setting {
 
     public static let codeFailuresPerDay = Setting(
         "code-failures-per-day", default: .value("100"),
-        meaning: "wrong mailed codes allowed per address in a day, across all its codes (1–100)"
+        meaning: "wrong mailed codes allowed per address in a day, across all its codes (1–100)",
+        read: { "\($0.auth.limits.codeFailuresPerDay)" }
     ) { (config, value, source) throws(ConfigurationError) in
         guard let count = Int(value), (1...100).contains(count) else {
             throw ConfigurationError("\(source) must be a number from 1 to 100 (NIST SP 800-63B's ceiling)")
@@ -343,7 +415,9 @@ extension Setting {
 
     public static let metricsToken = Setting(
         "metrics-token", default: .unset(),
-        meaning: "bearer token `GET /metrics` requires; unset, `/metrics` answers 403"
+        meaning: "bearer token `GET /metrics` requires; unset, `/metrics` answers 403",
+        secrecy: .whole,
+        read: { $0.metricsToken }
     ) { (config, value, source) throws(ConfigurationError) in
         guard value.count >= 16 else { throw ConfigurationError("\(source) must be at least 16 characters") }
         config.metricsToken = value
@@ -354,7 +428,9 @@ extension Setting {
         meaning: """
             base64 32-byte keys, newest first, that encrypt signing keys, server keys and queued mail in the store; \
             unset uses a 0600 key file made on first start. Prefer the variable to the flag (flags show in `ps`)
-            """
+            """,
+        secrecy: .whole,
+        read: { $0.encryptionKeys.flatMap(shown) }
     ) { (config, value, _) throws(ConfigurationError) in
         let keys = list(value)
         _ = try SecretBox(base64Keys: keys)
@@ -366,7 +442,8 @@ extension Setting {
         meaning: """
             seconds the change log keeps tombstones and mutation results; a device whose token is older gets the \
             digest exchange (its ids and seqs in, the difference out), never a full download
-            """
+            """,
+        read: { shown($0.sync.retention) }
     ) { (config, value, source) throws(ConfigurationError) in
         config.sync.retention = try seconds(value, source: source, range: 3600...315_360_000)
     }
@@ -377,7 +454,8 @@ extension Setting {
             a folder of page and mail templates (`pages/NAME.mustache`, \
             `mail/LOCALE/NAME.{subject,text,html}.mustache`); each file replaces the built-in one of its name, the \
             rest stay. A template that does not parse stops the start with its file name
-            """
+            """,
+        read: { $0.templatesDirectory }
     ) { config, value, _ in config.templatesDirectory = value }
 
     public static let appURL = Setting(
@@ -385,7 +463,8 @@ extension Setting {
         meaning: """
             the app's link base (`myapp://` or a universal-link `https://…/`); a share link's page offers "Open in \
             the app" at `<app-url>share/<token>`. Unset hides the button
-            """
+            """,
+        read: { $0.appURL }
     ) { (config, value, source) throws(ConfigurationError) in
         guard let scheme = URLComponents(string: value)?.scheme, !scheme.isEmpty,
             !["javascript", "data", "vbscript"].contains(scheme.lowercased())
@@ -396,7 +475,8 @@ extension Setting {
     }
 
     public static let appStoreURL = Setting(
-        "app-store-url", default: .unset(), meaning: "where a share link's page says to get the app"
+        "app-store-url", default: .unset(), meaning: "where a share link's page says to get the app",
+        read: { $0.appStoreURL }
     ) { (config, value, source) throws(ConfigurationError) in config.appStoreURL = try httpURL(value, source: source) }
 
     public static let idleTimeout = Setting(
@@ -404,7 +484,8 @@ extension Setting {
         meaning: """
             seconds a connection may stay open with no request in flight, or take to send a request's headers, \
             before it is closed
-            """
+            """,
+        read: { shown($0.idleTimeout) }
     ) { (config, value, source) throws(ConfigurationError) in
         config.idleTimeout = try seconds(value, source: source, range: 1...600)
     }
@@ -412,21 +493,24 @@ extension Setting {
     public static let liveStreamsPerSession = Setting(
         "live-streams-per-session", default: .value("4"),
         meaning:
-            "live event streams one company session may hold open at once (an account, four times as many); more are refused with 429"
+            "live event streams one company session may hold open at once (an account, four times as many); more are refused with 429",
+        read: { "\($0.sync.liveStreamsPerSession)" }
     ) { (config, value, source) throws(ConfigurationError) in
         config.sync.liveStreamsPerSession = try count(value, source: source, range: 1...100)
     }
 
     public static let liveStreamsPerInstance = Setting(
         "live-streams-per-instance", default: .value("10000"),
-        meaning: "live event streams this instance holds open at once; more are refused with 503 and `Retry-After`"
+        meaning: "live event streams this instance holds open at once; more are refused with 503 and `Retry-After`",
+        read: { "\($0.sync.liveStreamsPerInstance)" }
     ) { (config, value, source) throws(ConfigurationError) in
         config.sync.liveStreamsPerInstance = try count(value, source: source, range: 1...1_000_000)
     }
 
     public static let auditRetention = Setting(
         "audit-retention", default: .value("34560000", note: "400 days"),
-        meaning: "seconds audit events are kept before the sweeper deletes them; `0` keeps them all"
+        meaning: "seconds audit events are kept before the sweeper deletes them; `0` keeps them all",
+        read: { shown($0.sweep.auditRetention) }
     ) { (config, value, source) throws(ConfigurationError) in
         config.sweep.auditRetention =
             value == "0" ? 0 : try seconds(value, source: source, range: 86_400...3_153_600_000)
@@ -437,7 +521,8 @@ extension Setting {
         meaning: """
             seconds an ended or expired session and its refresh tokens are kept (listed, audited) before the \
             sweeper deletes them
-            """
+            """,
+        read: { shown($0.sweep.endedSessionRetention) }
     ) { (config, value, source) throws(ConfigurationError) in
         config.sweep.endedSessionRetention = try seconds(value, source: source, range: 0...31_536_000)
     }
@@ -448,7 +533,8 @@ extension Setting {
             seconds after a session's sign-in during which it may set a new password without the current one or a \
             `reauthenticate` code (GoTrue's secure password change); `0` always asks, `off` never does (GoTrue's \
             default). A password or code that is given is checked either way
-            """
+            """,
+        read: { $0.auth.passwordReauthenticationWindow.map(shown) ?? "off" }
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.passwordReauthenticationWindow =
             value == "off" ? nil : value == "0" ? 0 : try seconds(value, source: source, range: 60...31_536_000)
@@ -460,7 +546,8 @@ extension Setting {
             `on`: an email change takes a code or link mailed to the current address and one mailed to the new \
             address (GoTrue's secure email change). `off`: the new address alone confirms, and asking for the change \
             needs re-authentication as `--password-reauthentication` says
-            """
+            """,
+        read: { shown($0.auth.secureEmailChange) }
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.secureEmailChange = try onOff(value, source: source)
     }
@@ -500,7 +587,8 @@ extension Setting {
             confirmed address answers a user with no identities (what supabase-js apps test), and a code asked with \
             `create_user: false` for an unknown address 422 `otp_disabled`. Anyone may then test addresses; `off` \
             answers both as for any address
-            """
+            """,
+        read: { shown($0.auth.revealAccounts) }
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.revealAccounts = try onOff(value, source: source)
     }
@@ -511,14 +599,16 @@ extension Setting {
             `on`: a sign-up without an email signs in a new anonymous user (GoTrue's anonymous sign-in, 30 an hour \
             from one address), who becomes permanent, with the same id, by confirming an email; until then it may \
             not create companies or accept shares. `off` answers 422 `anonymous_provider_disabled`
-            """
+            """,
+        read: { shown($0.auth.anonymousUsers) }
     ) { (config, value, source) throws(ConfigurationError) in
         config.auth.anonymousUsers = try onOff(value, source: source)
     }
 
     public static let anonymousRetention = Setting(
         "anonymous-retention", default: .value("2592000", note: "30 days"),
-        meaning: "seconds an anonymous user may go without a sign-in or refresh before the sweeper deletes it"
+        meaning: "seconds an anonymous user may go without a sign-in or refresh before the sweeper deletes it",
+        read: { shown($0.sweep.anonymousRetention) }
     ) { (config, value, source) throws(ConfigurationError) in
         config.sweep.anonymousRetention = try seconds(value, source: source, range: 3600...315_360_000)
     }
@@ -529,7 +619,8 @@ extension Setting {
             `on`: accounts register passkeys and sign in with them (Supabase's `/auth/v1/passkeys` wire format), and \
             members log in to a company with a company passkey instead of the credential's password. `off` answers \
             404 `passkey_disabled`
-            """
+            """,
+        read: { shown($0.passkeys.enabled) }
     ) { (config, value, source) throws(ConfigurationError) in
         config.passkeys.enabled = try onOff(value, source: source)
     }
@@ -539,7 +630,8 @@ extension Setting {
         meaning: """
             the domain passkeys belong to (the WebAuthn relying party id): the public URL's host or a parent domain \
             of it; an app's associated domain (`webcredentials:`) names the same
-            """
+            """,
+        read: { $0.passkeys.relyingPartyID }
     ) { (config, value, source) throws(ConfigurationError) in
         let host = value.lowercased()
         guard !host.isEmpty, host.count <= 253, !host.contains("/"), !host.contains(":"),
@@ -553,7 +645,8 @@ extension Setting {
         meaning: """
             comma-separated origins a passkey ceremony may come from: `https://app.example.com` (pages and apps \
             whose associated domain is the RP id report `https://RPID`), or `android:apk-key-hash:…`
-            """
+            """,
+        read: { shown($0.passkeys.origins) }
     ) { (config, value, source) throws(ConfigurationError) in
         let origins = list(value)
         for origin in origins where !origin.hasPrefix("android:apk-key-hash:") {
@@ -569,7 +662,8 @@ extension Setting {
 
     public static let passkeyRPName = Setting(
         "passkey-rp-name", default: .value("Gatehouse"),
-        meaning: "the name a passkey prompt shows for this server (the WebAuthn relying party name)"
+        meaning: "the name a passkey prompt shows for this server (the WebAuthn relying party name)",
+        read: { $0.passkeys.relyingPartyName }
     ) { (config, value, source) throws(ConfigurationError) in
         guard value.count <= 64 else { throw ConfigurationError("\(source) must be at most 64 characters") }
         config.passkeys.relyingPartyName = value
@@ -580,7 +674,8 @@ extension Setting {
         meaning: """
             comma-separated `TEAMID.bundle.id` of your iOS and macOS apps: the app-site association names them for \
             passkeys (`webcredentials`) and for share pages and mailed links (`applinks`), so those open the app
-            """
+            """,
+        read: { shown($0.appleAppIDs) }
     ) { (config, value, source) throws(ConfigurationError) in
         let ids = list(value)
         for id in ids {
@@ -601,7 +696,8 @@ extension Setting {
         meaning: """
             comma-separated bundle ids whose StoreKit 2 transactions and App Store Server Notifications buy company \
             tiers
-            """
+            """,
+        read: { shown($0.appStore.bundleIDs) }
     ) { (config, value, source) throws(ConfigurationError) in
         let ids = list(value)
         for id in ids where !id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-") }) {
@@ -612,7 +708,8 @@ extension Setting {
 
     public static let appStoreAppID = Setting(
         "app-store-app-id", default: .unset(note: "required when Production is accepted"),
-        meaning: "the App Apple ID (a number from App Store Connect) that Production notifications must name"
+        meaning: "the App Apple ID (a number from App Store Connect) that Production notifications must name",
+        read: { $0.appStore.appAppleID.map { "\($0)" } }
     ) { (config, value, source) throws(ConfigurationError) in
         guard let id = Int64(value), id > 0 else {
             throw ConfigurationError("\(source) must be the App Apple ID, a positive number, got '\(value)'")
@@ -625,7 +722,8 @@ extension Setting {
         meaning: """
             comma-separated App Store environments whose signed data counts: `Production`, `Sandbox`, `Xcode`, \
             `LocalTesting`
-            """
+            """,
+        read: { shown($0.appStore.environments) }
     ) { (config, value, source) throws(ConfigurationError) in
         let environments = list(value)
         for environment in environments where AppStoreEnvironment(rawValue: environment) == nil {
@@ -641,7 +739,8 @@ extension Setting {
         meaning: """
             which product buys which tier: `productId=tier,…` (tiers `business`, `enterprise`); a product not listed \
             is refused with `app_store_product_unknown`
-            """
+            """,
+        read: { shown($0.appStore.products.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value.rawValue)" }) }
     ) { (config, value, source) throws(ConfigurationError) in
         var products: [String: CompanyTier] = [:]
         for pair in list(value) {
@@ -661,7 +760,8 @@ extension Setting {
         meaning: """
             comma-separated PEM or DER files of certificates trusted beside the built-in Apple Root CA - G3: \
             Xcode's StoreKit testing certificate, or a test root
-            """
+            """,
+        read: { shown($0.appStore.rootCertificateFiles) }
     ) { (config, value, source) throws(ConfigurationError) in
         let files = list(value)
         for file in files where !FileManager.default.isReadableFile(atPath: file) {
@@ -672,17 +772,20 @@ extension Setting {
 
     public static let appStoreIssuerID = Setting(
         "app-store-issuer-id", default: .unset(note: "`gatehouse app-store reconcile` refuses to run"),
-        meaning: "the issuer id of the team's App Store Connect API keys, for `gatehouse app-store reconcile`"
+        meaning: "the issuer id of the team's App Store Connect API keys, for `gatehouse app-store reconcile`",
+        read: { $0.appStore.issuerID }
     ) { config, value, _ in config.appStore.issuerID = value }
 
     public static let appStoreKeyID = Setting(
         "app-store-key-id", default: .unset(note: "`gatehouse app-store reconcile` refuses to run"),
-        meaning: "the id of the team's in-app purchase key, for `gatehouse app-store reconcile`"
+        meaning: "the id of the team's in-app purchase key, for `gatehouse app-store reconcile`",
+        read: { $0.appStore.keyID }
     ) { config, value, _ in config.appStore.keyID = value }
 
     public static let appStoreKeyFile = Setting(
         "app-store-key-file", default: .unset(note: "`gatehouse app-store reconcile` refuses to run"),
-        meaning: "the in-app purchase key's `.p8` file (PEM), which signs the App Store Server API's tokens"
+        meaning: "the in-app purchase key's `.p8` file (PEM), which signs the App Store Server API's tokens",
+        read: { $0.appStore.keyFile }
     ) { (config, value, source) throws(ConfigurationError) in
         guard FileManager.default.isReadableFile(atPath: value) else {
             throw ConfigurationError("\(source) names a file that cannot be read: '\(value)'")
@@ -695,7 +798,8 @@ extension Setting {
         meaning: """
             the App Store Server API's base URL, replacing `https://api.storekit.itunes.apple.com` (Production) and \
             `https://api.storekit-sandbox.itunes.apple.com` (Sandbox): a proxy, or a test's fake
-            """
+            """,
+        read: { $0.appStore.apiURL }
     ) { (config, value, source) throws(ConfigurationError) in
         var url = try httpURL(value, source: source)
         while url.hasSuffix("/") { url.removeLast() }
@@ -717,6 +821,14 @@ extension Setting {
         default: throw ConfigurationError("\(source) must be on or off, got '\(value)'")
         }
     }
+
+    /// Seconds as the flags take them.
+    private static func shown(_ seconds: TimeInterval) -> String { String(Int(seconds)) }
+
+    private static func shown(_ flag: Bool) -> String { flag ? "on" : "off" }
+
+    /// A list as the flags take it; nil when empty.
+    private static func shown(_ items: [String]) -> String? { items.isEmpty ? nil : items.joined(separator: ",") }
 
     /// The non-empty items of a comma-separated value, trimmed.
     private static func list(_ value: String) -> [String] {

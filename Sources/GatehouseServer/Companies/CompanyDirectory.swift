@@ -7,8 +7,12 @@ import SQLKit
 /// Companies exports, so that no feature reaches into `CompanyRepository` (docs/architecture.md, "Who may use whom").
 struct CompanyDirectory {
     private let companies: CompanyRepository
+    private let db: any SQLDatabase
 
-    init(db: any SQLDatabase) { companies = CompanyRepository(db: db) }
+    init(db: any SQLDatabase) {
+        companies = CompanyRepository(db: db)
+        self.db = db
+    }
 
     /// The account's membership of the company, or nil when it is not a member.
     func membership(_ companyID: String, accountID: String) async throws -> Membership? {
@@ -72,6 +76,28 @@ struct CompanyDirectory {
 
     /// The same, from the profile as the account holds it.
     static func displayName(_ metadata: [String: JSONValue]) -> String { CompanyRepository.displayName(metadata) }
+
+    // MARK: What operators see (the console)
+
+    /// One page of every company, newest first (`CompanyListingRepository`).
+    func listing(_ query: CompanyListQuery) async throws -> [CompanyListing] {
+        try await CompanyListingRepository(db: db).companies(query)
+    }
+
+    /// The company's members with their addresses.
+    func memberListing(_ companyID: String) async throws -> [MemberListing] {
+        try await CompanyListingRepository(db: db).members(companyID)
+    }
+
+    /// The company's share links, newest first.
+    func shares(_ companyID: String) async throws -> [ShareLinkRecord] {
+        try await companies.shares(companyID)
+    }
+
+    /// The company's domains, oldest first.
+    func domains(_ companyID: String) async throws -> [DomainRecord] {
+        try await DomainRepository(db: db).domains(companyID)
+    }
 
     /// Ends an account's sessions in one company, but for `except`.
     func endSessions(_ companyID: String, accountID: String, except: String?, now: Date) async throws {

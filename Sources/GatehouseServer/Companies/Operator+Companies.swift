@@ -37,13 +37,21 @@ extension Operator {
     /// Sets a company's tier as an override (source `operator`, with the operator's reason) that App Store
     /// notifications do not undo until `releaseTier` hands it back; false when there is no such company.
     public func setTier(_ id: String, _ tier: CompanyTier, reason: String? = nil) async throws -> Bool {
+        try await setTier(id, tier, reason: reason, by: .commandLine)
+    }
+
+    /// The same, by `admin`: the command line (audited `by: operator`) or an operator in the console (`by: console`
+    /// with the operator's id and address).
+    func setTier(_ id: String, _ tier: CompanyTier, reason: String?, by admin: AdminCaller) async throws -> Bool {
         try await store.transaction { db in
             let companies = CompanyRepository(db: db)
             guard let company = try await companies.company(id) else { return false }
             try await companies.setTier(id, tier, source: .operator, reason: reason, now: Date())
-            var detail = ["from": company.tier.rawValue, "to": tier.rawValue, "by": "operator"]
+            var detail = ["from": company.tier.rawValue, "to": tier.rawValue]
             if let reason { detail["reason"] = reason }
-            try await trail.within(db).record(AuditEvent(.tierChanged, companyID: id, detail: detail))
+            var event = admin.event(.tierChanged, accountID: nil, detail: detail)
+            event.companyID = id
+            try await trail.within(db).record(event)
             return true
         }
     }

@@ -62,12 +62,12 @@ struct ConsoleKit: Sendable {
             let verified = try await factors.factors(accountID: caller.accountID)
                 .contains { $0.factorType == .totp && $0.status == .verified }
             guard verified else {
+                let account = try await AccountDirectory(db: store.database).find(id: caller.accountID)
                 throw pages.message(
-                    page: "console-needs-factor", title: "Set up a second factor first",
-                    [
-                        "The console opens only with a second factor: add an authenticator app or a passkey on your "
-                            + "account page, then sign in with it."
-                    ], status: .forbidden, accountLink: true, cookies: cookies)
+                    page: "console-needs-factor", titleKey: "console_needs_factor_title",
+                    keys: ["console_needs_factor"],
+                    language: pages.language(account: Mailer.locale(in: account?.userMetadata)), status: .forbidden,
+                    accountLink: true, cookies: cookies)
             }
             throw WebAnswer.redirect(
                 "/account/second-factor", cookies: cookies + [returnCookie(Self.returnPath(path))])
@@ -151,7 +151,7 @@ struct ConsoleKit: Sendable {
 
     /// A strings-table word for the operator's language, for titles written in Swift.
     func text(_ key: String, _ console: ConsoleCaller, _ values: [String: Any] = [:]) -> String {
-        pages.templates.strings(console.language, values)[key] ?? key
+        pages.text(key, console.language, values)
     }
 
     // MARK: Forms

@@ -55,6 +55,28 @@ struct AuditRecord: Sendable {
     let detail: [String: String]
 }
 
+/// What the console's audit explorer narrows the trail to: each part given must match; nil matches anything.
+struct AuditFilter: Sendable, Equatable {
+    var action: String?
+    var accountID: String?
+    var companyID: String?
+    var ip: String?
+    var sessionID: String?
+    var requestID: String?
+    /// From this time on.
+    var from: Date?
+    /// Before this time.
+    var until: Date?
+}
+
+/// An audit event as the console's explorer shows it: whose it is, and the request and session it came from.
+struct AuditEntry: Sendable {
+    let record: AuditRecord
+    let accountID: String?
+    let requestID: String?
+    let sessionID: String?
+}
+
 extension Schemas.AuditPage {
     /// A page's size: 1…100, 50 when not given; anything else is refused as the contract says.
     static func size(_ limit: Int?) throws -> Int {

@@ -57,6 +57,12 @@ final class AuditTrail: Sendable {
             offset: offset, limit: limit, action: action, accountID: accountID)
     }
 
+    /// Events matching `filter`, newest first, `limit` at a time, before the event id `before` (the console's audit
+    /// explorer).
+    func explore(_ filter: AuditFilter, before: Int64?, limit: Int) async throws -> [AuditEntry] {
+        try await AuditRepository(db: store.database, clock: clock).explore(filter, before: before, limit: limit)
+    }
+
     /// Records an event, in one transaction with whatever other events wait (`AuditQueue`); a failure to record is
     /// logged, never the request's failure.
     func record(_ event: AuditEvent) async { await queue.record(event) }

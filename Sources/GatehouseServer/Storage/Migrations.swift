@@ -776,6 +776,10 @@ public enum Migrations {
             // The user list's other sort, and the audit explorer's filters, each paged by id.
             try await db.create(index: "accounts_last_sign_in").on("accounts").column("last_sign_in_at").column("id")
                 .run()
+            // The console's company list, newest first, paged by keyset.
+            try await db.create(index: "companies_created").on("companies").column("created_at").column("id").run()
+            // The console's email-prefix search also reads single sign-on addresses.
+            try await db.create(index: "accounts_sso_email").on("accounts").column("sso_email").run()
             try await db.create(index: "audit_events_action").on("audit_events").column("action").column("id").run()
             try await db.create(index: "audit_events_ip").on("audit_events").column("ip").column("id").run()
             // The request an event came from (its `X-Request-Id`) and the session it names, which the audit explorer

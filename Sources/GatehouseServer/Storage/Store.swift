@@ -187,7 +187,12 @@ public final class Store: Service, Sendable {
                     $0 -= 1; return $0
                 })
         }
-        return try await database.withSession(body)
+        // PostgreSQL's pool runs `body` in a task of its own, which has none of the request's task locals: the
+        // request id goes along by hand, so the audit events made inside carry it (`AuditEvent.requestID`).
+        let requestID = RequestScope.requestID
+        return try await database.withSession { db in
+            try await RequestScope.$requestID.withValue(requestID) { try await body(db) }
+        }
     }
 
     /// Runs `body` on a PostgreSQL connection of its own, outside the pool (for LISTEN), and closes it afterwards.

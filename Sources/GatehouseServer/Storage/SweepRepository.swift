@@ -44,6 +44,12 @@ enum SweepKind: String, CaseIterable, Sendable {
     case samlRelayStates = "saml_relay_states"
     /// SAML assertion ids kept against replay, once their assertions could no longer be accepted.
     case samlAssertions = "saml_assertions"
+    /// The console overview's counts (`console_series`), eight days on: the week it charts and a day to spare.
+    case consoleSeries = "console_series"
+    /// Console sessions idle past the console's limit whose account session has ended too (revoked, expired or
+    /// swept). One whose account session lives on stays: the console must still see it, to end that session when
+    /// its operator comes back (`ConsoleKit.enter`); without its row it would start a new console session instead.
+    case consoleSessions = "console_sessions"
 
     var table: String {
         switch self {
@@ -65,6 +71,8 @@ enum SweepKind: String, CaseIterable, Sendable {
         case .invitations: "invitations"
         case .samlRelayStates: "saml_relay_states"
         case .samlAssertions: "saml_assertions"
+        case .consoleSeries: "console_series"
+        case .consoleSessions: "console_sessions"
         }
     }
 
@@ -75,6 +83,8 @@ enum SweepKind: String, CaseIterable, Sendable {
         case .appStoreNotifications: "notification_uuid"
         case .appleNotifications: "jti"
         case .samlAssertions: "assertion_id"
+        case .consoleSeries: "minute"
+        case .consoleSessions: "session_id"
         default: "id"
         }
     }
@@ -95,6 +105,10 @@ struct SweepCutoffs: Sendable, Equatable {
     var anonymousIdleBefore: Int64 = .min
     var appStoreNotificationsBefore: Int64 = .min
     var invitationsEndedBefore: Int64 = .min
+    /// The first epoch minute of the console's series that is kept.
+    var consoleSeriesBefore: Int64 = .min
+    /// Console sessions last seen before this (milliseconds) are idle past the console's limit.
+    var consoleSessionsSeenBefore: Int64 = .min
 }
 
 /// All SQL of the sweeper. A batch is found by a plain read (no write lock held while the store is searched), then
@@ -137,7 +151,7 @@ struct SweepRepository {
             """
         ).all()
         return try rows.map { row in
-            kind == .audit
+            kind == .audit || kind == .consoleSeries
                 ? SQLBind(try row.decode(column: "k", as: Int64.self))
                 : SQLBind(try row.decode(column: "k", as: String.self))
         }
@@ -205,6 +219,14 @@ struct SweepRepository {
             return """
                 expires_at < \(bind: at) OR used_at < \(bind: at) OR declined_at < \(bind: at) \
                 OR revoked_at < \(bind: at)
+                """
+        case .consoleSeries:
+            return "minute < \(bind: c.consoleSeriesBefore)"
+        case .consoleSessions:
+            return """
+                last_seen_at < \(bind: c.consoleSessionsSeenBefore) AND NOT EXISTS \
+                (SELECT 1 FROM sessions s WHERE s.id = console_sessions.session_id \
+                AND s.revoked_at IS NULL AND s.expires_at > \(bind: c.now))
                 """
         case .audit:
             // Never reached with no retention: the sweeper skips the kind.

@@ -15,6 +15,8 @@ enum SweepRules {
     static let appStoreNotificationRetention: TimeInterval = 30 * 24 * 3600
     /// How long an ended invitation stays listed for its company (accepted, declined, revoked or expired).
     static let endedInvitationRetention: TimeInterval = 30 * 24 * 3600
+    /// The console overview charts a week at most; its counts are kept a day longer.
+    static let consoleSeriesRetention: TimeInterval = 8 * 24 * 3600
 
     /// How long a rotated refresh token is kept: a day, as GoTrue's cleanup keeps revoked tokens, or four
     /// access-token lifetimes if that is longer, and never less than the reuse grace. A device whose token was stolen
@@ -29,7 +31,7 @@ enum SweepRules {
 
     static func cutoffs(now: Date, sweep: SweepSettings, auth: AuthSettings) -> SweepCutoffs {
         func before(_ age: TimeInterval) -> Int64 { now.addingTimeInterval(-age).epochMilliseconds }
-        return SweepCutoffs(
+        var cutoffs = SweepCutoffs(
             now: now.epochMilliseconds,
             rotatedBefore: before(reuseWindow(auth)),
             sessionsEndedBefore: before(sweep.endedSessionRetention),
@@ -41,6 +43,9 @@ enum SweepRules {
             anonymousIdleBefore: before(sweep.anonymousRetention),
             appStoreNotificationsBefore: before(appStoreNotificationRetention),
             invitationsEndedBefore: before(endedInvitationRetention))
+        cutoffs.consoleSeriesBefore = ConsoleSeriesRecorder.minute(now.addingTimeInterval(-consoleSeriesRetention))
+        cutoffs.consoleSessionsSeenBefore = before(ConsoleKit.idleLimit)
+        return cutoffs
     }
 }
 
