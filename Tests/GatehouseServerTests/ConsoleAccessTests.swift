@@ -157,6 +157,22 @@ struct ConsoleAccessTests {
         }
     }
 
+    @Test("every answer names its request: a proxy's plain id kept, anything else replaced by a new one")
+    func requestIDs() async throws {
+        #expect(RequestIDMiddleware<AppRequestContext>.accepted("lb-7f3a.01_x") == "lb-7f3a.01_x")
+        for hostile in ["", String(repeating: "a", count: 65), "a b", "x\r\ny", "<script>", "ü"] {
+            #expect(RequestIDMiddleware<AppRequestContext>.accepted(hostile) == nil, "\(hostile)")
+        }
+        try await AccountHarness.with { h in
+            let made = try await h.client.get("/health/live")
+            #expect(made.headers["x-request-id"]?.count == 16)
+            let kept = try await h.client.get("/health/live", extra: [("X-Request-Id", "edge-42")])
+            #expect(kept.headers["x-request-id"] == "edge-42")
+            let replaced = try await h.client.get("/health/live", extra: [("X-Request-Id", "<script>")])
+            #expect(replaced.headers["x-request-id"] != "<script>" && replaced.headers["x-request-id"]?.count == 16)
+        }
+    }
+
     @Test("the return path after sign-in stays inside the console")
     func returnPath() {
         #expect(ConsoleKit.returnPath("/console/users/abc") == "/console/users/abc")
