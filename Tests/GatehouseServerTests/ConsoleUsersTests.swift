@@ -91,8 +91,9 @@ struct ConsoleUsersTests {
             #expect(try await emails("?q=ALICE%40ex") == ["alice@example.com"])
             #expect(try await emails("?q=%40example.org") == [])
             #expect(try await emails("?q=\(alice.id.uppercased())") == ["alice@example.com"])
-            #expect(try await emails("?q=gold") == ["alice@example.com"])
-            #expect(try await emails("?q=blue+whales") == ["carol@example.org"])
+            #expect(try await emails("?q=gold") == [])
+            #expect(try await emails("?q=metadata%3Agold") == ["alice@example.com"])
+            #expect(try await emails("?q=metadata%3A+blue+whales") == ["carol@example.org"])
             #expect(try await emails("?q=car") == ["carol@example.org"])
 
             #expect(try await emails("?confirmed=no") == ["bob@example.com"])

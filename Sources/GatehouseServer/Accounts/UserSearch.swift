@@ -8,12 +8,12 @@ struct UserQuery: Sendable, Equatable {
     enum Text: Sendable, Equatable {
         /// A UUID: that account, exactly.
         case id(String)
-        /// Text with an `@`: addresses starting with it (emails are stored lower-cased), read from the email index;
-        /// a single sign-on account's provider address too.
+        /// Any other text: addresses starting with it (emails are stored lower-cased), read from the email
+        /// index; a single sign-on account's provider address too.
         case emailPrefix(String)
-        /// Anything else: addresses starting with it, or the text anywhere in `user_metadata`, `app_metadata` or a
-        /// single sign-on address. The metadata has no index: this one reads every account.
-        case anywhere(String)
+        /// `metadata:TEXT`: the text anywhere in `user_metadata` or `app_metadata`. The metadata has no index: this
+        /// one reads every account, so it is asked for by name rather than tried for every search.
+        case metadata(String)
     }
 
     var text: Text?
@@ -31,13 +31,19 @@ struct UserQuery: Sendable, Equatable {
     /// The last row of the page before; nil for the first page.
     var after: UserCursor?
 
+    /// What asks for a search of the metadata.
+    static let metadataPrefix = "metadata:"
+
     /// The search box's text, by its shape; nil for an empty box.
     static func text(_ raw: String) -> Text? {
         let trimmed = raw.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !trimmed.isEmpty else { return nil }
         if let id = Secrets.identifier(trimmed) { return .id(id) }
-        if trimmed.contains("@") { return .emailPrefix(trimmed.lowercased()) }
-        return .anywhere(trimmed.lowercased())
+        if trimmed.lowercased().hasPrefix(metadataPrefix) {
+            let text = trimmed.dropFirst(metadataPrefix.count).trimmingCharacters(in: .whitespaces)
+            return text.isEmpty ? nil : .metadata(text.lowercased())
+        }
+        return .emailPrefix(trimmed.lowercased())
     }
 }
 

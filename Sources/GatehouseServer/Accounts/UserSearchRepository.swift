@@ -64,13 +64,11 @@ struct UserSearchRepository {
                     Self.startsWith($0, "sso_email", prefix)
                 }
             }
-        case .anywhere(let text):
+        case .metadata(let text):
             let pattern = "%" + Self.literal(text) + "%"
             select.where { group in
-                group.where { Self.startsWith($0, "email", text) }
-                    .orWhere(SQLFunction("LOWER", args: SQLColumn("user_metadata")), .like, SQLBind(pattern))
+                group.where(SQLFunction("LOWER", args: SQLColumn("user_metadata")), .like, SQLBind(pattern))
                     .orWhere(SQLFunction("LOWER", args: SQLColumn("app_metadata")), .like, SQLBind(pattern))
-                    .orWhere(SQLFunction("LOWER", args: SQLColumn("sso_email")), .like, SQLBind(pattern))
             }
         }
         if let confirmed = query.confirmed {
