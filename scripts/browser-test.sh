@@ -8,13 +8,15 @@
 # consumer service, and an XML signature wrapping and an unsigned answer refused (test_saml_sign_in: Tests/saml/idp.py,
 # pysaml2 with Debian's xmlsec1, started on a free port and registered through the admin API for an Enterprise
 # company), and a company's invitation by email accepted from the account page its mailed link opens
-# (test_invitation_acceptance).
+# (test_invitation_acceptance), and the operator console (test_console: an operator with an authenticator app walks
+# every console page and action through its confirmation step, at 375 px and in German, stored markup shown as text).
 # Screenshots of each page in light and dark are written to docs/pages/NAME-{light,dark}.png on every run.
 #
 # The server runs on a free loopback port with a throwaway data folder and no SMTP, so mail lands in
 # <data>/outbox/*.eml; it is stopped when this script exits. Its public URL is http://localhost:PORT, with passkeys on:
 # WebAuthn takes a domain as the relying party, never an IP address, and http only on localhost; manual linking is
-# on (the account page's Link and Remove buttons). Installs Debian's chromium, chromium-driver and xmlsec1 and the Python
+# on (the account page's Link and Remove buttons). Loopback is a trusted proxy, so a test may give its browser an address of its own
+# (`X-Forwarded-For` through the DevTools protocol: test_console, after the suite's address spent its sign-in limit). Installs Debian's chromium, chromium-driver and xmlsec1 and the Python
 # packages of scripts/requirements-test.txt when missing.
 #
 # Usage: scripts/browser-test.sh [path/to/gatehouse] [test names...]   (names with or without test_)
@@ -41,7 +43,8 @@ work=$(mktemp -d /tmp/gatehouse-browser.XXXXXX)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$binary" serve --port "$port" --data-dir "$work/data" --log-level error \
     --public-url "http://localhost:$port" --passkeys on --manual-linking on \
-    --app-url gatehouse-example:// --app-store-url https://apps.example.com/gatehouse &
+    --app-url gatehouse-example:// --app-store-url https://apps.example.com/gatehouse \
+    --trusted-proxies 127.0.0.1,::1 &
 server=$!
 tests=
 cleanup() {
