@@ -157,11 +157,11 @@ struct ConsoleAccessTests {
         }
     }
 
-    @Test("every answer names its request: a proxy's plain id kept, anything else replaced by a new one")
+    @Test("every answer names its request: a trusted proxy's plain id kept, anything else replaced by a new one")
     func requestIDs() async throws {
-        #expect(RequestIDMiddleware<AppRequestContext>.accepted("lb-7f3a.01_x") == "lb-7f3a.01_x")
+        #expect(RequestIDMiddleware.accepted("lb-7f3a.01_x") == "lb-7f3a.01_x")
         for hostile in ["", String(repeating: "a", count: 65), "a b", "x\r\ny", "<script>", "ü"] {
-            #expect(RequestIDMiddleware<AppRequestContext>.accepted(hostile) == nil, "\(hostile)")
+            #expect(RequestIDMiddleware.accepted(hostile) == nil, "\(hostile)")
         }
         try await AccountHarness.with { h in
             let made = try await h.client.get("/health/live")
@@ -170,6 +170,33 @@ struct ConsoleAccessTests {
             #expect(kept.headers["x-request-id"] == "edge-42")
             let replaced = try await h.client.get("/health/live", extra: [("X-Request-Id", "<script>")])
             #expect(replaced.headers["x-request-id"] != "<script>" && replaced.headers["x-request-id"]?.count == 16)
+        }
+        // Without trusted proxies (the default) no client chooses its request's id.
+        try await AccountHarness.with({ $0.auth.trustedProxies = [] }) { h in
+            let chosen = try await h.client.get("/health/live", extra: [("X-Request-Id", "edge-42")])
+            #expect(chosen.headers["x-request-id"] != "edge-42" && chosen.headers["x-request-id"]?.count == 16)
+        }
+    }
+
+    @Test("an operator's account, and the operator's own, is not changed from the console")
+    func operatorsProtected() async throws {
+        try await AccountHarness.with { h in
+            let one = try await h.consoleOperator()
+            let other = try await h.consoleOperator()
+            for (target, action) in [
+                (other.accountID, "link"), (other.accountID, "remove-factor"), (other.accountID, "ban"),
+                (other.accountID, "delete"), (other.accountID, "end-session"), (one.accountID, "ban"),
+            ] {
+                let refused = try await h.consoleForm(
+                    "/console/users/\(target)/\(action)",
+                    ["confirm": "yes", "type": "magiclink", "duration": "1h", "factor_id": "all", "session_id": "all"],
+                    as: one)
+                #expect(refused.status == 400, "\(action)")
+                #expect(refused.body.contains("changed with the gatehouse command"), "\(action)")
+            }
+            #expect(try await h.console("/console", as: other).status == 200)
+            let sessions = try await h.client.get("/auth/v1/user", bearer: other.access)
+            #expect(sessions.status == 200)
         }
     }
 

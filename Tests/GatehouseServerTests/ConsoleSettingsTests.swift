@@ -61,6 +61,11 @@ struct ConsoleSettingsTests {
         #expect(Setting.appStoreURL.shownValue(in: configuration) == nil)
         configuration.smtpURL = "smtp://mail.example"
         #expect(Setting.smtpURL.shownValue(in: configuration) == "smtp://mail.example")
+        // A password in any other URL (a proxy's, say) is masked too.
+        configuration.appStore.apiURL = "https://relay:proxy-pass@relay.example/app-store"
+        #expect(
+            Setting.appStoreAPIURL.shownValue(in: configuration, mask: "***")
+                == "https://relay:***@relay.example/app-store")
         // Every setting reads back what its flag sets.
         let resolved = try? GatehouseConfiguration.resolve(
             flags: [.accessTokenTTL: "600", .passkeys: "on", .redirectURLs: "https://a.example/x, myapp://cb"],

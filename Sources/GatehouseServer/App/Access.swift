@@ -17,16 +17,21 @@ struct RequestScope: Sendable {
     var path: String { String((head.path ?? "").prefix { $0 != "?" }) }
 }
 
-/// Gives every request an id: the caller's `X-Request-Id` when it is a plain token of up to 64 characters (a proxy's
-/// or a load balancer's), else a new one; answered in `X-Request-Id`, recorded with each audit event the request
-/// causes, so the audit explorer follows one request.
-struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
+/// Gives every request an id: the `X-Request-Id` a trusted proxy (`--trusted-proxies`) or load balancer sent, when it
+/// is a plain token of up to 64 characters, else a new one; answered in `X-Request-Id`, recorded with each audit event
+/// the request causes, so the audit explorer follows one request. A client that is not a trusted proxy cannot choose
+/// the id, so it cannot file its events under an operator's request.
+struct RequestIDMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
     static var header: HTTPField.Name { HTTPField.Name("X-Request-Id")! }
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
-        -> Response
-    {
-        let id = Self.accepted(request.headers[Self.header]) ?? Self.newID()
+    let trustedProxies: [IPNetwork]
+
+    func handle(
+        _ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response
+    ) async throws -> Response {
+        let fromProxy = context.peerAddress.map { ClientAddress.isTrusted($0, trustedProxies) } ?? false
+        let id = (fromProxy ? Self.accepted(request.headers[Self.header]) : nil) ?? Self.newID()
         var response = try await RequestScope.$requestID.withValue(id) { try await next(request, context) }
         response.headers[Self.header] = id
         return response

@@ -174,7 +174,7 @@ public enum GatehouseMetrics {
 /// Every route, with the middleware that shapes errors, counts requests and bounds bodies.
 public func buildRouter(_ services: GatehouseServices) throws -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
-    router.add(middleware: RequestIDMiddleware())
+    router.add(middleware: RequestIDMiddleware(trustedProxies: services.configuration.auth.trustedProxies))
     router.add(middleware: SecurityHeadersMiddleware())
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: ConsoleSeriesMiddleware(recorder: services.series))

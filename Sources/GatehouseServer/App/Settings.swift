@@ -71,7 +71,8 @@ public struct Setting: Sendable, Hashable, CaseIterable, CustomStringConvertible
         guard let value = read(configuration) else { return nil }
         switch secrecy {
         case .none:
-            return value
+            // Any URL among the values may carry a password (`https://user:pass@proxy…`): never shown either.
+            return value.replacing(/(:\/\/[^\/:@\s,]*:)[^@\/\s,]*@/) { "\($0.1)\(mask)@" }
         case .whole:
             return mask
         case .passwordInURL:

@@ -62,11 +62,14 @@ struct ConsoleCompanyTier: Sendable {
                 button: kit.text("companies_tier_confirm_button", console), danger: true, back: page)
         }
         let operatorCommands = Operator(store: companies.store)
-        if let tier {
-            _ = try await operatorCommands.setTier(id, tier, reason: reason, by: console.admin)
-        } else {
-            _ = try await operatorCommands.releaseTier(id, reason: reason, by: console.admin)
-        }
+        // The company may have gone since the check above: then there is nothing changed to report.
+        let changed =
+            if let tier {
+                try await operatorCommands.setTier(id, tier, reason: reason, by: console.admin)
+            } else {
+                try await operatorCommands.releaseTier(id, reason: reason, by: console.admin) != nil
+            }
+        guard changed else { return companies.missing(console) }
         return .redirect(page + "?notice=tier_changed", cookies: console.cookies)
     }
 }

@@ -77,12 +77,14 @@ struct ConsoleKit: Sendable {
         if let seen = try await repository.consoleSession(sessionID) {
             let idle = now.timeIntervalSince(seen.lastSeenAt) >= Self.idleLimit
             if idle || now.timeIntervalSince(seen.startedAt) >= Self.lifetime {
+                // The account session first: were the row forgotten and the sign-out to fail, the next request
+                // would start a new console session on the same account session.
+                try await accountSessions.logout(.local, by: caller)
                 try await repository.endConsoleSession(sessionID)
                 await trail.record(
                     caller.client.event(
                         .consoleSessionEnded, accountID: caller.accountID,
                         detail: ["reason": idle ? "idle" : "lifetime", "session_id": sessionID]))
-                try await accountSessions.logout(.local, by: caller)
                 throw WebAnswer.redirect(
                     "/account/sign-in?notice=console_ended",
                     cookies: pages.session.clearing + [returnCookie(Self.returnPath(path))])
@@ -129,6 +131,11 @@ struct ConsoleKit: Sendable {
 
     static func returnCookieClearing(secure: Bool) -> String {
         "\(returnCookie)=; Path=/account; Max-Age=0; HttpOnly; SameSite=Lax" + (secure ? "; Secure" : "")
+    }
+
+    /// Whether the account holds the operator role.
+    func isOperator(_ accountID: String) async throws -> Bool {
+        try await ConsoleRepository(db: store.database).isOperator(accountID)
     }
 
     // MARK: Pages

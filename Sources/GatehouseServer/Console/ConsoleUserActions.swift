@@ -58,6 +58,13 @@ struct ConsoleUserActions: Sendable {
         let console = try await kit.form(token: form.csrfToken)
         let account = try await page.account(rawID)
         do {
+            // An operator's account, the caller's own included, is changed from the command line only: one operator
+            // generating a link for another, or removing the other's factor, would take over that console.
+            if action != .recovery, action != .unban,
+                try await kit.isOperator(account.id) || account.id == console.operatorID
+            {
+                throw ConsoleBadRequest("users_operator_protected")
+            }
             switch action {
             case .ban: return try await ban(account, form, console)
             case .unban: return try await unban(account, form, console)
