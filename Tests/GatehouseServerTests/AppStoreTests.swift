@@ -320,11 +320,11 @@ struct AppStoreTests {
     static let peerScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("Support/app_store_peer.py").path
 
-    static func peer(_ arguments: [String]) throws -> ProcessOutcome {
+    static func peer(_ arguments: [String]) async throws -> ProcessOutcome {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", peerScript] + arguments
-        return try process.runToEnd()
+        return try await process.runToEnd()
     }
 
     @Test("Apple's Python App Store Server Library verifies the tests' signed data, and the server applies its shape")
@@ -344,14 +344,14 @@ struct AppStoreTests {
         ]
         let fixtures = folder.path + "/fixtures.json"
         try JSONSerialization.data(withJSONObject: signed).write(to: URL(fileURLWithPath: fixtures))
-        let verified = try Self.peer(["verify", rootDER, fixtures])
+        let verified = try await Self.peer(["verify", rootDER, fixtures])
         #expect(verified.status == 0, "\(verified.stderr)")
         let decoded = (try? JSONSerialization.jsonObject(with: Data(verified.stdout.utf8))) as? [String: Any] ?? [:]
         #expect(decoded["appAccountToken"] as? String == token)
         #expect(decoded["productId"] as? String == AppStoreFixtures.business)
         #expect(decoded["notificationType"] as? String == "SUBSCRIBED")
         // And what a chain of the peer's own, signed with PyJWT in the library's shape, says is applied.
-        #expect(try Self.peer(["chain", folder.path]).status == 0)
+        #expect(try await Self.peer(["chain", folder.path]).status == 0)
         try await AccountHarness.with({
             f.configure(&$0)
             $0.appStore.rootCertificateFiles.append(folder.path + "/root.pem")
@@ -360,7 +360,7 @@ struct AppStoreTests {
             let cid = try await h.company("Peer Co", owner: &owner, tier: .free)
             let detail = try await h.client.get("/v1/companies/\(cid)", bearer: owner.company?.access)
             let token = try #require(detail.json["app_account_token"] as? String)
-            let signing = try Self.peer(["sign", folder.path, token])
+            let signing = try await Self.peer(["sign", folder.path, token])
             #expect(signing.status == 0, "\(signing.stderr)")
             let notification = try String(contentsOfFile: folder.path + "/notification.jws", encoding: .utf8)
             let reply = try await Self.notify(h, notification)

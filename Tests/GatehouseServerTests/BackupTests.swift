@@ -80,10 +80,7 @@ struct BackupTests {
 
     /// Runs the binary to its end off Swift's cooperative threads, which the server and the load need meanwhile.
     static func runBinary(_ arguments: [String]) async throws -> ProcessOutcome {
-        let process = CommandLineTests.process(arguments, environment: [:], in: nil)
-        return try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try process.runToEnd() }) }
-        }
+        try await CommandLineTests.process(arguments, environment: [:], in: nil).runToEnd()
     }
 
     static func mode(_ path: String) throws -> Int {

@@ -22,10 +22,10 @@ struct CommandLineTests {
         return process
     }
 
-    static func run(_ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil) throws
+    static func run(_ arguments: [String], environment: [String: String] = [:], in folder: URL? = nil) async throws
         -> ProcessOutcome
     {
-        try process(arguments, environment: environment, in: folder).runToEnd()
+        try await process(arguments, environment: environment, in: folder).runToEnd()
     }
 
     /// Starts the binary with `arguments` (a `serve`), returning it and its standard error a line at a time.
@@ -55,8 +55,8 @@ struct CommandLineTests {
             (["migrate", "--database-url", "mysql://x"], [:], "--database-url must start with"),
             (["frobnicate"], [:], "Unexpected argument 'frobnicate'"),
         ])
-    func badInput(arguments: [String], environment: [String: String], message: String) throws {
-        let outcome = try Self.run(arguments, environment: environment, in: try Self.scratchFolder())
+    func badInput(arguments: [String], environment: [String: String], message: String) async throws {
+        let outcome = try await Self.run(arguments, environment: environment, in: try Self.scratchFolder())
         #expect(outcome.status == 2)
         let lines = outcome.stderr.split(separator: "\n")
         #expect(lines.count == 1)
@@ -65,17 +65,17 @@ struct CommandLineTests {
     }
 
     @Test("gatehouse mail preview prints a mail in the asked language; an unknown name fails listing the mails")
-    func mailPreview() throws {
-        let german = try Self.run(["mail", "preview", "magic_link", "--locale", "de"])
+    func mailPreview() async throws {
+        let german = try await Self.run(["mail", "preview", "magic_link", "--locale", "de"])
         #expect(german.status == 0)
         #expect(german.stdout.hasPrefix("Subject: Ihr Anmeldecode\n"))
         #expect(german.stdout.contains("Geben Sie diesen Code in der App ein, um sich anzumelden:\n\n123456\n"))
         #expect(german.stdout.contains("<html lang=\"de\">"))
-        let text = try Self.run(["mail", "preview", "account_deleted", "--format", "text"])
+        let text = try await Self.run(["mail", "preview", "account_deleted", "--format", "text"])
         #expect(text.status == 0)
         #expect(text.stdout.contains("Your Gatehouse account for ada@example.com was deleted"))
         #expect(!text.stdout.contains("<html"))
-        let unknown = try Self.run(["mail", "preview", "welcome"])
+        let unknown = try await Self.run(["mail", "preview", "welcome"])
         #expect(unknown.status == 1)
         #expect(unknown.stdout.isEmpty)
         #expect(unknown.stderr.contains("no mail named welcome"))
@@ -83,15 +83,15 @@ struct CommandLineTests {
     }
 
     @Test("gatehouse migrate applies the schema once, then reports it current")
-    func migrate() throws {
+    func migrate() async throws {
         let folder = try Self.scratchFolder()
-        let first = try Self.run(["migrate"], in: folder)
+        let first = try await Self.run(["migrate"], in: folder)
         #expect(first.status == 0)
         #expect(first.stdout.contains("applied migrations 1"))
         #expect(
             FileManager.default.fileExists(
                 atPath: folder.appendingPathComponent("gatehouse-data/gatehouse.sqlite").path))
-        let second = try Self.run(["migrate"], in: folder)
+        let second = try await Self.run(["migrate"], in: folder)
         #expect(second.status == 0)
         #expect(second.stdout.contains("schema already at version"))
     }
@@ -225,14 +225,14 @@ struct OperatorCommandTests {
         // A custom provider's client secret is sealed too: re-encryption must carry it over.
         let secretFile = folder.appendingPathComponent("hub-secret")
         try "hub-secret\n".write(to: secretFile, atomically: true, encoding: .utf8)
-        let added = try CommandLineTests.run(
+        let added = try await CommandLineTests.run(
             [
                 "providers", "add", "--type", "oauth2", "--identifier", "custom:hub", "--name", "Hub", "--client-id",
                 "hub", "--client-secret-file", secretFile.path, "--authorization-url", "https://hub.example/authorize",
                 "--token-url", "https://hub.example/token", "--userinfo-url", "https://hub.example/user",
             ] + args)
         #expect(added.status == 0, "\(added.stderr)")
-        let rotated = try CommandLineTests.run(["keys", "rotate"] + args)
+        let rotated = try await CommandLineTests.run(["keys", "rotate"] + args)
         #expect(rotated.status == 0)
         #expect(rotated.stdout.hasPrefix("signing with key "))
         // Rotating the key-encryption key: a new key first in the key file, re-encrypt, then drop the old key.
@@ -240,31 +240,34 @@ struct OperatorCommandTests {
         let oldKey = try String(contentsOf: keyFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let newKey = SecretBox.newKey()
         try "\(newKey)\n\(oldKey)\n".write(to: keyFile, atomically: true, encoding: .utf8)
-        let reencrypted = try CommandLineTests.run(["keys", "reencrypt"] + args)
+        let reencrypted = try await CommandLineTests.run(["keys", "reencrypt"] + args)
         #expect(reencrypted.status == 0)
         let count = try #require(
             reencrypted.stdout.firstMatch(of: /re-encrypted (\d+) stored secret/).map { Int($0.1) })
         #expect((count ?? 0) >= 3)  // both signing keys, old and new, and the provider's secret
         try "\(newKey)\n".write(to: keyFile, atomically: true, encoding: .utf8)
         #expect(
-            try CommandLineTests.run(["keys", "reencrypt"] + args).stdout.contains("re-encrypted 0 stored secrets"))
-        let list = try CommandLineTests.run(["companies", "list"] + args)
+            try await CommandLineTests.run(["keys", "reencrypt"] + args).stdout.contains(
+                "re-encrypted 0 stored secrets"))
+        let list = try await CommandLineTests.run(["companies", "list"] + args)
         #expect(list.stdout.contains(cid) && list.stdout.contains("free") && list.stdout.contains("CLI Co"))
-        #expect(try CommandLineTests.run(["companies", "set-tier", cid, "enterprise"] + args).status == 0)
-        let shown = try CommandLineTests.run(["companies", "show", cid] + args)
+        #expect(try await CommandLineTests.run(["companies", "set-tier", cid, "enterprise"] + args).status == 0)
+        let shown = try await CommandLineTests.run(["companies", "show", cid] + args)
         #expect(shown.stdout.contains("tier:                enterprise"))
         #expect(shown.stdout.contains(owner.id) && !shown.stdout.contains("$y$"))
-        let badTier = try CommandLineTests.run(["companies", "set-tier", cid, "platinum"] + args)
+        let badTier = try await CommandLineTests.run(["companies", "set-tier", cid, "platinum"] + args)
         #expect(badTier.status == 2)
-        let missing = try CommandLineTests.run(["companies", "show", "no-such-company"] + args)
+        let missing = try await CommandLineTests.run(["companies", "show", "no-such-company"] + args)
         #expect(missing.status == 1)
         #expect(missing.stderr.contains("no company no-such-company"))
-        #expect(try CommandLineTests.run(["users", "list"] + args).stdout.contains(owner.email))
-        #expect(try CommandLineTests.run(["users", "show", owner.email] + args).stdout.contains("sessions:  2 live"))
-        let signedOut = try CommandLineTests.run(["users", "sign-out", owner.email] + args)
+        #expect(try await CommandLineTests.run(["users", "list"] + args).stdout.contains(owner.email))
+        #expect(
+            try await CommandLineTests.run(["users", "show", owner.email] + args).stdout.contains("sessions:  2 live"))
+        let signedOut = try await CommandLineTests.run(["users", "sign-out", owner.email] + args)
         #expect(signedOut.stdout.contains("2 sessions ended"))
-        #expect(try CommandLineTests.run(["users", "show", owner.email] + args).stdout.contains("sessions:  0 live"))
-        #expect(try CommandLineTests.run(["users", "disable", owner.email] + args).status == 0)
+        #expect(
+            try await CommandLineTests.run(["users", "show", owner.email] + args).stdout.contains("sessions:  0 live"))
+        #expect(try await CommandLineTests.run(["users", "disable", owner.email] + args).status == 0)
 
         // Back on the server: the disabled account's sessions have ended, and the new key signs.
         let again = try await AccountHarness.start(onDataDir)
@@ -276,7 +279,7 @@ struct OperatorCommandTests {
         #expect((keys.json["keys"] as? [Any])?.count == 2)
 
         // Service keys: minted by the command while the server runs, printed once, revoked by it at once.
-        let minted = try CommandLineTests.run(["keys", "service-key"] + args)
+        let minted = try await CommandLineTests.run(["keys", "service-key"] + args)
         #expect(minted.status == 0)
         let serviceKey = minted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(minted.stderr.contains("shown once"))
@@ -284,15 +287,16 @@ struct OperatorCommandTests {
         let admin = AdminClient(client: again.client, key: serviceKey)
         let listed = try await admin.get("/auth/v1/admin/users")
         #expect(listed.status == 200 && listed.headers["x-total-count"] == "1")
-        let rotated2 = try CommandLineTests.run(["keys", "service-key", "--revoke-others"] + args)
+        let rotated2 = try await CommandLineTests.run(["keys", "service-key", "--revoke-others"] + args)
         #expect(rotated2.stderr.contains("revoked 1 earlier key"))
         #expect(try await admin.get("/auth/v1/admin/users").status == 403)
         let next = AdminClient(
             client: again.client, key: rotated2.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(try await next.get("/auth/v1/admin/users").status == 200)
-        #expect(try CommandLineTests.run(["keys", "revoke-service-key", "--id", keyID] + args).status != 0)
+        #expect(try await CommandLineTests.run(["keys", "revoke-service-key", "--id", keyID] + args).status != 0)
         #expect(
-            try CommandLineTests.run(["keys", "revoke-service-key", "--all"] + args).stdout == "revoked 1 service key\n"
+            try await CommandLineTests.run(["keys", "revoke-service-key", "--all"] + args).stdout
+                == "revoked 1 service key\n"
         )
         #expect(try await next.get("/auth/v1/admin/users").status == 403)
         try await again.stop()

@@ -131,16 +131,16 @@ struct HardeningRound3LimitsTests {
                 let key = minted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
                 return try await AdminClient(client: h.client, key: key).get("/auth/v1/admin/users")
             }
-            let byFlag = try CommandLineTests.run(["keys", "service-key", "--public-url", publicURL] + args)
+            let byFlag = try await CommandLineTests.run(["keys", "service-key", "--public-url", publicURL] + args)
             #expect(byFlag.status == 0 && !byFlag.stderr.contains("no --public-url"))
             #expect(try await listUsers(byFlag).status == 200)
-            let byVariable = try CommandLineTests.run(
+            let byVariable = try await CommandLineTests.run(
                 ["keys", "service-key"] + args, environment: ["GATEHOUSE_PUBLIC_URL": publicURL + "/"])
             #expect(byVariable.status == 0)
             #expect(try await listUsers(byVariable).status == 200)
 
             // Without it, the key is for the made-up http://127.0.0.1:8080: the command says so, the server refuses.
-            let unaware = try CommandLineTests.run(["keys", "service-key"] + args)
+            let unaware = try await CommandLineTests.run(["keys", "service-key"] + args)
             #expect(unaware.status == 0)
             #expect(unaware.stderr.contains("no --public-url: the key is for http://127.0.0.1:8080/auth/v1"))
             let refused = try await listUsers(unaware)

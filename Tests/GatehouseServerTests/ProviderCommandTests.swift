@@ -25,7 +25,7 @@ struct ProviderCommandTests {
         }
 
         /// `gatehouse providers <arguments> --data-dir …`, with `stdin` (or nothing) on its standard input.
-        func providers(_ arguments: [String], stdin: String? = nil) throws -> ProcessOutcome {
+        func providers(_ arguments: [String], stdin: String? = nil) async throws -> ProcessOutcome {
             let process = CommandLineTests.process(
                 ["providers"] + arguments + ["--data-dir", dataDir], environment: [:], in: folder)
             if let stdin {
@@ -36,12 +36,12 @@ struct ProviderCommandTests {
             } else {
                 process.standardInput = FileHandle.nullDevice
             }
-            return try process.runToEnd()
+            return try await process.runToEnd()
         }
 
         /// Registers `custom:acme`, an OIDC provider, its secret from the file.
-        func addAcme() throws -> ProcessOutcome {
-            try providers([
+        func addAcme() async throws -> ProcessOutcome {
+            try await providers([
                 "add", "--type", "oidc", "--identifier", "custom:acme", "--name", "Acme SSO", "--client-id",
                 "acme-web", "--client-secret-file", secretFile, "--issuer", "https://id.acme.test", "--scope", "openid",
                 "--scope", "email", "--acceptable-client-id", "acme-ios", "--attribute-mapping", #"{"email":"mail"}"#,
@@ -49,8 +49,8 @@ struct ProviderCommandTests {
         }
 
         /// Registers `custom:beta`, an OAuth 2.0 provider, disabled and without PKCE, its secret piped in.
-        func addBeta() throws -> ProcessOutcome {
-            try providers(
+        func addBeta() async throws -> ProcessOutcome {
+            try await providers(
                 [
                     "add", "--type", "oauth2", "--identifier", "custom:beta", "--name", "Beta", "--client-id", "beta",
                     "--client-secret-stdin", "--authorization-url", "https://beta.test/authorize", "--token-url",
@@ -60,8 +60,8 @@ struct ProviderCommandTests {
         }
 
         /// `show ID` as JSON.
-        func shown(_ identifier: String) throws -> [String: Any] {
-            let shown = try providers(["show", identifier])
+        func shown(_ identifier: String) async throws -> [String: Any] {
+            let shown = try await providers(["show", identifier])
             #expect(shown.status == 0, "\(shown.stderr)")
             return try #require(try JSONSerialization.jsonObject(with: Data(shown.stdout.utf8)) as? [String: Any])
         }
@@ -85,22 +85,22 @@ struct ProviderCommandTests {
     }
 
     @Test("an OIDC and an OAuth 2.0 provider added, listed and shown in the admin API's shape; no secret shown or kept")
-    func addListShow() throws {
+    func addListShow() async throws {
         let install = try Install()
-        let acme = try install.addAcme()
+        let acme = try await install.addAcme()
         #expect(acme.status == 0, "\(acme.stderr)")
         #expect(acme.stdout == "added custom:acme  oidc  enabled  Acme SSO\n")
-        let beta = try install.addBeta()
+        let beta = try await install.addBeta()
         #expect(beta.status == 0, "\(beta.stderr)")
         #expect(beta.stdout == "added custom:beta  oauth2  disabled  Beta\n")
 
-        let list = try install.providers(["list"])
+        let list = try await install.providers(["list"])
         #expect(list.status == 0)
         #expect(list.stdout == "custom:acme  oidc  enabled  Acme SSO\ncustom:beta  oauth2  disabled  Beta\n")
 
-        let shownAcme = try install.providers(["show", "custom:acme"])
+        let shownAcme = try await install.providers(["show", "custom:acme"])
         #expect(!shownAcme.stdout.contains(Self.oidcSecret) && !shownAcme.stdout.contains("client_secret"))
-        let oidc = try install.shown("custom:acme")
+        let oidc = try await install.shown("custom:acme")
         #expect(oidc["provider_type"] as? String == "oidc" && oidc["identifier"] as? String == "custom:acme")
         #expect(oidc["name"] as? String == "Acme SSO" && oidc["client_id"] as? String == "acme-web")
         #expect(oidc["issuer"] as? String == "https://id.acme.test")
@@ -110,7 +110,7 @@ struct ProviderCommandTests {
         #expect(oidc["pkce_enabled"] as? Bool == true && oidc["enabled"] as? Bool == true)
         #expect((oidc["created_at"] as? String)?.hasSuffix("Z") == true && oidc["id"] is String)
 
-        let oauth = try install.shown("custom:beta")
+        let oauth = try await install.shown("custom:beta")
         #expect(oauth["provider_type"] as? String == "oauth2" && oauth["enabled"] as? Bool == false)
         #expect(oauth["pkce_enabled"] as? Bool == false)
         #expect(oauth["token_url"] as? String == "https://beta.test/token")
@@ -124,18 +124,18 @@ struct ProviderCommandTests {
     }
 
     @Test("update changes only the options given; remove removes; a missing provider fails in one line")
-    func updateRemove() throws {
+    func updateRemove() async throws {
         let install = try Install()
-        #expect(try install.addAcme().status == 0)
-        let before = try install.shown("custom:acme")
+        #expect(try await install.addAcme().status == 0)
+        let before = try await install.shown("custom:acme")
 
-        let updated = try install.providers([
+        let updated = try await install.providers([
             "update", "custom:acme", "--name", "Acme", "--disabled", "--scope", "profile", "--jwks-uri",
             "https://id.acme.test/jwks", "--skip-nonce-check",
         ])
         #expect(updated.status == 0, "\(updated.stderr)")
         #expect(updated.stdout == "updated custom:acme  oidc  disabled  Acme\n")
-        let after = try install.shown("custom:acme")
+        let after = try await install.shown("custom:acme")
         #expect(after["name"] as? String == "Acme" && after["enabled"] as? Bool == false)
         #expect(after["scopes"] as? [String] == ["profile"] && after["skip_nonce_check"] as? Bool == true)
         #expect(after["jwks_uri"] as? String == "https://id.acme.test/jwks")
@@ -145,91 +145,93 @@ struct ProviderCommandTests {
         #expect(after["acceptable_client_ids"] as? [String] == ["acme-ios"])
 
         // Back on, its keys from discovery again (an empty URL removes it), and a new secret from standard input.
-        let again = try install.providers(
+        let again = try await install.providers(
             ["update", "custom:acme", "--enabled", "--jwks-uri", "", "--client-secret-stdin"], stdin: "rotated")
         #expect(again.stdout == "updated custom:acme  oidc  enabled  Acme\n")
-        #expect(try install.shown("custom:acme")["jwks_uri"] == nil)
+        #expect(try await install.shown("custom:acme")["jwks_uri"] == nil)
 
-        Self.oneLine(try install.providers(["show", "custom:nope"]), status: 1, "no provider custom:nope")
+        Self.oneLine(try await install.providers(["show", "custom:nope"]), status: 1, "no provider custom:nope")
         Self.oneLine(
-            try install.providers(["update", "custom:nope", "--name", "x"]), status: 1, "no provider custom:nope")
-        let removed = try install.providers(["remove", "custom:acme"])
+            try await install.providers(["update", "custom:nope", "--name", "x"]), status: 1, "no provider custom:nope")
+        let removed = try await install.providers(["remove", "custom:acme"])
         #expect(removed.status == 0 && removed.stdout == "removed custom:acme\n")
-        Self.oneLine(try install.providers(["remove", "custom:acme"]), status: 1, "no provider custom:acme")
-        #expect(try install.providers(["list"]).stdout == "no custom provider\n")
+        Self.oneLine(try await install.providers(["remove", "custom:acme"]), status: 1, "no provider custom:acme")
+        #expect(try await install.providers(["list"]).stdout == "no custom provider\n")
     }
 
     @Test("the admin API's refusals, in its words; an unreadable secret is named; no secret on the command line")
-    func refusals() throws {
+    func refusals() async throws {
         let install = try Install()
-        #expect(try install.addAcme().status == 0)
+        #expect(try await install.addAcme().status == 0)
         let add = [
             "add", "--type", "oidc", "--name", "Other", "--client-id", "other", "--client-secret-file",
             install.secretFile, "--issuer", "https://other.test",
         ]
         Self.oneLine(
-            try install.providers(add + ["--identifier", "acme"]), status: 1,
+            try await install.providers(add + ["--identifier", "acme"]), status: 1,
             "validation_failed: identifier must start with 'custom:' prefix, e.g. 'custom:acme'")
         Self.oneLine(
-            try install.providers(add + ["--identifier", "custom:Upper Case"]), status: 1,
+            try await install.providers(add + ["--identifier", "custom:Upper Case"]), status: 1,
             "identifier must be 'custom:' and 1 to 64 of a-z, 0-9, '-' and '_'")
         Self.oneLine(
-            try install.providers(add + ["--identifier", "custom:acme"]), status: 1,
+            try await install.providers(add + ["--identifier", "custom:acme"]), status: 1,
             "conflict: A custom OAuth provider with this identifier already exists")
         Self.oneLine(
-            try install.providers(add + ["--identifier", "custom:ftp", "--issuer", "ftp://other.test"]), status: 1,
+            try await install.providers(add + ["--identifier", "custom:ftp", "--issuer", "ftp://other.test"]),
+            status: 1,
             "issuer must be an http:// or https:// URL")
         Self.oneLine(
-            try install.providers(add + ["--identifier", "custom:state", "--authorization-params", #"{"state":"x"}"#]),
+            try await install.providers(
+                add + ["--identifier", "custom:state", "--authorization-params", #"{"state":"x"}"#]),
             status: 1, "authorization_params cannot set 'state'")
         Self.oneLine(
-            try install.providers([
+            try await install.providers([
                 "add", "--type", "oauth2", "--identifier", "custom:half", "--name", "Half", "--client-id", "half",
                 "--client-secret-file", install.secretFile, "--authorization-url", "https://half.test/a",
                 "--userinfo-url", "https://half.test/me",
             ]), status: 1, "token_url is required for OAuth2 providers")
         Self.oneLine(
-            try install.providers(["add", "--type", "oidc", "--identifier", "custom:nosecret", "--name", "N"]),
+            try await install.providers(["add", "--type", "oidc", "--identifier", "custom:nosecret", "--name", "N"]),
             status: 1, "client_id is required")
         Self.oneLine(
-            try install.providers(["update", "custom:acme", "--type", "oauth2"]), status: 1,
+            try await install.providers(["update", "custom:acme", "--type", "oauth2"]), status: 1,
             "provider_type cannot change")
-        Self.oneLine(try install.providers(["show", "acme"]), status: 1, "identifier must start with 'custom:'")
+        Self.oneLine(try await install.providers(["show", "acme"]), status: 1, "identifier must start with 'custom:'")
 
         let missing = install.folder.appendingPathComponent("no-such-secret").path
         Self.oneLine(
-            try install.providers([
+            try await install.providers([
                 "add", "--type", "oidc", "--identifier", "custom:other", "--name", "Other", "--client-id", "other",
                 "--client-secret-file", missing, "--issuer", "https://other.test",
             ]), status: 1, "cannot read the client secret file \(missing): no such file")
         Self.oneLine(
-            try install.providers(["update", "custom:acme", "--client-secret-stdin"], stdin: "\n"), status: 1,
+            try await install.providers(["update", "custom:acme", "--client-secret-stdin"], stdin: "\n"), status: 1,
             "the client secret is empty (standard input)")
 
         // Usage errors exit 2: a secret is never an option's value, and one comes from one place.
         Self.oneLine(
-            try install.providers(["update", "custom:acme", "--client-secret", "visible"]), status: 2,
+            try await install.providers(["update", "custom:acme", "--client-secret", "visible"]), status: 2,
             "Unknown option '--client-secret'")
         Self.oneLine(
-            try install.providers([
+            try await install.providers([
                 "update", "custom:acme", "--client-secret-file", install.secretFile, "--client-secret-stdin",
             ]),
             status: 2, "give --client-secret-file or --client-secret-stdin, not both")
         Self.oneLine(
-            try install.providers(["update", "custom:acme", "--attribute-mapping", "[1]"]), status: 2,
+            try await install.providers(["update", "custom:acme", "--attribute-mapping", "[1]"]), status: 2,
             "--attribute-mapping must be a JSON object")
         Self.oneLine(
-            try install.providers(["add", "--type", "saml", "--identifier", "custom:x"]), status: 2,
+            try await install.providers(["add", "--type", "saml", "--identifier", "custom:x"]), status: 2,
             "The value 'saml' is invalid for '--type <type>'")
         // Nothing refused was kept, and what was there is unchanged.
-        #expect(try install.providers(["list"]).stdout == "custom:acme  oidc  enabled  Acme SSO\n")
+        #expect(try await install.providers(["list"]).stdout == "custom:acme  oidc  enabled  Acme SSO\n")
     }
 
     @Test("the admin API serves what the command added, its secret sealed for the server; the trail says by operator")
     func seenByTheAdminAPI() async throws {
         let install = try Install()
-        #expect(try install.addAcme().status == 0)
-        #expect(try install.addBeta().status == 0)
+        #expect(try await install.addAcme().status == 0)
+        #expect(try await install.addBeta().status == 0)
         try await AccountHarness.with({
             $0.databaseURL = nil
             $0.databaseSearchPath = nil
@@ -257,7 +259,7 @@ struct ProviderCommandTests {
             let renamed = try await admin.send(
                 .put, "/auth/v1/admin/custom-providers/custom:acme", ["name": "Acme (API)"])
             #expect(renamed.status == 200)
-            #expect(try install.shown("custom:acme")["name"] as? String == "Acme (API)")
+            #expect(try await install.shown("custom:acme")["name"] as? String == "Acme (API)")
 
             let trail = try await admin.get("/auth/v1/admin/audit?query=action:custom_provider_created")
             #expect(trail.headers["x-total-count"] == "2")

@@ -328,7 +328,7 @@ struct ThrowawayCluster {
             "python3", "-c", "import subprocess, sys; sys.exit(subprocess.run(['bash', '-c', sys.argv[1]]).returncode)",
             command,
         ]
-        let outcome = try process.runToEnd()
+        let outcome = try process.runToEndBlocking()
         guard outcome.status == 0 else { throw ClusterError(output: outcome.stderr) }
         return outcome.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }

@@ -56,8 +56,18 @@ extension Process {
         try Self.spawning.withLock { try run() }
     }
 
-    /// Runs the process to its end, collecting its standard output and standard error.
-    func runToEnd() throws -> ProcessOutcome {
+    /// Runs the process to its end, collecting its standard output and standard error. The waiting happens on a
+    /// thread of its own: blocking reads on the suite's few cooperative threads (two on a two-core machine) starved
+    /// every other test's server of its readiness check.
+    func runToEnd() async throws -> ProcessOutcome {
+        nonisolated(unsafe) let process = self
+        return try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try process.runToEndBlocking() }) }.start()
+        }
+    }
+
+    /// The same on the calling thread, for the few synchronous callers (a cluster stopped in a `defer`).
+    func runToEndBlocking() throws -> ProcessOutcome {
         let out = Pipe()
         let err = Pipe()
         standardOutput = out
