@@ -99,7 +99,7 @@ struct AccountMail: Sendable {
         if locale == nil {
             locale = Mailer.locale(in: try await AccountRepository(db: db).find(id: accountID)?.userMetadata) ?? "en"
         }
-        try await mailer.enqueue(template(code), to: email, locale: locale, db: db)
+        try await mailer.enqueue(template(code), to: email, locale: locale, accountID: accountID, db: db)
     }
 
     /// A link into `GET /auth/v1/verify`, carrying the link token and where to land afterwards.

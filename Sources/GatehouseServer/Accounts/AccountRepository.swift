@@ -209,11 +209,13 @@ struct AccountRepository {
 
     /// Writes every mutable field of `account`.
     /// Creates an account with its email identity.
+    /// `id` is chosen beforehand when a before user created hook was shown the account first.
     func create(
-        email: String, passwordHash: String?, metadata: [String: JSONValue], confirmedAt: Date?, now: Date
+        email: String, passwordHash: String?, metadata: [String: JSONValue], confirmedAt: Date?, now: Date,
+        id: String = Secrets.identifier()
     ) async throws -> AccountRecord {
         let account = AccountRecord(
-            id: Secrets.identifier(), email: email, emailConfirmedAt: confirmedAt, passwordHash: passwordHash,
+            id: id, email: email, emailConfirmedAt: confirmedAt, passwordHash: passwordHash,
             userMetadata: metadata, createdAt: now, updatedAt: now, lastSignInAt: nil, disabledAt: nil)
         try await insert(account)
         try await insert(

@@ -88,6 +88,13 @@ struct AdminService: Sendable {
         try UserMetadata.check(body.userMetadata ?? [:])
         try UserMetadata.check(body.appMetadata ?? [:])
         let now = clock.now
+        let newID = id ?? Secrets.identifier()
+        if try await AccountRepository(db: store.database).find(email: email) == nil {
+            try await sessions.hooks?.beforeUserCreated(
+                AuthHooks.prospectiveUser(
+                    id: newID, email: email, provider: "email", metadata: body.userMetadata ?? [:],
+                    confirmed: body.emailConfirm == true, now: now))
+        }
         let created = try await store.transaction { [self] db -> AccountRecord in
             let accounts = AccountRepository(db: db)
             guard try await accounts.find(email: email) == nil else { throw Self.emailExists }
@@ -96,7 +103,7 @@ struct AdminService: Sendable {
                     .unprocessableContent, code: .userAlreadyExists, message: "A user with this id already exists")
             }
             var account = AccountRecord(
-                id: id ?? Secrets.identifier(), email: email, emailConfirmedAt: body.emailConfirm == true ? now : nil,
+                id: newID, email: email, emailConfirmedAt: body.emailConfirm == true ? now : nil,
                 passwordHash: hash, userMetadata: UserMetadata.merged([:], body.userMetadata ?? [:]), createdAt: now,
                 updatedAt: now, lastSignInAt: nil, disabledAt: nil,
                 appMetadata: UserMetadata.merged([:], body.appMetadata ?? [:]))
@@ -252,6 +259,14 @@ struct AdminService: Sendable {
             return try await hasher.hash(password)
         }
         let now = clock.now
+        let newAccountID = Secrets.identifier()
+        if [.signup, .invite, .magiclink].contains(body._type),
+            try await AccountRepository(db: store.database).find(email: email) == nil
+        {
+            try await sessions.hooks?.beforeUserCreated(
+                AuthHooks.prospectiveUser(
+                    id: newAccountID, email: email, provider: "email", metadata: body.data ?? [:], now: now))
+        }
         let (account, code, type) = try await store.transaction {
             [self] db -> (AccountRecord, IssuedCode, String) in
             let accounts = AccountRepository(db: db)
@@ -276,7 +291,8 @@ struct AdminService: Sendable {
                         // The admin is trusted with the profile (GoTrue sets it at once); the password still waits
                         // for the code, so whoever holds the address chooses whether it counts.
                         account = try await accounts.create(
-                            email: email, passwordHash: nil, metadata: body.data ?? [:], confirmedAt: nil, now: now)
+                            email: email, passwordHash: nil, metadata: body.data ?? [:], confirmedAt: nil, now: now,
+                            id: newAccountID)
                     }
                     purpose = .signup
                     pending = PendingSignup(passwordHash: pendingHash, metadata: body.data ?? [:])
@@ -339,6 +355,12 @@ struct AdminService: Sendable {
         let email = try await mail.deliverableEmail(body.email)
         try UserMetadata.check(body.data ?? [:])
         let now = clock.now
+        let newAccountID = Secrets.identifier()
+        if try await AccountRepository(db: store.database).find(email: email) == nil {
+            try await sessions.hooks?.beforeUserCreated(
+                AuthHooks.prospectiveUser(
+                    id: newAccountID, email: email, provider: "email", metadata: body.data ?? [:], now: now))
+        }
         let account = try await mail.transactionQueuingMail { [self] db -> AccountRecord in
             let accounts = AccountRepository(db: db)
             let existing = try await accounts.find(email: email)
@@ -349,7 +371,8 @@ struct AdminService: Sendable {
             } else {
                 // The invitation's profile is the user's at once, as GoTrue sets it.
                 account = try await accounts.create(
-                    email: email, passwordHash: nil, metadata: body.data ?? [:], confirmedAt: nil, now: now)
+                    email: email, passwordHash: nil, metadata: body.data ?? [:], confirmedAt: nil, now: now,
+                    id: newAccountID)
             }
             try await AccountRepository(db: db).stamp(.invited, accountID: account.id, at: now)
             try await mail.issueAndMail(

@@ -48,8 +48,11 @@ struct SignUpService: Sendable {
         try UserMetadata.check(data)
         try await throttling.limit("anonymous", settings.limits.anonymousSignInsPerIP, client: client)
         let now = clock.now
+        let id = Secrets.identifier()
+        try await sessions.hooks?.beforeUserCreated(
+            AuthHooks.prospectiveUser(
+                id: id, email: nil, provider: "anonymous", metadata: data, isAnonymous: true, now: now))
         let (account, issued) = try await store.transaction { [self] db in
-            let id = Secrets.identifier()
             let account = AccountRecord(
                 id: id, email: AccountRecord.anonymousEmail(id: id), emailConfirmedAt: nil, passwordHash: nil,
                 userMetadata: data, createdAt: now, updatedAt: now, lastSignInAt: now, disabledAt: nil,
@@ -79,6 +82,7 @@ struct SignUpService: Sendable {
         if let password = body.password { computed = try await hasher.hash(password) }
         let metadata = body.data ?? [:]
         let pending = PendingSignup(passwordHash: computed, metadata: metadata)
+        let newAccountID = try await beforeCreating(email: email, metadata: metadata)
         let accountID: String? = try await mail.transactionQueuingMail { [self] db in
             let accounts = AccountRepository(db: db)
             let existing = try await accounts.find(email: email)
@@ -92,7 +96,7 @@ struct SignUpService: Sendable {
             var account = existing
             if account == nil {
                 account = try await accounts.create(
-                    email: email, passwordHash: nil, metadata: [:], confirmedAt: nil, now: now)
+                    email: email, passwordHash: nil, metadata: [:], confirmedAt: nil, now: now, id: newAccountID)
             }
             guard let account else { return nil }
             try await mail.issueAndMail(
@@ -102,7 +106,11 @@ struct SignUpService: Sendable {
                     code: code.code,
                     link: mail.verifyLink(token: code.linkToken, type: "signup", redirectTo: redirectTo))
             }
-            try await trail.within(db).record(client.event(.signup, accountID: account.id))
+            // `account: new` says the sign-up made the account (a webhook's `user.created`), not a repeat of an
+            // unconfirmed one.
+            try await trail.within(db).record(
+                client.event(
+                    .signup, accountID: account.id, detail: ["account": existing == nil ? "new" : "unconfirmed"]))
             return account.id
         }
         guard let accountID, var account = try await AccountRepository(db: store.database).find(id: accountID)
@@ -137,12 +145,14 @@ struct SignUpService: Sendable {
         {
             throw APIError(.unprocessableContent, code: .otpDisabled, message: "Signups not allowed for otp")
         }
+        let newAccountID =
+            createUser ? try await beforeCreating(email: email, metadata: body.data ?? [:]) : Secrets.identifier()
         try await mail.transactionQueuingMail { [self] db in
             let accounts = AccountRepository(db: db)
             var account = try await accounts.find(email: email)
             if account == nil, createUser {
                 account = try await accounts.create(
-                    email: email, passwordHash: nil, metadata: [:], confirmedAt: nil, now: now)
+                    email: email, passwordHash: nil, metadata: [:], confirmedAt: nil, now: now, id: newAccountID)
             }
             guard let account, account.disabledAt == nil else { return }
             // Profile data given here applies only if this code is what confirms a new account.
@@ -158,6 +168,18 @@ struct SignUpService: Sendable {
             }
             try await trail.within(db).record(client.event(.otpSent, accountID: account.id))
         }
+    }
+
+    /// The id a new account at `email` would get, shown first to the before user created hook when it is on and
+    /// the address has no account yet (GoTrue asks before its transaction, as here): a refusal stops the request.
+    private func beforeCreating(email: String, metadata: [String: JSONValue]) async throws -> String {
+        let id = Secrets.identifier()
+        guard let hooks = sessions.hooks, hooks.isOn(.beforeUserCreated),
+            try await AccountRepository(db: store.database).find(email: email) == nil
+        else { return id }
+        try await hooks.beforeUserCreated(
+            AuthHooks.prospectiveUser(id: id, email: email, provider: "email", metadata: metadata, now: clock.now))
+        return id
     }
 
     /// Mails a new sign-up code to an unconfirmed address, whatever the address. The code carries no password: a

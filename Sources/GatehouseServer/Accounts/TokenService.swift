@@ -46,6 +46,9 @@ struct TokenService: Sendable {
             await hasher.dummyVerify(body.password)
             verification = .invalid
         }
+        if let account, account.passwordHash != nil {
+            try await passwordAttemptHook(accountID: account.id, valid: verification != .invalid)
+        }
         guard case .valid(let needsRehash) = verification, let account else {
             let reason =
                 account == nil ? "no_account" : account?.passwordHash == nil ? "no_password" : "wrong_password"
@@ -86,6 +89,22 @@ struct TokenService: Sendable {
                 accountID: account.id, method: "password", ip: client.ip, userAgent: client.userAgent, db: db)
         }
         return try await sessions.response(for: issued, user: try await users.user(account, db: store.database))
+    }
+
+    /// The password verification attempt hook, when it is on, told of every checked password of an account that
+    /// has one, as GoTrue tells it: a `reject` fails the sign-in with 400 `invalid_credentials` and the hook's
+    /// message, ending every session of the account first when it asks (`should_logout_user`).
+    private func passwordAttemptHook(accountID: String, valid: Bool) async throws {
+        guard let decision = try await sessions.hooks?.passwordAttempt(userID: accountID, valid: valid),
+            decision.reject
+        else { return }
+        if decision.logOut {
+            try await store.transaction { [sessions] db in
+                try await sessions.revoke(accountID: accountID, current: "", scope: .global, db: db)
+            }
+        }
+        throw APIError(
+            .badRequest, code: .invalidCredentials, message: decision.message ?? AuthHooks.passwordRejected)
     }
 
     /// Exchanges the authorization code a link redirected with, and the app's verifier, for a session.

@@ -54,6 +54,8 @@ public struct GatehouseConfiguration: Sendable, Equatable {
     /// The DNS resolver (`HOST:PORT`) that company domains' TXT records are looked up through; nil for the system's
     /// (the first `nameserver` in /etc/resolv.conf).
     public var dnsResolver: String?
+    /// Outbound webhooks: whether targets on loopback and private ranges are let through.
+    public var webhooks = WebhookSettings()
 
     public init() {}
 
@@ -113,6 +115,51 @@ public struct AppStoreSettings: Sendable, Equatable {
     public var enabled: Bool { !bundleIDs.isEmpty }
 }
 
+/// Outbound webhooks (`--webhooks-…`).
+public struct WebhookSettings: Sendable, Equatable {
+    /// Lets endpoints on loopback, link-local and private ranges through the address check (tests, a receiver on the
+    /// same network); off by default.
+    public var allowPrivateTargets = false
+
+    public init() {}
+}
+
+/// One auth hook: where it is sent and the `whsec_` keys it is signed with (the first signs; every one is listed in
+/// `webhook-signature` during a rotation).
+public struct AuthHookEndpoint: Sendable, Equatable {
+    public var uri: String?
+    public var secrets: [[UInt8]] = []
+
+    public init() {}
+}
+
+/// The auth hooks, named as GoTrue names them (`GOTRUE_HOOK_<NAME>_URI` / `_SECRETS`).
+public struct AuthHookSettings: Sendable, Equatable {
+    public var customAccessToken = AuthHookEndpoint()
+    public var beforeUserCreated = AuthHookEndpoint()
+    public var sendEmail = AuthHookEndpoint()
+    public var passwordVerificationAttempt = AuthHookEndpoint()
+    public var mfaVerificationAttempt = AuthHookEndpoint()
+
+    public init() {}
+
+    /// Each hook with the name its settings carry (`--hook-<name>-uri`).
+    var named: [(name: String, hook: AuthHookEndpoint)] {
+        [
+            ("custom-access-token", customAccessToken), ("before-user-created", beforeUserCreated),
+            ("send-email", sendEmail), ("password-verification-attempt", passwordVerificationAttempt),
+            ("mfa-verification-attempt", mfaVerificationAttempt),
+        ]
+    }
+
+    /// Whether a hook's host is this machine: `localhost`, or a loopback address.
+    static func isLoopback(_ host: String) -> Bool {
+        let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        if bare == "localhost" { return true }
+        return TargetAddress(bare).map { $0.range == .loopback } ?? false
+    }
+}
+
 /// A setting that cannot be used; the message names the setting and never echoes a secret.
 public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
     public let description: String
@@ -132,6 +179,9 @@ extension GatehouseConfiguration {
             let fromEnvironment = environment[setting.environmentName].flatMap { $0.isEmpty ? nil : $0 }
             guard let value = fromFlag ?? fromEnvironment else { continue }
             try setting.apply(&config, value, fromFlag != nil ? setting.flag : setting.environmentName)
+        }
+        for (name, hook) in config.auth.hooks.named where hook.uri != nil && hook.secrets.isEmpty {
+            throw ConfigurationError("--hook-\(name)-uri is set without --hook-\(name)-secrets to sign its calls")
         }
         return config
     }
@@ -165,6 +215,8 @@ public struct AuthSettings: Sendable, Equatable {
     public var appleJWKSURL = "https://appleid.apple.com/auth/keys"
     /// Sign in with Apple's REST API: the authorization code exchange and token revocation.
     public var appleSignIn = AppleSignInSettings()
+    /// Auth hooks (GoTrue's HTTP hooks): each on when its URI is set.
+    public var hooks = AuthHookSettings()
     /// OAuth client ids a Google id token must be issued for; empty turns Google off.
     public var googleClientIDs: [String] = []
     /// Where Google's signing keys are published.

@@ -273,4 +273,25 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case ssoRequired = "sso_required"
     /// A single sign-on account: its address, password and identities are its identity provider's.
     case userSsoManaged = "user_sso_managed"
+    /// An auth hook did not answer within 5 seconds (`--hook-<name>-uri`); it is not tried again. The request fails
+    /// closed.
+    case hookTimeout = "hook_timeout"
+    /// An auth hook could not be reached in three tries. The request fails closed.
+    case hookTimeoutAfterRetry = "hook_timeout_after_retry"
+    /// An auth hook answered more than 200 KB. The request fails closed.
+    case hookPayloadOverSizeLimit = "hook_payload_over_size_limit"
+    /// An auth hook answered something other than JSON. The request fails closed.
+    case hookPayloadInvalidContentType = "hook_payload_invalid_content_type"
+    /// An auth hook answered with an error of its own, or an answer Gatehouse cannot use (a custom access token hook
+    /// that dropped a required claim). The request fails closed.
+    case hookFailed = "hook_failed"
+    /// The MFA verification attempt hook refused the code: the user is signed out.
+    case mfaVerificationRejected = "mfa_verification_rejected"
+    /// No webhook endpoint (or delivery) with this id.
+    case webhookNotFound = "webhook_not_found"
+    /// A webhook endpoint's URL is not an absolute http(s) URL, or names a loopback, link-local or private address
+    /// (allowed only with `--webhooks-allow-private-targets on`).
+    case webhookTargetRefused = "webhook_target_refused"
+    /// A webhook endpoint asked for an event type Gatehouse does not send.
+    case webhookEventUnknown = "webhook_event_unknown"
 }

@@ -116,6 +116,10 @@ extension Setting {
         appStoreAppID, appStoreEnvironments, appStoreProducts, appStoreRootCertificates, appStoreIssuerID,
         appStoreKeyID, appStoreKeyFile, appStoreAPIURL, appleTeamID, appleKeyID, applePrivateKeyFile, applePrivateKey,
         appleClientID, appleAPIURL, googleClientIDs, googleJWKSURL, manualLinking, dnsResolver,
+        webhooksAllowPrivateTargets,
+        hookCustomAccessTokenURI, hookCustomAccessTokenSecrets, hookBeforeUserCreatedURI, hookBeforeUserCreatedSecrets,
+        hookSendEmailURI, hookSendEmailSecrets, hookPasswordVerificationAttemptURI,
+        hookPasswordVerificationAttemptSecrets, hookMFAVerificationAttemptURI, hookMFAVerificationAttemptSecrets,
     ]
 
     public static let host = Setting(
@@ -412,6 +416,84 @@ extension Setting {
             throw ConfigurationError("\(source) must be a number from 1 to 100 (NIST SP 800-63B's ceiling)")
         }
         config.auth.limits.codeFailuresPerDay = count
+    }
+
+    public static let webhooksAllowPrivateTargets = Setting(
+        "webhooks-allow-private-targets", default: .value("off"),
+        meaning: """
+            `on` lets webhook endpoints on loopback, link-local and private address ranges through (a receiver on the \
+            same host or network); `off` refuses them when registered and again, after the name is resolved, at \
+            every delivery
+            """,
+        read: { shown($0.webhooks.allowPrivateTargets) }
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.webhooks.allowPrivateTargets = try onOff(value, source: source)
+    }
+
+    public static let hookCustomAccessTokenURI = hookURI("custom-access-token", \.customAccessToken)
+    public static let hookCustomAccessTokenSecrets = hookSecrets("custom-access-token", \.customAccessToken)
+    public static let hookBeforeUserCreatedURI = hookURI("before-user-created", \.beforeUserCreated)
+    public static let hookBeforeUserCreatedSecrets = hookSecrets("before-user-created", \.beforeUserCreated)
+    public static let hookSendEmailURI = hookURI("send-email", \.sendEmail)
+    public static let hookSendEmailSecrets = hookSecrets("send-email", \.sendEmail)
+    public static let hookPasswordVerificationAttemptURI = hookURI(
+        "password-verification-attempt", \.passwordVerificationAttempt)
+    public static let hookPasswordVerificationAttemptSecrets = hookSecrets(
+        "password-verification-attempt", \.passwordVerificationAttempt)
+    public static let hookMFAVerificationAttemptURI = hookURI("mfa-verification-attempt", \.mfaVerificationAttempt)
+    public static let hookMFAVerificationAttemptSecrets = hookSecrets(
+        "mfa-verification-attempt", \.mfaVerificationAttempt)
+
+    /// `--hook-<name>-uri`: the hook is on when set; https, or http to a loopback address.
+    private static func hookURI(_ name: String, _ hook: WritableKeyPath<AuthHookSettings, AuthHookEndpoint> & Sendable)
+        -> Setting
+    {
+        Setting(
+            "hook-\(name)-uri", default: .unset(note: "the hook is off"),
+            meaning: """
+                the \(name.replacingOccurrences(of: "-", with: " ")) auth hook's URL (GoTrue's \
+                `GOTRUE_HOOK_\(name.uppercased().replacingOccurrences(of: "-", with: "_"))_URI`): `https://`, or \
+                `http://` to a loopback address; it is called with a signed POST and fails closed (docs/hooks.md)
+                """,
+            read: { $0.auth.hooks[keyPath: hook].uri }
+        ) { (config, value, source) throws(ConfigurationError) in
+            guard let url = URL(string: value), let host = url.host, !host.isEmpty,
+                url.scheme == "https" || (url.scheme == "http" && AuthHookSettings.isLoopback(host))
+            else {
+                throw ConfigurationError(
+                    "\(source) must be an https:// URL, or http:// to a loopback address, got '\(value)'")
+            }
+            config.auth.hooks[keyPath: hook].uri = value
+        }
+    }
+
+    /// `--hook-<name>-secrets`: `v1,whsec_<base64>`, several separated by `|`; the first signs.
+    private static func hookSecrets(
+        _ name: String, _ hook: WritableKeyPath<AuthHookSettings, AuthHookEndpoint> & Sendable
+    ) -> Setting {
+        Setting(
+            "hook-\(name)-secrets", default: .unset(note: "required when the hook's URI is set"),
+            meaning: """
+                the \(name.replacingOccurrences(of: "-", with: " ")) hook's signing secrets: `v1,whsec_<base64>`, \
+                several separated by `|` (the first signs, all are sent during a rotation)
+                """,
+            secrecy: .whole,
+            read: {
+                $0.auth.hooks[keyPath: hook].secrets.isEmpty
+                    ? nil : "(\($0.auth.hooks[keyPath: hook].secrets.count) keys)"
+            }
+        ) { (config, value, source) throws(ConfigurationError) in
+            var keys: [[UInt8]] = []
+            for part in value.split(separator: "|") {
+                let text = part.trimmingCharacters(in: .whitespaces)
+                guard text.hasPrefix("v1,whsec_"), let key = WebhookSecret.key(String(text.dropFirst(3))) else {
+                    throw ConfigurationError("\(source) must be v1,whsec_<base64> keys separated by |")
+                }
+                keys.append(key)
+            }
+            guard !keys.isEmpty else { throw ConfigurationError("\(source) must name at least one key") }
+            config.auth.hooks[keyPath: hook].secrets = keys
+        }
     }
 
     public static let metricsToken = Setting(

@@ -27,6 +27,8 @@ struct SharedParts: Sendable {
     let logger: Logger
     /// The allow-list with the site URL's own origin and path, parsed once.
     let redirects: RedirectAllowList
+    /// The auth hooks (`--hook-<name>-uri`), each on when its URI is set.
+    let hooks: AuthHooks
 
     /// Mail, codes and the links in them.
     var mail: AccountMail {

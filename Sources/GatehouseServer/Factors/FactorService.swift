@@ -194,6 +194,10 @@ final class FactorService: Sendable {
             throw APIError.internalError
         }
         let now = clock.now
+        try await mfaAttemptHook(
+            factor,
+            valid: TOTP.acceptedStep(code: code, secret: secret, now: now, lastUsedStep: factor.lastUsedStep) != nil,
+            caller: caller)
         let verdict: Verdict
         do {
             verdict = try await verifying(factor, code: code, secret: secret, body: body, caller: caller, now: now)
@@ -201,6 +205,26 @@ final class FactorService: Sendable {
             verdict = .refused(Self.wrongCode, reason: lost.reason)
         }
         return try await answer(verdict, caller: caller, factorID: factor.id)
+    }
+
+    /// The MFA verification attempt hook, when it is on, told whether the code is right before anything is written
+    /// (GoTrue asks it once the code is checked): a `reject` ends every session of the account and answers 403
+    /// `mfa_verification_rejected` with the hook's message.
+    private func mfaAttemptHook(_ factor: FactorRecord, valid: Bool, caller: Caller) async throws {
+        guard
+            let decision = try await sessions.hooks?.mfaAttempt(
+                userID: caller.accountID, factorID: factor.id, factorType: "totp", valid: valid),
+            decision.reject
+        else { return }
+        let accountID = caller.accountID
+        try await store.transaction { [sessions] db in
+            try await sessions.revoke(accountID: accountID, current: "", scope: .global, db: db)
+        }
+        await trail.record(
+            caller.client.event(
+                .mfaVerifyFailed, accountID: accountID, detail: ["factor_id": factor.id, "reason": "hook_rejected"]))
+        throw APIError(
+            .forbidden, code: .mfaVerificationRejected, message: decision.message ?? AuthHooks.mfaRejected)
     }
 
     /// A verification that lost to another at its last step: thrown so that its transaction rolls back whatever it

@@ -43,6 +43,8 @@ struct IssuedSession: Sendable {
     var username: String? = nil
     /// When the session itself ends (epoch milliseconds), however often it refreshes.
     var endsAt: Int64? = nil
+    /// Whether this came from a refresh (a custom access token hook is told `token_refresh`).
+    var refreshed = false
 }
 
 /// Sessions: starting them, rotating refresh tokens, checking access tokens, ending them.
@@ -61,12 +63,15 @@ final class SessionService: Sendable {
     let refreshTokens: RefreshTokenReader
     /// The audit trail (refresh replays are recorded through it).
     let trail: AuditTrail
+    /// The auth hooks; the custom access token hook shapes every token signed here when it is on.
+    let hooks: AuthHooks?
 
     init(
         store: Store, keys: SigningKeys, secrets: ServerSecrets, clock: any GatehouseClock, settings: AuthSettings,
-        issuer: String, trail: AuditTrail, cache: AuthCache = AuthCache()
+        issuer: String, trail: AuditTrail, cache: AuthCache = AuthCache(), hooks: AuthHooks? = nil
     ) {
         self.trail = trail
+        self.hooks = hooks
         self.store = store
         self.keys = keys
         self.secrets = secrets
@@ -172,6 +177,11 @@ final class SessionService: Sendable {
             appMetadata: metadata.app, userMetadata: metadata.user, cid: membership?.companyID,
             companyRole: membership?.role.rawValue, deptMask: membership?.deptMask,
             managerMask: membership?.managerMask, username: issued.username)
+        if let hooks, hooks.isOn(.customAccessToken) {
+            let method = issued.refreshed ? "token_refresh" : issued.amr.last?.method ?? "password"
+            let customized = try await hooks.customizeClaims(claims, method: method)
+            return (try await keys.sign(HookClaims(customized)), lifetime, claims.exp)
+        }
         return (try await keys.sign(claims), lifetime, claims.exp)
     }
 
@@ -223,7 +233,7 @@ final class SessionService: Sendable {
                 IssuedSession(
                     accountID: session.accountID, sessionID: state.sessionID, refreshToken: next, amr: session.amr,
                     aal: session.aal, companyID: session.companyID, username: session.username,
-                    endsAt: session.endsAt)
+                    endsAt: session.endsAt, refreshed: true)
             }
             switch RefreshRotation.verdict(
                 rotatedAt: state.rotatedAt, session: row, live: liveSession(row, now: now), now: now, grace: grace)

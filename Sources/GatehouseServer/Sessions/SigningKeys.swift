@@ -27,7 +27,7 @@ public actor SigningKeys {
     }
 
     /// Signs `claims` with the newest key.
-    func sign(_ claims: AccessTokenClaims) async throws -> String {
+    func sign(_ claims: some JWTPayload) async throws -> String {
         try await loadIfStale()
         guard let activeKid else { throw SigningKeyError.noActiveKey }
         return try await collection.sign(claims, kid: JWKIdentifier(string: activeKid))

@@ -83,7 +83,8 @@ struct ExternalSignIn: Sendable {
         -> (AccountRecord, IssuedSession?)
     {
         do {
-            return try await transaction(identity, arrival, client: client, now: clock.now)
+            let newAccountID = try await beforeCreating(identity, arrival)
+            return try await transaction(identity, arrival, client: client, now: clock.now, newAccountID: newAccountID)
         } catch let error as APIError where error.code == ErrorCode.providerEmailNeedsVerification.rawValue {
             await trail.record(
                 client.event(
@@ -122,9 +123,9 @@ struct ExternalSignIn: Sendable {
 
     /// The sign-in's one transaction: the token spent, the account found or made, the identity linked, the name and
     /// Apple's token kept, the session started.
-    private func transaction(_ identity: ExternalIdentity, _ arrival: Arrival, client: ClientInfo, now: Date)
-        async throws -> (AccountRecord, IssuedSession?)
-    {
+    private func transaction(
+        _ identity: ExternalIdentity, _ arrival: Arrival, client: ClientInfo, now: Date, newAccountID: String
+    ) async throws -> (AccountRecord, IssuedSession?) {
         try await store.transaction { db in
             let accounts = AccountRepository(db: db)
             // One sign-in per id token: a token seen before is refused until it expires.
@@ -140,7 +141,7 @@ struct ExternalSignIn: Sendable {
                 }
             }
             var (account, identityID) = try await resolve(
-                identity, linkingTo: arrival.linkTo, client: client, now: now, db: db)
+                identity, linkingTo: arrival.linkTo, client: client, now: now, newAccountID: newAccountID, db: db)
             guard account.disabledAt == nil else {
                 throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
             }
@@ -177,11 +178,13 @@ struct ExternalSignIn: Sendable {
 
     /// The account `identity` signs in to (or is linked to), and the id of its identity row, created when new.
     private func resolve(
-        _ identity: ExternalIdentity, linkingTo linkTo: String?, client: ClientInfo, now: Date, db: any SQLDatabase
+        _ identity: ExternalIdentity, linkingTo linkTo: String?, client: ClientInfo, now: Date, newAccountID: String,
+        db: any SQLDatabase
     ) async throws -> (AccountRecord, String) {
         let accounts = AccountRepository(db: db)
         let linked = try await accounts.identity(provider: identity.provider, providerID: identity.subject)
         var account: AccountRecord
+        var created = false
         if let linkTo {
             guard let own = try await accounts.find(id: linkTo) else { throw APIError.sessionNotFound }
             if let linked {
@@ -210,12 +213,13 @@ struct ExternalSignIn: Sendable {
             if let existing = try await accounts.find(email: email) {
                 account = existing
             } else {
+                created = true
                 // A new account starts with the profile the provider gave (name, picture), as GoTrue fills
                 // `user_metadata` from the identity's data.
                 var metadata = identity.profile
                 if let name = metadata["name"], metadata["full_name"] == nil { metadata["full_name"] = name }
                 account = try await accounts.create(
-                    email: email, passwordHash: nil, metadata: metadata, confirmedAt: now, now: now)
+                    email: email, passwordHash: nil, metadata: metadata, confirmedAt: now, now: now, id: newAccountID)
             }
         }
         let id = Secrets.identifier()
@@ -226,8 +230,31 @@ struct ExternalSignIn: Sendable {
         try await trail.within(db).record(
             client.event(
                 .identityLinked, accountID: account.id,
-                detail: ["provider": identity.provider, "how": linkTo == nil ? "email" : "manual"]))
+                detail: [
+                    "provider": identity.provider, "how": linkTo == nil ? "email" : "manual",
+                    "account": created ? "new" : "existing",
+                ]))
         return (account, id)
+    }
+
+    /// The id a new account would get, shown first to the before user created hook when it is on and this sign-in
+    /// would make an account (GoTrue asks before its transaction, as here): a refusal stops the sign-in.
+    private func beforeCreating(_ identity: ExternalIdentity, _ arrival: Arrival) async throws -> String {
+        let id = Secrets.identifier()
+        guard let hooks = sessions.hooks, hooks.isOn(.beforeUserCreated), arrival.linkTo == nil,
+            identity.emailVerified, let email = identity.email.flatMap(EmailAddress.normalize)
+        else { return id }
+        let accounts = AccountRepository(db: store.database)
+        guard try await accounts.identity(provider: identity.provider, providerID: identity.subject) == nil,
+            try await accounts.find(email: email) == nil
+        else { return id }
+        var metadata = identity.profile
+        if let name = metadata["name"], metadata["full_name"] == nil { metadata["full_name"] = name }
+        try await hooks.beforeUserCreated(
+            AuthHooks.prospectiveUser(
+                id: id, email: email, provider: identity.provider, metadata: metadata, confirmed: true,
+                now: clock.now))
+        return id
     }
 
     /// Exchanges Apple's authorization code for its refresh token. A code Apple refuses (used, expired, another
