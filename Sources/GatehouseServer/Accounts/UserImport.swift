@@ -25,7 +25,7 @@ public struct UserImporter: Sendable {
     public init(store: Store, clock: any GatehouseClock = SystemClock()) {
         self.store = store
         self.clock = clock
-        trail = AuditTrail(store: store, clock: clock)
+        trail = AuditTrail(store: store, clock: clock, follower: WebhookOutbox(store: store, clock: clock))
     }
 
     public func run(_ read: ImportRead, source: String, dryRun: Bool) async throws -> ImportReport {

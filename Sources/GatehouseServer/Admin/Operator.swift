@@ -11,6 +11,8 @@ public struct Operator: Sendable {
 
     public init(store: Store) {
         self.store = store
-        trail = AuditTrail(store: store, clock: SystemClock())
+        // What operators change reaches webhook endpoints as the server's own changes do.
+        trail = AuditTrail(
+            store: store, clock: SystemClock(), follower: WebhookOutbox(store: store, clock: SystemClock()))
     }
 }

@@ -50,6 +50,8 @@ final class API: APIProtocol {
     /// The keys `/.well-known/jwks.json` publishes.
     let keys: SigningKeys
     let users: UserReader
+    /// The operator's webhook endpoints and their delivery logs.
+    let webhooks: Webhooks
 
     init(_ services: GatehouseServices) throws {
         let env = services.parts
@@ -62,6 +64,7 @@ final class API: APIProtocol {
             openAPIDocument: try GatehouseAPIDocument.yaml())
         let (mail, throttling, passwords, users) = (env.mail, env.throttling, env.passwords, env.users)
         self.users = users
+        webhooks = services.webhooks
         signUps = SignUpService(
             store: env.store, clock: env.clock, settings: env.settings, trail: env.trail, hasher: env.hasher,
             mailer: env.mailer,

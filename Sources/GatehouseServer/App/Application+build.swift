@@ -31,6 +31,9 @@ public struct GatehouseServices: Sendable {
     public let templates: Templates
     /// This instance's counts for the console's overview, flushed to the store every minute.
     let series: ConsoleSeriesRecorder
+    /// Webhook endpoints (the admin API's and the console's), and the worker that delivers their events.
+    let webhooks: Webhooks
+    let webhookDispatcher: WebhookDispatcher
 
     /// Opens the store named by `configuration`; nothing connects until the application runs. Tests pass their own
     /// clock, and may pass a mail transport (production picks SMTP or the outbox from configuration).
@@ -62,10 +65,13 @@ public struct GatehouseServices: Sendable {
         let mailQueue = MailQueue(store: store, transport: transport, box: box, clock: clock, logger: logger)
         self.mailQueue = mailQueue
         let secrets = ServerSecrets(store: store, box: box)
-        let trail = AuditTrail(store: store, clock: clock)
+        // Webhook events are written by the audit trail, in the transaction of the change each tells of.
+        let outbox = WebhookOutbox(store: store, clock: clock)
+        let trail = AuditTrail(store: store, clock: clock, follower: outbox)
+        let hooks = AuthHooks(settings: settings, clock: clock)
         let sessions = SessionService(
             store: store, keys: keys, secrets: secrets, clock: clock, settings: settings,
-            issuer: publicURL + "/auth/v1", trail: trail)
+            issuer: publicURL + "/auth/v1", trail: trail, hooks: hooks)
         let streams = LiveStreams(
             perSession: configuration.sync.liveStreamsPerSession, perInstance: configuration.sync.liveStreamsPerInstance
         )
@@ -73,12 +79,24 @@ public struct GatehouseServices: Sendable {
         store.onCommit { streams.invalidated($0) }
         let bus = InstanceBus(store: store, streams: streams)
         self.bus = bus
-        self.sync = SyncService(
+        var sync = SyncService(
             store: store, clock: clock, secrets: secrets, sessions: sessions, bus: bus,
             liveCheckInterval: .milliseconds(Int64(configuration.sync.liveCheckInterval * 1000)))
-        let mailer = Mailer(
+        sync.recordsChanged = { changes, db in try await outbox.write([WebhookEvent.records(changes)], in: db) }
+        self.sync = sync
+        var mailer = Mailer(
             queue: mailQueue, from: configuration.mailFrom, templates: templates,
             expiresMinutes: settings.codeLifetimeMinutes)
+        mailer.hooks = hooks
+        mailer.siteURL = settings.siteURL ?? publicURL
+        let targets = WebhookTargets(allowPrivate: configuration.webhooks.allowPrivateTargets)
+        let dispatcher = WebhookDispatcher(
+            store: store, box: box, clock: clock, logger: logger, mailer: mailer, trail: trail, targets: targets)
+        outbox.onCommitted { dispatcher.wake() }
+        self.webhookDispatcher = dispatcher
+        self.webhooks = Webhooks(
+            store: store, box: box, clock: clock, trail: trail, outbox: outbox, targets: targets,
+            wake: { dispatcher.wake() })
         self.subscriptions = SubscriptionService(
             store: store, clock: clock, trail: trail, mailer: mailer,
             verifier: try Self.appStoreVerifier(configuration.appStore), products: configuration.appStore.products,
@@ -101,7 +119,8 @@ public struct GatehouseServices: Sendable {
             idTokens: IDTokenProviders(settings: settings, appleKeys: appleKeys, store: store), appleKeys: appleKeys,
             appleRevocations: appleRevocations,
             publicURL: publicURL, logger: logger,
-            redirects: RedirectAllowList(settings.redirectAllowList, site: settings.siteURL ?? publicURL))
+            redirects: RedirectAllowList(settings.redirectAllowList, site: settings.siteURL ?? publicURL),
+            hooks: hooks)
     }
 
     /// `gatehouse app-store reconcile`: asks the App Store Server API about every subscribed company and repairs what
@@ -233,7 +252,7 @@ public func buildApplication(
             Sweeper(
                 store: services.store, settings: configuration.sweep, auth: configuration.auth, clock: services.clock,
                 logger: logger),
-            services.domainRechecks,
+            services.domainRechecks, services.webhookDispatcher,
         ] + [services.parts.appleRevocations].compactMap { $0 },
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port

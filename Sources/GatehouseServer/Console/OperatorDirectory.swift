@@ -8,4 +8,9 @@ struct OperatorDirectory {
     func operators(among accountIDs: [String]) async throws -> Set<String> {
         try await ConsoleRepository(db: db).operators(among: accountIDs)
     }
+
+    /// Every operator's address, for mail that is the operator's to read (a webhook endpoint turned off).
+    func emails() async throws -> [String] {
+        try await ConsoleRepository(db: db).operators().map(\.email)
+    }
 }

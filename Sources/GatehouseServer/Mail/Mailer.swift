@@ -11,6 +11,10 @@ public struct Mailer: Sendable {
     let templates: Templates
     /// How long mailed codes and links live, in minutes, for the templates' `expires_minutes`.
     var expiresMinutes = AuthSettings().codeLifetimeMinutes
+    /// The auth hooks: with the send email hook on, the mails with codes and links go to it instead of the queue.
+    var hooks: AuthHooks? = nil
+    /// The site URL a send email hook is told (`email_data.site_url`).
+    var siteURL = ""
 
     static let productName = "Gatehouse"
 
@@ -43,6 +47,9 @@ public struct Mailer: Sendable {
         case domainVerificationLost(company: String, domain: String)
         /// An invitation to join a company by email: its link and six-digit code, valid for `days` days.
         case companyInvitation(company: String, inviter: String, readOnly: Bool, code: String, link: String, days: Int)
+        /// To every operator: a webhook endpoint stopped receiving events; `reason` is `gone` (it answered 410) or
+        /// `failing` (a delivery failed through the whole retry schedule).
+        case webhookDisabled(url: String, reason: String)
 
         /// Its templates' file name: `magic_link` for `LOCALE/magic_link.{subject,text,html}.mustache`.
         var name: String {
@@ -64,6 +71,7 @@ public struct Mailer: Sendable {
             case .subscriptionEnded: "subscription_ended"
             case .domainVerificationLost: "domain_verification_lost"
             case .companyInvitation: "company_invitation"
+            case .webhookDisabled: "webhook_disabled"
             }
         }
 
@@ -90,6 +98,7 @@ public struct Mailer: Sendable {
                     "company": company, "inviter": inviter, readOnly ? "read_only" : "member": "yes", "code": code,
                     "link": link, "expires_days": String(days),
                 ]
+            case .webhookDisabled(let url, let reason): ["url": url, reason: "yes"]
             }
         }
 
@@ -114,6 +123,7 @@ public struct Mailer: Sendable {
             .companyInvitation(
                 company: "Acme Corp", inviter: "Ada Lovelace", readOnly: false, code: "123456",
                 link: "https://auth.example.com/account?invitation=sample-link-token", days: 7),
+            .webhookDisabled(url: "https://hooks.example.com/gatehouse", reason: "failing"),
         ]
 
         private static func sampleLink(_ type: String) -> String {
@@ -143,18 +153,44 @@ public struct Mailer: Sendable {
     /// Queues the mail in the caller's transaction (`AccountMail.transactionQueuingMail` wakes the worker),
     /// in `locale` when the caller knows it (a sign-up's own choice, before its account holds it), else in the
     /// language of the account at `recipient`, if there is one.
+    /// With the send email hook on, a mail it takes over (`HookEmailData`) is handed to it here, at once, and a
+    /// failing hook fails the caller's transaction; `accountID` names the account when the recipient is not its
+    /// address yet (an email change's new address).
     func enqueue(
-        _ template: Template, to recipient: String, locale: String? = nil, db: any SQLDatabase
+        _ template: Template, to recipient: String, locale: String? = nil, accountID: String? = nil,
+        db: any SQLDatabase
     ) async throws {
         // An anonymous user's placeholder address receives nothing.
         guard !recipient.hasSuffix("@" + AccountRecord.anonymousDomain) else { return }
         // Nor does an Apple relay address the person stopped Apple forwarding to.
         guard try await !AccountDirectory(db: db).mailDisabled(email: recipient) else { return }
+        if let hooks, hooks.isOn(.sendEmail), let data = HookEmailData(template, siteURL: siteURL) {
+            try await sendThroughHook(hooks, data: data, to: recipient, accountID: accountID, db: db)
+            return
+        }
         var tag = locale
         if tag == nil {
             tag = Self.locale(in: try await AccountDirectory(db: db).find(email: recipient)?.userMetadata)
         }
         try await queue.enqueue(render(template, to: recipient, locale: Self.language(tag, in: templates)), db: db)
+    }
+
+    /// Hands a mail to the send email hook with the user it is for (its account, found by id or by the recipient's
+    /// address); the hook writes and sends it.
+    private func sendThroughHook(
+        _ hooks: AuthHooks, data: HookEmailData, to recipient: String, accountID: String?, db: any SQLDatabase
+    ) async throws {
+        let directory = AccountDirectory(db: db)
+        var account: AccountRecord? = nil
+        if let accountID { account = try await directory.find(id: accountID) }
+        if account == nil { account = try await directory.find(email: recipient) }
+        var data = data
+        if let account, data.actionType == "email_change", !data.tokenNew.isEmpty { data.oldEmail = account.email }
+        if data.actionType == "email_changed_notification" { data.oldEmail = recipient }
+        let user =
+            account?.wire(identities: [])
+            ?? AuthHooks.prospectiveUser(id: "", email: recipient, provider: "email", now: Date())
+        try await hooks.sendEmail(user: user, data: data)
     }
 
     /// Whether `address` can be delivered at all: a non-ASCII address needs a server that offers SMTPUTF8.

@@ -140,4 +140,12 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case invitationRevoked = "invitation_revoked"
     case invitationAccepted = "invitation_accepted"
     case invitationDeclined = "invitation_declined"
+    /// Webhook endpoints: registered, removed, turned on again, their secret rotated, a delivery replayed (the
+    /// endpoint's id in `webhook`); and turned off, by a 410 or a delivery that failed through the whole schedule.
+    case webhookCreated = "webhook_created"
+    case webhookDeleted = "webhook_deleted"
+    case webhookEnabled = "webhook_enabled"
+    case webhookDisabled = "webhook_disabled"
+    case webhookSecretRotated = "webhook_secret_rotated"
+    case webhookReplayed = "webhook_replayed"
 }

@@ -10,9 +10,9 @@ final class AuditQueue: Sendable {
 
     private let batches: GroupCommit<AuditEvent, Void>
 
-    init(store: Store, clock: any GatehouseClock) {
+    init(store: Store, clock: any GatehouseClock, follower: (any AuditFollower)? = nil) {
         batches = GroupCommit(limit: Self.batchLimit) { events in
-            await Self.write(events, to: store, clock: clock)
+            await Self.write(events, to: store, clock: clock, follower: follower)
             return events.map { _ in () }
         }
     }
@@ -24,13 +24,15 @@ final class AuditQueue: Sendable {
     /// One batch in one statement (atomic on its own: one trip to the store, where a transaction takes three); when
     /// the store refuses it, each event is tried on its own, so that one event the store refuses does not lose the
     /// others.
-    static func write(_ events: [AuditEvent], to store: Store, clock: any GatehouseClock) async {
+    static func write(
+        _ events: [AuditEvent], to store: Store, clock: any GatehouseClock, follower: (any AuditFollower)? = nil
+    ) async {
         do {
-            try await insert(events, in: store, clock: clock)
+            try await insert(events, in: store, clock: clock, follower: follower)
         } catch {
             for event in events {
                 do {
-                    try await insert([event], in: store, clock: clock)
+                    try await insert([event], in: store, clock: clock, follower: follower)
                 } catch {
                     store.logger.warning(
                         "audit event not recorded", metadata: ["action": "\(event.action)", "error": "\(error)"])
@@ -39,7 +41,17 @@ final class AuditQueue: Sendable {
         }
     }
 
-    private static func insert(_ events: [AuditEvent], in store: Store, clock: any GatehouseClock) async throws {
-        try await store.autocommit { db in try await AuditRepository(db: db, clock: clock).record(events) }
+    /// In one statement; in one transaction with what follows the events (webhook events) when something does.
+    private static func insert(
+        _ events: [AuditEvent], in store: Store, clock: any GatehouseClock, follower: (any AuditFollower)?
+    ) async throws {
+        guard let follower, follower.follows(events) else {
+            try await store.autocommit { db in try await AuditRepository(db: db, clock: clock).record(events) }
+            return
+        }
+        try await store.transaction { db in
+            try await AuditRepository(db: db, clock: clock).record(events)
+            try await follower.record(events, in: db)
+        }
     }
 }

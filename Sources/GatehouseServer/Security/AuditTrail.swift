@@ -1,6 +1,15 @@
 import Foundation
 import SQLKit
 
+/// What else an audited change writes in its transaction: the webhooks' outbox turns events into deliveries there, so
+/// that a webhook event exists exactly when its change is committed. Security/ knows nothing else of it.
+protocol AuditFollower: Sendable {
+    /// Whether any of `events` would write something (so the queue opens a transaction only then); no I/O.
+    func follows(_ events: [AuditEvent]) -> Bool
+    /// Writes what follows `events`, in the transaction of `db`.
+    func record(_ events: [AuditEvent], in db: any SQLDatabase) async throws
+}
+
 /// The audit trail every feature writes through and reads from: events in batches (`AuditQueue`), events inside the
 /// caller's transaction (`within`), refusals capped per client address, and the pages of it people and operators
 /// read. Built once in `GatehouseServices` and handed to each service that records, so none holds the session
@@ -9,27 +18,36 @@ final class AuditTrail: Sendable {
     private let store: Store
     private let clock: any GatehouseClock
     private let queue: AuditQueue
+    /// What else each recorded event writes in its transaction (webhooks' outbox), if anything.
+    private let follower: (any AuditFollower)?
     /// How many refusals each client address may add (`recordRefusal`).
     private let refusals: RateLimiter
 
-    init(store: Store, clock: any GatehouseClock) {
+    init(store: Store, clock: any GatehouseClock, follower: (any AuditFollower)? = nil) {
         self.store = store
         self.clock = clock
-        queue = AuditQueue(store: store, clock: clock)
+        self.follower = follower
+        queue = AuditQueue(store: store, clock: clock, follower: follower)
         refusals = RateLimiter(clock: clock)
     }
 
     /// The trail inside the caller's transaction `db`: what is recorded through it commits, or not, with the rest.
-    func within(_ db: any SQLDatabase) -> Within { Within(repository: AuditRepository(db: db, clock: clock)) }
+    func within(_ db: any SQLDatabase) -> Within {
+        Within(repository: AuditRepository(db: db, clock: clock), follower: follower)
+    }
 
     /// The trail inside one transaction.
     struct Within {
         fileprivate let repository: AuditRepository
+        fileprivate let follower: (any AuditFollower)?
 
-        func record(_ event: AuditEvent) async throws { try await repository.record(event) }
+        func record(_ event: AuditEvent) async throws { try await record([event]) }
 
-        /// The events in one statement, all of them or none.
-        func record(_ events: [AuditEvent]) async throws { try await repository.record(events) }
+        /// The events in one statement, all of them or none, and what follows them in the same transaction.
+        func record(_ events: [AuditEvent]) async throws {
+            try await repository.record(events)
+            if let follower, follower.follows(events) { try await follower.record(events, in: repository.db) }
+        }
 
         /// Forgets the person (`AuditRepository.forget`): what happened, and when, stays.
         func forget(accountID: String, emailDigest: String) async throws {

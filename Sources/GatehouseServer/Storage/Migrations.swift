@@ -790,5 +790,56 @@ public enum Migrations {
             try await db.create(index: "audit_events_session").on("audit_events").column("session_id").column("id")
                 .run()
         },
+        Migration(version: 19, name: "webhooks: endpoints, events committed with their change, deliveries") { db in
+            // Endpoints the operator registered: the events they take (comma-separated, or `*`), and their signing
+            // secret sealed (`SecretBox`), with the one it replaced while a rotation lasts.
+            try await db.create(table: "webhook_endpoints")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("url", type: .text, .notNull)
+                .column("events", type: .text, .notNull)
+                .column("include_record_fields", type: .bigint, .notNull)
+                .column("description", type: .text)
+                .column("secret", type: .text, .notNull)
+                .column("previous_secret", type: .text)
+                .column("previous_until", type: .bigint)
+                .column("enabled", type: .bigint, .notNull)
+                .column("disabled_reason", type: .text)
+                .column("created_at", type: .bigint, .notNull)
+                .run()
+            // One row per event, written in the transaction of the change it tells of; its payload as sent.
+            try await db.create(table: "webhook_events")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("type", type: .text, .notNull)
+                .column("payload", type: .text, .notNull)
+                .column("fields_payload", type: .text)
+                .column("created_at", type: .bigint, .notNull)
+                .run()
+            // One row per event and endpoint: what the worker sends, retries and logs.
+            try await db.create(table: "webhook_deliveries")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column(
+                    "event_id", type: .text, .notNull, .references("webhook_events", "id", onDelete: .cascade)
+                )
+                .column(
+                    "endpoint_id", type: .text, .notNull,
+                    .references("webhook_endpoints", "id", onDelete: .cascade)
+                )
+                .column("status", type: .text, .notNull)
+                .column("attempts", type: .bigint, .notNull)
+                .column("next_attempt_at", type: .bigint)
+                .column("leased_until", type: .bigint)
+                .column("last_status_code", type: .bigint)
+                .column("last_latency_ms", type: .bigint)
+                .column("last_error", type: .text)
+                .column("created_at", type: .bigint, .notNull)
+                .column("finished_at", type: .bigint)
+                .run()
+            try await db.create(index: "webhook_deliveries_due").on("webhook_deliveries").column("status")
+                .column("next_attempt_at").run()
+            try await db.create(index: "webhook_deliveries_endpoint").on("webhook_deliveries").column("endpoint_id")
+                .column("created_at").run()
+            try await db.create(index: "webhook_deliveries_event").on("webhook_deliveries").column("event_id").run()
+            try await db.create(index: "webhook_events_created").on("webhook_events").column("created_at").run()
+        },
     ]
 }

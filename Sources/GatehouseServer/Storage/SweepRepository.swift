@@ -50,6 +50,10 @@ enum SweepKind: String, CaseIterable, Sendable {
     /// swept). One whose account session lives on stays: the console must still see it, to end that session when
     /// its operator comes back (`ConsoleKit.enter`); without its row it would start a new console session instead.
     case consoleSessions = "console_sessions"
+    /// Webhook deliveries 30 days after they were delivered or given up (the delivery log's reach).
+    case webhookDeliveries = "webhook_deliveries"
+    /// Webhook events 30 days old with no delivery left to send or show.
+    case webhookEvents = "webhook_events"
 
     var table: String {
         switch self {
@@ -73,6 +77,8 @@ enum SweepKind: String, CaseIterable, Sendable {
         case .samlAssertions: "saml_assertions"
         case .consoleSeries: "console_series"
         case .consoleSessions: "console_sessions"
+        case .webhookDeliveries: "webhook_deliveries"
+        case .webhookEvents: "webhook_events"
         }
     }
 
@@ -109,6 +115,8 @@ struct SweepCutoffs: Sendable, Equatable {
     var consoleSeriesBefore: Int64 = .min
     /// Console sessions last seen before this (milliseconds) are idle past the console's limit.
     var consoleSessionsSeenBefore: Int64 = .min
+    /// Webhook deliveries finished, and events made, before this.
+    var webhooksBefore: Int64 = .min
 }
 
 /// All SQL of the sweeper. A batch is found by a plain read (no write lock held while the store is searched), then
@@ -227,6 +235,13 @@ struct SweepRepository {
                 last_seen_at < \(bind: c.consoleSessionsSeenBefore) AND NOT EXISTS \
                 (SELECT 1 FROM sessions s WHERE s.id = console_sessions.session_id \
                 AND s.revoked_at IS NULL AND s.expires_at > \(bind: c.now))
+                """
+        case .webhookDeliveries:
+            return "finished_at IS NOT NULL AND finished_at < \(bind: c.webhooksBefore)"
+        case .webhookEvents:
+            return """
+                created_at < \(bind: c.webhooksBefore) AND NOT EXISTS \
+                (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id)
                 """
         case .audit:
             // Never reached with no retention: the sweeper skips the kind.

@@ -17,6 +17,8 @@ enum SweepRules {
     static let endedInvitationRetention: TimeInterval = 30 * 24 * 3600
     /// The console overview charts a week at most; its counts are kept a day longer.
     static let consoleSeriesRetention: TimeInterval = 8 * 24 * 3600
+    /// A finished webhook delivery stays in its endpoint's log 30 days.
+    static let webhookLogRetention: TimeInterval = 30 * 24 * 3600
 
     /// How long a rotated refresh token is kept: a day, as GoTrue's cleanup keeps revoked tokens, or four
     /// access-token lifetimes if that is longer, and never less than the reuse grace. A device whose token was stolen
@@ -45,6 +47,7 @@ enum SweepRules {
             invitationsEndedBefore: before(endedInvitationRetention))
         cutoffs.consoleSeriesBefore = ConsoleSeriesRecorder.minute(now.addingTimeInterval(-consoleSeriesRetention))
         cutoffs.consoleSessionsSeenBefore = before(ConsoleKit.idleLimit)
+        cutoffs.webhooksBefore = before(webhookLogRetention)
         return cutoffs
     }
 }

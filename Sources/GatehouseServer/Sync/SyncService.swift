@@ -14,6 +14,19 @@ struct SyncService: Sendable {
     let bus: InstanceBus
     /// How often a live stream re-checks its session and repeats the current seq as a keep-alive.
     let liveCheckInterval: Duration
+    /// Told of every push that changed records, in its transaction (webhooks' `records.changed`).
+    var recordsChanged: @Sendable (RecordChanges, any SQLDatabase) async throws -> Void = { _, _ in }
+
+    /// What one push changed in one company: counts, and the records as written.
+    struct RecordChanges: Sendable {
+        let companyID: String
+        let accountID: String
+        let seq: Int64
+        var created = 0
+        var updated = 0
+        var deleted = 0
+        var records: [StoredRecord] = []
+    }
 
     static let defaultPageSize = 500
     /// A page of a pull, a record list or a digest chunk stops adding records past this many bytes of fields (but
@@ -221,7 +234,7 @@ struct SyncService: Sendable {
                 }, visibleAt: current)
         }
         let now = clock.now
-        let (results, committed) = try await store.transaction { [bus] db in
+        let (results, committed) = try await store.transaction { [bus, recordsChanged] db in
             let sync = SyncRepository(db: db)
             guard let seq = try await sync.nextSeq(caller.companyID) else { throw Self.noSuchCompany }
             let earlier = try await sync.results(
@@ -266,7 +279,22 @@ struct SyncService: Sendable {
                 answered[mutation.mid] = result
                 fresh.append((mutation.mid, String(decoding: try encoder.encode(result), as: UTF8.self)))
             }
-            try await sync.save(caller.companyID, changed.compactMap { records[$0] })
+            let saved = changed.compactMap { records[$0] }
+            try await sync.save(caller.companyID, saved)
+            if !saved.isEmpty {
+                var told = RecordChanges(companyID: caller.companyID, accountID: caller.accountID, seq: seq)
+                for record in saved {
+                    if record.deleted {
+                        told.deleted += 1
+                    } else if record.createdSeq == seq {
+                        told.created += 1
+                    } else {
+                        told.updated += 1
+                    }
+                }
+                told.records = saved
+                try await recordsChanged(told, db)
+            }
             try await sync.saveResults(
                 caller.companyID, accountID: caller.accountID, clientID: body.clientId, fresh, now: now)
             guard !changed.isEmpty else { return (results, Int64?.none) }

@@ -57,7 +57,8 @@ extension ExternalSignIn {
                         id: Secrets.identifier(), accountID: id, provider: provider, providerID: identity.subject,
                         email: identity.email, createdAt: now, lastSignInAt: now))
                 try await trail.within(db).record(
-                    client.event(.identityLinked, accountID: id, detail: ["provider": provider, "how": "sso"]))
+                    client.event(
+                        .identityLinked, accountID: id, detail: ["provider": provider, "how": "sso", "account": "new"]))
             }
             guard account.disabledAt == nil else {
                 throw APIError(.forbidden, code: .userBanned, message: "This account is disabled")
