@@ -1250,7 +1250,7 @@ def test_console(server, browser, check):
     reached through the sign-in page's ?next=; the overview's charts for each range, the users list (search, a
     filter, the next page), a user's page and each action through its confirmation step, companies and a tier
     override, the audit explorer (a filter, a request's and a session's link, the CSV), service keys minted and
-    revoked; every page audited; stored markup printed as text; 375 px wide without sideways scroll; in German."""
+    revoked, a webhook endpoint added and removed; every page audited; stored markup printed as text; 375 px wide without sideways scroll; in German."""
     own_address(browser, "10.40.0.1")
     operator = "console-operator@example.com"
     server.sign_up(check, operator, PASSWORD)
@@ -1528,6 +1528,23 @@ def test_console(server, browser, check):
           "the revoked key can still be revoked")
     status, _ = admin_call(server, token, "GET", "/auth/v1/admin/users?per_page=1")
     check(status in (401, 403), f"the revoked key on the admin API answered {status}")
+
+    # Webhooks: an endpoint added (its secret shown once), its page with the delivery log, then removed.
+    browser.open("/console/webhooks", "console-webhooks")
+    browser.audit("console-webhooks")
+    browser.type_into("#webhook-url", "https://hooks.example.com/gatehouse")
+    browser.tab_to("[id='event-records.changed']")
+    ActionChains(browser.driver).send_keys(Keys.SPACE).perform()
+    press(browser, "form#add-webhook [type=submit]", "console-webhook-secret")
+    browser.audit("console-webhook-secret")
+    secret = browser.driver.execute_script("return document.getElementById('webhook-secret').value")
+    check(secret.startswith("whsec_"), f"the new endpoint's secret reads {secret[:8]!r}…")
+    browser.press_on("a[href^='/console/webhooks/']", "console-webhook")
+    browser.audit("console-webhook")
+    check(secret not in browser.driver.page_source, "the endpoint's page shows its secret again")
+    confirm_step(browser, check, "remove", "hooks.example.com")
+    press(browser, "form#confirm [type=submit]", "console-webhooks")
+    check("hooks.example.com" not in browser.text("main"), "the removed endpoint is still listed")
 
     # In German, from the operator's own locale.
     token = browser.driver.get_cookie("gh_session")["value"]

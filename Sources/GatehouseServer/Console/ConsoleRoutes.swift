@@ -9,6 +9,7 @@ struct ConsoleRoutes: Sendable {
     let companies: ConsoleCompanies
     let audit: ConsoleAudit
     let settings: ConsoleSettings
+    let webhooks: ConsoleWebhooks
 
     init(_ api: API, _ services: GatehouseServices, pages: PageKit) {
         let env = services.parts
@@ -21,6 +22,7 @@ struct ConsoleRoutes: Sendable {
         companies = ConsoleCompanies(kit: kit, api: api, services: services)
         audit = ConsoleAudit(kit: kit, api: api, services: services)
         settings = ConsoleSettings(kit: kit, api: api, services: services)
+        webhooks = ConsoleWebhooks(kit: kit, api: api, services: services)
     }
 
     func register(on router: Router<AppRequestContext>) {
@@ -29,5 +31,6 @@ struct ConsoleRoutes: Sendable {
         companies.register(on: router)
         audit.register(on: router)
         settings.register(on: router)
+        webhooks.register(on: router)
     }
 }
