@@ -24,7 +24,7 @@ struct ConsoleWebhooksTests {
     /// An endpoint registered at the command line, for the tests that start from one.
     static func registered(
         _ h: AccountHarness, url: String = publicURL, events: [String] = ["*"]
-    ) async throws -> GatehouseServer.WebhookEndpoint {
+    ) async throws -> WebhookEndpoint {
         try await h.server.services.webhooks.register(
             url: url, events: events, includeRecordFields: false, description: nil, by: .commandLine
         ).0

@@ -25,6 +25,9 @@ lock = threading.Lock()
 
 
 class Handler(BaseHTTPRequestHandler):
+    # Headers and body leave in separate writes: without this the second waits for the client's delayed ACK.
+    disable_nagle_algorithm = True
+
     def log_message(self, *args):
         pass
 

@@ -23,6 +23,8 @@ final class WebhookDispatcher: Service, Sendable {
     private let inFlight = NIOLockedValueBox<[String: Int]>([:])
     private let signal: AsyncStream<Void>.Continuation
     private let signals: AsyncStream<Void>
+    /// Outcomes of tries, written together: one turn at the store's write lock per batch, not one per delivery.
+    private let outcomes: GroupCommit<WebhookRepository.Finish, Void>
 
     /// The waits after each failed try: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h (ten tries in all,
     /// about three days).
@@ -49,6 +51,18 @@ final class WebhookDispatcher: Service, Sendable {
         self.trail = trail
         self.targets = targets
         (signals, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        outcomes = GroupCommit(limit: 256) { [store, logger] batch in
+            do {
+                try await store.transaction { db in
+                    let repository = WebhookRepository(db: db)
+                    for outcome in batch { try await repository.finish(outcome) }
+                }
+            } catch {
+                logger.warning(
+                    "webhook delivery outcomes not recorded", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            return batch.map { _ in () }
+        }
     }
 
     /// Tells the worker that deliveries were committed, or a send finished.
@@ -110,20 +124,20 @@ final class WebhookDispatcher: Service, Sendable {
                     Self.inFlightLimit - counts.values.reduce(0, +))
             }
             guard room > 0 else { continue }
-            for delivery in try await repository.due(now: now, endpointID: endpointID, limit: room) {
-                let admitted = inFlight.withLockedValue { counts in
-                    guard counts[endpointID, default: 0] < Self.perEndpoint,
-                        counts.values.reduce(0, +) < Self.inFlightLimit
-                    else { return false }
-                    counts[endpointID, default: 0] += 1
-                    return true
-                }
-                guard admitted else { break }
-                if try await repository.lease(delivery.id, now: now, until: now + Int64(Self.lease * 1000)) {
-                    taken.append(delivery)
-                } else {
-                    release(endpointID)
-                }
+            let due = try await repository.due(now: now, endpointID: endpointID, limit: room)
+            let admitted = inFlight.withLockedValue { counts in
+                let free = min(
+                    Self.perEndpoint - counts[endpointID, default: 0],
+                    Self.inFlightLimit - counts.values.reduce(0, +))
+                let admitted = Array(due.prefix(max(0, free)))
+                counts[endpointID, default: 0] += admitted.count
+                return admitted
+            }
+            guard !admitted.isEmpty else { continue }
+            let leased = try await repository.lease(
+                admitted.map(\.id), now: now, until: now + Int64(Self.lease * 1000))
+            for delivery in admitted {
+                if leased.contains(delivery.id) { taken.append(delivery) } else { release(endpointID) }
             }
         }
         return taken
@@ -236,19 +250,21 @@ final class WebhookDispatcher: Service, Sendable {
     private func record(_ outcome: Outcome, of delivery: DueWebhookDelivery, latencyMS: Int) async throws {
         let now = clock.now
         let attempts = delivery.attempts + 1
-        let repository = WebhookRepository(db: store.database)
         if outcome.delivered {
-            try await repository.finish(
-                delivery.id, status: .delivered, attempts: attempts, next: nil, statusCode: outcome.statusCode,
-                latencyMS: latencyMS, error: nil, now: now.epochMilliseconds)
+            await outcomes.submit(
+                .init(
+                    id: delivery.id, status: .delivered, attempts: attempts, next: nil,
+                    statusCode: outcome.statusCode, latencyMS: latencyMS, error: nil, now: now.epochMilliseconds))
             return
         }
         let gone = outcome.statusCode == 410
         let spent = attempts > Self.schedule.count
         let next = gone || spent ? nil : now.addingTimeInterval(Self.schedule[attempts - 1]).epochMilliseconds
-        try await repository.finish(
-            delivery.id, status: next == nil ? .failed : .pending, attempts: attempts, next: next,
-            statusCode: outcome.statusCode, latencyMS: latencyMS, error: outcome.error, now: now.epochMilliseconds)
+        await outcomes.submit(
+            .init(
+                id: delivery.id, status: next == nil ? .failed : .pending, attempts: attempts, next: next,
+                statusCode: outcome.statusCode, latencyMS: latencyMS, error: outcome.error,
+                now: now.epochMilliseconds))
         guard next == nil else { return }
         try await disable(delivery.endpointID, reason: gone ? "gone" : "failing")
     }

@@ -188,26 +188,38 @@ struct WebhookRepository {
             }
     }
 
-    /// Leases delivery `id` until `until`; false when another worker holds it, or it is no longer pending.
-    func lease(_ id: String, now: Int64, until: Int64) async throws -> Bool {
+    /// Leases the deliveries `ids` until `until`, in one statement; answers those it leased (not those another worker
+    /// holds, or that are no longer pending).
+    func lease(_ ids: [String], now: Int64, until: Int64) async throws -> Set<String> {
+        guard !ids.isEmpty else { return [] }
         let leased = try await db.update("webhook_deliveries").set("leased_until", to: until)
-            .where("id", .equal, id).where("status", .equal, WebhookDelivery.Status.pending.rawValue)
+            .where("id", .in, ids).where("status", .equal, WebhookDelivery.Status.pending.rawValue)
             .where { $0.where("leased_until", .is, SQLLiteral.null).orWhere("leased_until", .lessThan, now) }
-            .returning("id").all()
-        return !leased.isEmpty
+            .returning("id").all(decodingColumn: "id", as: String.self)
+        return Set(leased)
     }
 
-    /// Records one attempt's outcome: delivered, pending again at `next`, or failed for good (`status`).
-    func finish(
-        _ id: String, status: WebhookDelivery.Status, attempts: Int, next: Int64?, statusCode: Int?, latencyMS: Int,
-        error: String?, now: Int64
-    ) async throws {
-        try await db.update("webhook_deliveries").set("status", to: status.rawValue)
-            .set("attempts", to: Int64(attempts)).set("next_attempt_at", to: SQLBind(next))
-            .set("leased_until", to: SQLLiteral.null).set("last_status_code", to: SQLBind(statusCode.map(Int64.init)))
-            .set("last_latency_ms", to: Int64(latencyMS)).set("last_error", to: SQLBind(error))
-            .set("finished_at", to: SQLBind(status == .pending ? nil : now))
-            .where("id", .equal, id).run()
+    /// One try's outcome: delivered, pending again at `next`, or failed for good (`status`).
+    struct Finish: Sendable {
+        let id: String
+        let status: WebhookDelivery.Status
+        let attempts: Int
+        let next: Int64?
+        let statusCode: Int?
+        let latencyMS: Int
+        let error: String?
+        let now: Int64
+    }
+
+    /// Records tries' outcomes; call inside a transaction to write several at once.
+    func finish(_ outcome: Finish) async throws {
+        try await db.update("webhook_deliveries").set("status", to: outcome.status.rawValue)
+            .set("attempts", to: Int64(outcome.attempts)).set("next_attempt_at", to: SQLBind(outcome.next))
+            .set("leased_until", to: SQLLiteral.null)
+            .set("last_status_code", to: SQLBind(outcome.statusCode.map(Int64.init)))
+            .set("last_latency_ms", to: Int64(outcome.latencyMS)).set("last_error", to: SQLBind(outcome.error))
+            .set("finished_at", to: SQLBind(outcome.status == .pending ? nil : outcome.now))
+            .where("id", .equal, outcome.id).run()
     }
 
     /// The endpoint's deliveries, newest first, `limit` at a time, older than the delivery `before` when given.
