@@ -81,9 +81,10 @@ final class WebhookDispatcher: Service, Sendable {
                 do {
                     for delivery in try await take() {
                         group.addTask {
-                            await self.send(delivery)
-                            self.release(delivery.endpointID)
-                            self.wake()
+                            await self.send(delivery) {
+                                self.release(delivery.endpointID)
+                                self.wake()
+                            }
                         }
                     }
                 } catch {
@@ -102,10 +103,7 @@ final class WebhookDispatcher: Service, Sendable {
         let due = try await take()
         await withDiscardingTaskGroup { group in
             for delivery in due {
-                group.addTask {
-                    await self.send(delivery)
-                    self.release(delivery.endpointID)
-                }
+                group.addTask { await self.send(delivery) { self.release(delivery.endpointID) } }
             }
         }
         return due.count
@@ -157,19 +155,25 @@ final class WebhookDispatcher: Service, Sendable {
         var delivered: Bool { error == nil && (statusCode.map { (200..<300).contains($0) } ?? false) }
     }
 
-    /// Sends one delivery and records what came of it.
-    private func send(_ delivery: DueWebhookDelivery) async {
+    /// Sends one delivery and records what came of it. `sent` is called once the exchange is over, before the
+    /// outcome is written: the endpoint's slot frees at once, and the delivery stays leased until its outcome is in.
+    private func send(_ delivery: DueWebhookDelivery, sent: @Sendable () -> Void) async {
         let started = ContinuousClock.now
         var outcome: Outcome
         let repository = WebhookRepository(db: store.database)
         do {
             guard let endpoint = try await repository.endpoint(delivery.endpointID),
                 let keys = try await keys(delivery.endpointID)
-            else { return }  // removed while leased: its deliveries went with it
+            else {
+                sent()
+                return  // removed while leased: its deliveries went with it
+            }
             let body =
                 endpoint.includeRecordFields ? (delivery.fieldsPayload ?? delivery.payload) : delivery.payload
             outcome = await post(Array(body.utf8), id: delivery.eventID, to: endpoint.url, keys: keys)
+            sent()
         } catch {
+            sent()
             logger.warning("webhook delivery not read", metadata: ["error": "\(String(reflecting: error))"])
             return
         }

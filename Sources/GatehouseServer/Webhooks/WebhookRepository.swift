@@ -137,45 +137,18 @@ struct WebhookRepository {
 
     /// The enabled endpoints with a delivery due at `now` that no worker holds.
     func endpointsDue(now: Int64) async throws -> [String] {
-        try await db.select().distinct().column(SQLColumn("endpoint_id", table: "d"))
-            .from(SQLAlias(SQLIdentifier("webhook_deliveries"), as: SQLIdentifier("d")))
-            .join(
-                SQLAlias(SQLIdentifier("webhook_endpoints"), as: SQLIdentifier("p")), method: SQLJoinMethod.inner,
-                on: SQLColumn("id", table: "p"), .equal, SQLColumn("endpoint_id", table: "d")
-            )
-            .where(SQLColumn("status", table: "d"), .equal, SQLBind(WebhookDelivery.Status.pending.rawValue))
-            .where(SQLColumn("next_attempt_at", table: "d"), .lessThanOrEqual, SQLBind(now))
-            .where(SQLColumn("enabled", table: "p"), .equal, SQLBind(Int64(1)))
-            .where {
-                $0.where(SQLColumn("leased_until", table: "d"), .is, SQLLiteral.null)
-                    .orWhere(SQLColumn("leased_until", table: "d"), .lessThan, SQLBind(now))
-            }
+        try await Self.due(db.select().distinct().column(SQLColumn("endpoint_id", table: "d")), now: now)
             .all(decodingColumn: "endpoint_id", as: String.self)
     }
 
     /// Up to `limit` deliveries to `endpointID` due at `now` that no worker holds, oldest due first.
     func due(now: Int64, endpointID: String, limit: Int) async throws -> [DueWebhookDelivery] {
-        try await db.select()
+        let query = db.select()
             .column(SQLColumn("id", table: "d")).column(SQLColumn("endpoint_id", table: "d"))
             .column(SQLColumn("event_id", table: "d")).column(SQLColumn("attempts", table: "d"))
             .column(SQLColumn("payload", table: "e")).column(SQLColumn("fields_payload", table: "e"))
-            .from(SQLAlias(SQLIdentifier("webhook_deliveries"), as: SQLIdentifier("d")))
-            .join(
-                SQLAlias(SQLIdentifier("webhook_events"), as: SQLIdentifier("e")), method: SQLJoinMethod.inner,
-                on: SQLColumn("id", table: "e"), .equal, SQLColumn("event_id", table: "d")
-            )
-            .join(
-                SQLAlias(SQLIdentifier("webhook_endpoints"), as: SQLIdentifier("p")), method: SQLJoinMethod.inner,
-                on: SQLColumn("id", table: "p"), .equal, SQLColumn("endpoint_id", table: "d")
-            )
+        return try await Self.withEvents(Self.due(query, now: now))
             .where(SQLColumn("endpoint_id", table: "d"), .equal, SQLBind(endpointID))
-            .where(SQLColumn("status", table: "d"), .equal, SQLBind(WebhookDelivery.Status.pending.rawValue))
-            .where(SQLColumn("next_attempt_at", table: "d"), .lessThanOrEqual, SQLBind(now))
-            .where(SQLColumn("enabled", table: "p"), .equal, SQLBind(Int64(1)))
-            .where {
-                $0.where(SQLColumn("leased_until", table: "d"), .is, SQLLiteral.null)
-                    .orWhere(SQLColumn("leased_until", table: "d"), .lessThan, SQLBind(now))
-            }
             .orderBy(SQLColumn("next_attempt_at", table: "d")).limit(limit)
             .all().map { row in
                 DueWebhookDelivery(
@@ -186,6 +159,29 @@ struct WebhookRepository {
                     payload: try row.decode(column: "payload", as: String.self),
                     fieldsPayload: try row.decode(column: "fields_payload", as: String?.self))
             }
+    }
+
+    /// Deliveries (`d`) pending and due at `now`, to enabled endpoints (`p`), that no worker holds.
+    private static func due(_ query: SQLSelectBuilder, now: Int64) -> SQLSelectBuilder {
+        query.from(SQLAlias(SQLIdentifier("webhook_deliveries"), as: SQLIdentifier("d")))
+            .join(
+                SQLAlias(SQLIdentifier("webhook_endpoints"), as: SQLIdentifier("p")), method: SQLJoinMethod.inner,
+                on: SQLColumn("id", table: "p"), .equal, SQLColumn("endpoint_id", table: "d")
+            )
+            .where(SQLColumn("status", table: "d"), .equal, SQLBind(WebhookDelivery.Status.pending.rawValue))
+            .where(SQLColumn("next_attempt_at", table: "d"), .lessThanOrEqual, SQLBind(now))
+            .where(SQLColumn("enabled", table: "p"), .equal, SQLBind(Int64(1)))
+            .where {
+                $0.where(SQLColumn("leased_until", table: "d"), .is, SQLLiteral.null)
+                    .orWhere(SQLColumn("leased_until", table: "d"), .lessThan, SQLBind(now))
+            }
+    }
+
+    /// `query` over deliveries (`d`) joined to their events (`e`).
+    private static func withEvents(_ query: SQLSelectBuilder) -> SQLSelectBuilder {
+        query.join(
+            SQLAlias(SQLIdentifier("webhook_events"), as: SQLIdentifier("e")), method: SQLJoinMethod.inner,
+            on: SQLColumn("id", table: "e"), .equal, SQLColumn("event_id", table: "d"))
     }
 
     /// Leases the deliveries `ids` until `until`, in one statement; answers those it leased (not those another worker
@@ -226,15 +222,7 @@ struct WebhookRepository {
     func deliveries(endpointID: String, before: (createdAt: Int64, id: String)?, limit: Int) async throws
         -> [WebhookDelivery]
     {
-        var query = db.select()
-            .column(SQLColumn(SQLLiteral.all, table: SQLIdentifier("d")))
-            .column(SQLColumn("type", table: "e"))
-            .from(SQLAlias(SQLIdentifier("webhook_deliveries"), as: SQLIdentifier("d")))
-            .join(
-                SQLAlias(SQLIdentifier("webhook_events"), as: SQLIdentifier("e")), method: SQLJoinMethod.inner,
-                on: SQLColumn("id", table: "e"), .equal, SQLColumn("event_id", table: "d")
-            )
-            .where(SQLColumn("endpoint_id", table: "d"), .equal, SQLBind(endpointID))
+        var query = logOf(endpointID)
         if let before {
             query = query.where {
                 $0.where(SQLColumn("created_at", table: "d"), .lessThan, SQLBind(before.createdAt))
@@ -254,17 +242,18 @@ struct WebhookRepository {
 
     /// Where the delivery `id` of the endpoint sits in its log (for the next page's cursor).
     func delivery(_ id: String, endpointID: String) async throws -> WebhookDelivery? {
-        try await db.select()
-            .column(SQLColumn(SQLLiteral.all, table: SQLIdentifier("d")))
-            .column(SQLColumn("type", table: "e"))
-            .from(SQLAlias(SQLIdentifier("webhook_deliveries"), as: SQLIdentifier("d")))
-            .join(
-                SQLAlias(SQLIdentifier("webhook_events"), as: SQLIdentifier("e")), method: SQLJoinMethod.inner,
-                on: SQLColumn("id", table: "e"), .equal, SQLColumn("event_id", table: "d")
-            )
-            .where(SQLColumn("endpoint_id", table: "d"), .equal, SQLBind(endpointID))
-            .where(SQLColumn("id", table: "d"), .equal, SQLBind(id))
+        try await logOf(endpointID).where(SQLColumn("id", table: "d"), .equal, SQLBind(id))
             .first(decoding: DeliveryRow.self)?.delivery
+    }
+
+    /// The endpoint's deliveries (`d`) with their event's type, as the log shows them.
+    private func logOf(_ endpointID: String) -> SQLSelectBuilder {
+        Self.withEvents(
+            db.select().column(SQLColumn(SQLLiteral.all, table: SQLIdentifier("d")))
+                .column(SQLColumn("type", table: "e"))
+                .from(SQLAlias(SQLIdentifier("webhook_deliveries"), as: SQLIdentifier("d")))
+        )
+        .where(SQLColumn("endpoint_id", table: "d"), .equal, SQLBind(endpointID))
     }
 
     /// Puts a delivery back in the queue, due at `now`, with a fresh retry schedule; false when there is none.
