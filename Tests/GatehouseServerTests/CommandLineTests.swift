@@ -140,6 +140,10 @@ extension CommandLineTests {
         let appleKey = P256.Signing.PrivateKey().pemRepresentation
         let appleKeyFile = folder.appendingPathComponent("AuthKey_TEST.p8")
         try? appleKey.write(to: appleKeyFile, atomically: true, encoding: .utf8)
+        // Two auth hook keys, as a rotation lists them.
+        let hookSecrets = (0..<2).map { _ in
+            "v1,whsec_" + Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+        }.joined(separator: "|")
         return [
             "--host": "127.0.0.1", "--port": "0", "--data-dir": folder.appendingPathComponent("data").path,
             "--database-url": "sqlite://" + folder.appendingPathComponent("other.sqlite").path,
@@ -169,7 +173,17 @@ extension CommandLineTests {
             "--apple-private-key": appleKey, "--apple-client-id": "com.example.app.web",
             "--apple-api-url": "http://127.0.0.1:9", "--google-client-ids": "web.apps.googleusercontent.com",
             "--google-jwks-url": "https://www.googleapis.com/oauth2/v3/certs", "--manual-linking": "on",
-            "--dns-resolver": "127.0.0.1:53",
+            "--dns-resolver": "127.0.0.1:53", "--webhooks-allow-private-targets": "on",
+            "--hook-custom-access-token-uri": "https://hooks.example.com/custom-access-token",
+            "--hook-custom-access-token-secrets": hookSecrets,
+            "--hook-before-user-created-uri": "https://hooks.example.com/before-user-created",
+            "--hook-before-user-created-secrets": hookSecrets,
+            "--hook-send-email-uri": "https://hooks.example.com/send-email",
+            "--hook-send-email-secrets": hookSecrets,
+            "--hook-password-verification-attempt-uri": "https://hooks.example.com/password-verification-attempt",
+            "--hook-password-verification-attempt-secrets": hookSecrets,
+            "--hook-mfa-verification-attempt-uri": "https://hooks.example.com/mfa-verification-attempt",
+            "--hook-mfa-verification-attempt-secrets": hookSecrets,
         ]
     }
 

@@ -124,9 +124,17 @@ final class WebhookTargets: Sendable {
             description: "The target \(address) is a \(range) address (--webhooks-allow-private-targets is off)")
     }
 
+    /// The threads `getaddrinfo` blocks on: its own, so that a resolver that does not answer holds up neither the
+    /// event loops nor the shared pool the store's SQLite connections use. As long-lived as the process.
+    private static let resolverThreads: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 2)
+        pool.start()
+        return pool
+    }()
+
     /// Every address `host` resolves to, through the system's resolver, off the event loops.
     static func resolve(_ host: String) async throws -> [TargetAddress] {
-        try await NIOThreadPool.singleton.runIfActive {
+        try await resolverThreads.runIfActive {
             var hints = addrinfo()
             hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
             var result: UnsafeMutablePointer<addrinfo>?
