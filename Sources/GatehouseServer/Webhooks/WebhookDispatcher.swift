@@ -97,18 +97,6 @@ final class WebhookDispatcher: Service, Sendable {
         await targets.shutdown()
     }
 
-    /// One round, waiting for every send it starts (tests, and `gatehouse webhooks` has no worker): how many it sent.
-    @discardableResult
-    func deliverDue() async throws -> Int {
-        let due = try await take()
-        await withDiscardingTaskGroup { group in
-            for delivery in due {
-                group.addTask { await self.send(delivery) { self.release(delivery.endpointID) } }
-            }
-        }
-        return due.count
-    }
-
     /// Leases what is due, up to what the limits leave room for: endpoint by endpoint, so that one endpoint's backlog
     /// never fills a round.
     private func take() async throws -> [DueWebhookDelivery] {
