@@ -89,12 +89,9 @@ struct AdminService: Sendable {
         try UserMetadata.check(body.appMetadata ?? [:])
         let now = clock.now
         let newID = id ?? Secrets.identifier()
-        if try await AccountRepository(db: store.database).find(email: email) == nil {
-            try await sessions.hooks?.beforeUserCreated(
-                AuthHooks.prospectiveUser(
-                    id: newID, email: email, provider: "email", metadata: body.userMetadata ?? [:],
-                    confirmed: body.emailConfirm == true, now: now))
-        }
+        try await sessions.hooks?.beforeCreatingAccount(
+            id: newID, email: email, provider: "email", metadata: body.userMetadata ?? [:],
+            confirmed: body.emailConfirm == true, now: now, store: store)
         let created = try await store.transaction { [self] db -> AccountRecord in
             let accounts = AccountRepository(db: db)
             guard try await accounts.find(email: email) == nil else { throw Self.emailExists }
@@ -260,12 +257,9 @@ struct AdminService: Sendable {
         }
         let now = clock.now
         let newAccountID = Secrets.identifier()
-        if [.signup, .invite, .magiclink].contains(body._type),
-            try await AccountRepository(db: store.database).find(email: email) == nil
-        {
-            try await sessions.hooks?.beforeUserCreated(
-                AuthHooks.prospectiveUser(
-                    id: newAccountID, email: email, provider: "email", metadata: body.data ?? [:], now: now))
+        if [.signup, .invite, .magiclink].contains(body._type) {
+            try await sessions.hooks?.beforeCreatingAccount(
+                id: newAccountID, email: email, provider: "email", metadata: body.data ?? [:], now: now, store: store)
         }
         let (account, code, type) = try await store.transaction {
             [self] db -> (AccountRecord, IssuedCode, String) in
@@ -356,11 +350,8 @@ struct AdminService: Sendable {
         try UserMetadata.check(body.data ?? [:])
         let now = clock.now
         let newAccountID = Secrets.identifier()
-        if try await AccountRepository(db: store.database).find(email: email) == nil {
-            try await sessions.hooks?.beforeUserCreated(
-                AuthHooks.prospectiveUser(
-                    id: newAccountID, email: email, provider: "email", metadata: body.data ?? [:], now: now))
-        }
+        try await sessions.hooks?.beforeCreatingAccount(
+            id: newAccountID, email: email, provider: "email", metadata: body.data ?? [:], now: now, store: store)
         let account = try await mail.transactionQueuingMail { [self] db -> AccountRecord in
             let accounts = AccountRepository(db: db)
             let existing = try await accounts.find(email: email)

@@ -174,11 +174,8 @@ struct SignUpService: Sendable {
     /// the address has no account yet (GoTrue asks before its transaction, as here): a refusal stops the request.
     private func beforeCreating(email: String, metadata: [String: JSONValue]) async throws -> String {
         let id = Secrets.identifier()
-        guard let hooks = sessions.hooks, hooks.isOn(.beforeUserCreated),
-            try await AccountRepository(db: store.database).find(email: email) == nil
-        else { return id }
-        try await hooks.beforeUserCreated(
-            AuthHooks.prospectiveUser(id: id, email: email, provider: "email", metadata: metadata, now: clock.now))
+        try await sessions.hooks?.beforeCreatingAccount(
+            id: id, email: email, provider: "email", metadata: metadata, now: clock.now, store: store)
         return id
     }
 

@@ -214,12 +214,9 @@ struct ExternalSignIn: Sendable {
                 account = existing
             } else {
                 created = true
-                // A new account starts with the profile the provider gave (name, picture), as GoTrue fills
-                // `user_metadata` from the identity's data.
-                var metadata = identity.profile
-                if let name = metadata["name"], metadata["full_name"] == nil { metadata["full_name"] = name }
                 account = try await accounts.create(
-                    email: email, passwordHash: nil, metadata: metadata, confirmedAt: now, now: now, id: newAccountID)
+                    email: email, passwordHash: nil, metadata: identity.accountMetadata, confirmedAt: now, now: now,
+                    id: newAccountID)
             }
         }
         let id = Secrets.identifier()
@@ -245,15 +242,11 @@ struct ExternalSignIn: Sendable {
             identity.emailVerified, let email = identity.email.flatMap(EmailAddress.normalize)
         else { return id }
         let accounts = AccountRepository(db: store.database)
-        guard try await accounts.identity(provider: identity.provider, providerID: identity.subject) == nil,
-            try await accounts.find(email: email) == nil
+        guard try await accounts.identity(provider: identity.provider, providerID: identity.subject) == nil
         else { return id }
-        var metadata = identity.profile
-        if let name = metadata["name"], metadata["full_name"] == nil { metadata["full_name"] = name }
-        try await hooks.beforeUserCreated(
-            AuthHooks.prospectiveUser(
-                id: id, email: email, provider: identity.provider, metadata: metadata, confirmed: true,
-                now: clock.now))
+        try await hooks.beforeCreatingAccount(
+            id: id, email: email, provider: identity.provider, metadata: identity.accountMetadata, confirmed: true,
+            now: clock.now, store: store)
         return id
     }
 
