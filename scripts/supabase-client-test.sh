@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 binary=${1:-.build/debug/gatehouse}
 shift || true
 
-modules=pytest,supabase_auth,bcrypt,argon2,pyotp,zxingcpp,cairosvg,fido2,soft_webauthn,authlib,flask,saml2,lxml
+modules=pytest,supabase_auth,bcrypt,argon2,pyotp,zxingcpp,cairosvg,fido2,soft_webauthn,authlib,flask,saml2,lxml,oic
 if ! python3 -c "import $modules" 2>/dev/null; then
     python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
 fi

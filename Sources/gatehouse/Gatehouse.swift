@@ -10,7 +10,7 @@ struct Gatehouse: AsyncParsableCommand {
         version: GatehouseVersion.current,
         subcommands: [
             Serve.self, Migrate.self, Backup.self, Keys.self, Companies.self, Users.self, Mail.self, Settings.self,
-            AppStore.self, Providers.self, Operators.self, Webhooks.self,
+            AppStore.self, Providers.self, Operators.self, Webhooks.self, OAuthClientsCommand.self,
         ]
     )
 

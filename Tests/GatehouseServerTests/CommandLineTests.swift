@@ -174,6 +174,8 @@ extension CommandLineTests {
             "--apple-api-url": "http://127.0.0.1:9", "--google-client-ids": "web.apps.googleusercontent.com",
             "--google-jwks-url": "https://www.googleapis.com/oauth2/v3/certs", "--manual-linking": "on",
             "--dns-resolver": "127.0.0.1:53", "--webhooks-allow-private-targets": "on",
+            "--oauth-server": "on", "--oauth-authorization-path": "/oauth/consent",
+            "--oauth-allow-dynamic-registration": "on",
             "--hook-custom-access-token-uri": "https://hooks.example.com/custom-access-token",
             "--hook-custom-access-token-secrets": hookSecrets,
             "--hook-before-user-created-uri": "https://hooks.example.com/before-user-created",

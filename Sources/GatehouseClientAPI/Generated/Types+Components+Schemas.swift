@@ -301,6 +301,70 @@ extension Components {
             case readWrite = "read_write"
             case readOnly = "read_only"
         }
+        /// - Remark: Generated from `#/components/schemas/OAuthAuthorizationClient`.
+        package struct OAuthAuthorizationClient: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/OAuthAuthorizationClient/id`.
+            package var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/OAuthAuthorizationClient/name`.
+            package var name: Swift.String
+            /// - Remark: Generated from `#/components/schemas/OAuthAuthorizationClient/uri`.
+            package var uri: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/OAuthAuthorizationClient/logo_uri`.
+            package var logoUri: Swift.String?
+            /// Creates a new `OAuthAuthorizationClient`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - name:
+            ///   - uri:
+            ///   - logoUri:
+            package init(
+                id: Swift.String,
+                name: Swift.String,
+                uri: Swift.String? = nil,
+                logoUri: Swift.String? = nil
+            ) {
+                self.id = id
+                self.name = name
+                self.uri = uri
+                self.logoUri = logoUri
+            }
+            package enum CodingKeys: String, CodingKey {
+                case id
+                case name
+                case uri
+                case logoUri = "logo_uri"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/OAuthGrant`.
+        package struct OAuthGrant: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/OAuthGrant/client`.
+            package var client: Components.Schemas.OAuthAuthorizationClient
+            /// - Remark: Generated from `#/components/schemas/OAuthGrant/scopes`.
+            package var scopes: [Swift.String]
+            /// - Remark: Generated from `#/components/schemas/OAuthGrant/granted_at`.
+            package var grantedAt: Foundation.Date
+            /// Creates a new `OAuthGrant`.
+            ///
+            /// - Parameters:
+            ///   - client:
+            ///   - scopes:
+            ///   - grantedAt:
+            package init(
+                client: Components.Schemas.OAuthAuthorizationClient,
+                scopes: [Swift.String],
+                grantedAt: Foundation.Date
+            ) {
+                self.client = client
+                self.scopes = scopes
+                self.grantedAt = grantedAt
+            }
+            package enum CodingKeys: String, CodingKey {
+                case client
+                case scopes
+                case grantedAt = "granted_at"
+            }
+        }
         /// Every error outside /auth/v1. Stable codes: not_found, bad_json, bad_request, payload_too_large, method_not_allowed, not_ready, unexpected_failure.
         ///
         ///

@@ -7081,6 +7081,396 @@ package enum Operations {
             }
         }
     }
+    /// The clients the user let in, newest first, with the scopes granted (GoTrue's bare array).
+    ///
+    /// - Remark: HTTP `GET /auth/v1/user/oauth/grants`.
+    /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/get(listOAuthGrants)`.
+    package enum ListOAuthGrants {
+        package static let id: Swift.String = "listOAuthGrants"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/auth/v1/user/oauth/grants/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListOAuthGrants.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListOAuthGrants.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.ListOAuthGrants.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            package init(headers: Operations.ListOAuthGrants.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/auth/v1/user/oauth/grants/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/auth/v1/user/oauth/grants/GET/responses/200/content/application\/json`.
+                    case json([Components.Schemas.OAuthGrant])
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: [Components.Schemas.OAuthGrant] {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.ListOAuthGrants.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.ListOAuthGrants.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The grants.
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/get(listOAuthGrants)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListOAuthGrants.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.ListOAuthGrants.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// An /auth/v1 error. With an `X-Supabase-Api-Version` header: `{code, message}` (the header is echoed); without: GoTrue's legacy `{code: <status>, error_code, msg}`. The code is one of ErrorCode; 429 answers carry Retry-After.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/get(listOAuthGrants)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.AuthError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.AuthError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// An /auth/v1 error. With an `X-Supabase-Api-Version` header: `{code, message}` (the header is echoed); without: GoTrue's legacy `{code: <status>, error_code, msg}`. The code is one of ErrorCode; 429 answers carry Retry-After.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/get(listOAuthGrants)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.AuthError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.AuthError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// An /auth/v1 error. With an `X-Supabase-Api-Version` header: `{code, message}` (the header is echoed); without: GoTrue's legacy `{code: <status>, error_code, msg}`. The code is one of ErrorCode; 429 answers carry Retry-After.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/get(listOAuthGrants)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.AuthError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.AuthError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Revoke the grant to one client: its consent goes, and every session the client holds for the user ends (its refresh tokens stop working). 404 oauth_consent_not_found when there is none.
+    ///
+    /// - Remark: HTTP `DELETE /auth/v1/user/oauth/grants`.
+    /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/delete(revokeOAuthGrant)`.
+    package enum RevokeOAuthGrant {
+        package static let id: Swift.String = "revokeOAuthGrant"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/auth/v1/user/oauth/grants/DELETE/query`.
+            package struct Query: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/auth/v1/user/oauth/grants/DELETE/query/client_id`.
+                package var clientId: Swift.String
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - clientId:
+                package init(clientId: Swift.String) {
+                    self.clientId = clientId
+                }
+            }
+            package var query: Operations.RevokeOAuthGrant.Input.Query
+            /// - Remark: Generated from `#/paths/auth/v1/user/oauth/grants/DELETE/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RevokeOAuthGrant.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RevokeOAuthGrant.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.RevokeOAuthGrant.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - query:
+            ///   - headers:
+            package init(
+                query: Operations.RevokeOAuthGrant.Input.Query,
+                headers: Operations.RevokeOAuthGrant.Input.Headers = .init()
+            ) {
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                package init() {}
+            }
+            /// Revoked.
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/delete(revokeOAuthGrant)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.RevokeOAuthGrant.Output.NoContent)
+            /// Revoked.
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/delete(revokeOAuthGrant)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            package static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            package var noContent: Operations.RevokeOAuthGrant.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// An /auth/v1 error. With an `X-Supabase-Api-Version` header: `{code, message}` (the header is echoed); without: GoTrue's legacy `{code: <status>, error_code, msg}`. The code is one of ErrorCode; 429 answers carry Retry-After.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/delete(revokeOAuthGrant)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.AuthError)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.AuthError {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// An /auth/v1 error. With an `X-Supabase-Api-Version` header: `{code, message}` (the header is echoed); without: GoTrue's legacy `{code: <status>, error_code, msg}`. The code is one of ErrorCode; 429 answers carry Retry-After.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/delete(revokeOAuthGrant)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.AuthError)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.AuthError {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// An /auth/v1 error. With an `X-Supabase-Api-Version` header: `{code, message}` (the header is echoed); without: GoTrue's legacy `{code: <status>, error_code, msg}`. The code is one of ErrorCode; 429 answers carry Retry-After.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/delete(revokeOAuthGrant)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.AuthError)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.AuthError {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// An /auth/v1 error. With an `X-Supabase-Api-Version` header: `{code, message}` (the header is echoed); without: GoTrue's legacy `{code: <status>, error_code, msg}`. The code is one of ErrorCode; 429 answers carry Retry-After.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/delete(revokeOAuthGrant)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.AuthError)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.AuthError {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// - Remark: HTTP `GET /v1/sessions`.
     /// - Remark: Generated from `#/paths//v1/sessions/get(listSessions)`.
     package enum ListSessions {

@@ -166,6 +166,16 @@ package protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /auth/v1/settings`.
     /// - Remark: Generated from `#/paths//auth/v1/settings/get(getSettings)`.
     func getSettings(_ input: Operations.GetSettings.Input) async throws -> Operations.GetSettings.Output
+    /// The clients the user let in, newest first, with the scopes granted (GoTrue's bare array).
+    ///
+    /// - Remark: HTTP `GET /auth/v1/user/oauth/grants`.
+    /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/get(listOAuthGrants)`.
+    func listOAuthGrants(_ input: Operations.ListOAuthGrants.Input) async throws -> Operations.ListOAuthGrants.Output
+    /// Revoke the grant to one client: its consent goes, and every session the client holds for the user ends (its refresh tokens stop working). 404 oauth_consent_not_found when there is none.
+    ///
+    /// - Remark: HTTP `DELETE /auth/v1/user/oauth/grants`.
+    /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/delete(revokeOAuthGrant)`.
+    func revokeOAuthGrant(_ input: Operations.RevokeOAuthGrant.Input) async throws -> Operations.RevokeOAuthGrant.Output
     /// - Remark: HTTP `GET /v1/sessions`.
     /// - Remark: Generated from `#/paths//v1/sessions/get(listSessions)`.
     func listSessions(_ input: Operations.ListSessions.Input) async throws -> Operations.ListSessions.Output
@@ -763,6 +773,26 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//auth/v1/settings/get(getSettings)`.
     package func getSettings(headers: Operations.GetSettings.Input.Headers = .init()) async throws -> Operations.GetSettings.Output {
         try await getSettings(Operations.GetSettings.Input(headers: headers))
+    }
+    /// The clients the user let in, newest first, with the scopes granted (GoTrue's bare array).
+    ///
+    /// - Remark: HTTP `GET /auth/v1/user/oauth/grants`.
+    /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/get(listOAuthGrants)`.
+    package func listOAuthGrants(headers: Operations.ListOAuthGrants.Input.Headers = .init()) async throws -> Operations.ListOAuthGrants.Output {
+        try await listOAuthGrants(Operations.ListOAuthGrants.Input(headers: headers))
+    }
+    /// Revoke the grant to one client: its consent goes, and every session the client holds for the user ends (its refresh tokens stop working). 404 oauth_consent_not_found when there is none.
+    ///
+    /// - Remark: HTTP `DELETE /auth/v1/user/oauth/grants`.
+    /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/delete(revokeOAuthGrant)`.
+    package func revokeOAuthGrant(
+        query: Operations.RevokeOAuthGrant.Input.Query,
+        headers: Operations.RevokeOAuthGrant.Input.Headers = .init()
+    ) async throws -> Operations.RevokeOAuthGrant.Output {
+        try await revokeOAuthGrant(Operations.RevokeOAuthGrant.Input(
+            query: query,
+            headers: headers
+        ))
     }
     /// - Remark: HTTP `GET /v1/sessions`.
     /// - Remark: Generated from `#/paths//v1/sessions/get(listSessions)`.

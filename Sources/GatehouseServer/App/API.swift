@@ -52,6 +52,9 @@ final class API: APIProtocol {
     let users: UserReader
     /// The operator's webhook endpoints and their delivery logs.
     let webhooks: Webhooks
+    /// The OAuth 2.1 / OpenID Connect provider: its clients, and the authorizations users give them.
+    let oauthClients: OAuthClients
+    let oauth: OAuthAuthorizations
 
     init(_ services: GatehouseServices) throws {
         let env = services.parts
@@ -137,6 +140,12 @@ final class API: APIProtocol {
             store: env.store, clock: env.clock, configuration: services.configuration, sessions: env.sessions,
             trail: env.trail, throttling: throttling, users: users, credentials: credentials, profiles: profiles)
         appSiteAssociation = Schemas.AppSiteAssociation(appIDs: services.configuration.appleAppIDs)
+        oauthClients = OAuthClients(
+            store: env.store, clock: env.clock, trail: env.trail, settings: env.settings.oauthServer,
+            throttling: throttling)
+        oauth = OAuthAuthorizations(
+            store: env.store, clock: env.clock, settings: env.settings, sessions: env.sessions, trail: env.trail,
+            clients: oauthClients, users: users, publicURL: env.publicURL, throttling: throttling)
         sync = services.sync
         keys = env.keys
     }

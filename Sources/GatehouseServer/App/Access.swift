@@ -237,6 +237,12 @@ struct Access: Sendable {
         return Caller(identity: identity, client: client)
     }
 
+    /// Any live session of `token` (the account's, or a company login opened from it), or nil.
+    func anySession(token: String) async -> Caller? {
+        guard let client = try? client(), let identity = try? await sessions.identify(bearer: token) else { return nil }
+        return Caller(identity: identity, client: client)
+    }
+
     /// A session logged in to company `cid`, with a live membership.
     func company(_ cid: String) async throws -> CompanyCaller {
         let client = try client()

@@ -221,6 +221,8 @@ public struct AuthSettings: Sendable, Equatable {
     public var googleClientIDs: [String] = []
     /// Where Google's signing keys are published.
     public var googleJWKSURL = "https://www.googleapis.com/oauth2/v3/certs"
+    /// Gatehouse as an OAuth 2.1 and OpenID Connect provider (`--oauth-…`).
+    public var oauthServer = OAuthServerSettings()
     /// Whether a signed-in user may link and unlink identities itself (GoTrue's manual linking; off by default).
     public var manualLinking = false
     /// Proxies whose `X-Forwarded-For` is believed: the client is the rightmost entry that is not one of them.
@@ -309,4 +311,15 @@ public struct AuthLimits: Sendable, Equatable {
     public var anonymousSignInsPerIP = RateLimit(limit: 30, per: 3600)
 
     public init() {}
+}
+
+/// The OAuth 2.1 / OpenID Connect provider (docs/oauth-server.md).
+public struct OAuthServerSettings: Sendable, Equatable {
+    /// Whether the provider answers (`--oauth-server`, off as in GoTrue).
+    public var enabled = false
+    /// The app's own consent page, a path joined to the site URL (GoTrue's `OAUTH_SERVER_AUTHORIZATION_PATH`); nil
+    /// sends the browser to Gatehouse's own page.
+    public var authorizationPath: String?
+    /// Whether anyone may register a client (RFC 7591, `POST /auth/v1/oauth/clients/register`).
+    public var allowDynamicRegistration = false
 }

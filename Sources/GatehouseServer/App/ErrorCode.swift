@@ -219,6 +219,16 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case badOAuthCallback = "bad_oauth_callback"
     /// The provider refused (the user declined), or its token or userinfo answer could not be used.
     case oauthProviderError = "oauth_provider_error"
+    /// No OAuth client with this id (the provider's admin API, `/oauth/authorize`).
+    case oauthClientNotFound = "oauth_client_not_found"
+    /// No pending authorization request with this id for the signed-in user (GoTrue's code).
+    case oauthAuthorizationNotFound = "oauth_authorization_not_found"
+    /// The user has granted this client nothing (`DELETE /user/oauth/grants`).
+    case oauthConsentNotFound = "oauth_consent_not_found"
+    /// `POST /oauth/clients/register` while `--oauth-allow-dynamic-registration` is off.
+    case oauthDynamicClientRegistrationDisabled = "oauth_dynamic_client_registration_disabled"
+    /// The OAuth 2.1 provider is off (`--oauth-server off`).
+    case oauthServerDisabled = "oauth_server_disabled"
     /// The provider did not verify the identity's address: it neither creates an account nor joins one with that address.
     case providerEmailNeedsVerification = "provider_email_needs_verification"
     /// Unlinking the user's last way to sign in.

@@ -120,6 +120,7 @@ extension Setting {
         hookCustomAccessTokenURI, hookCustomAccessTokenSecrets, hookBeforeUserCreatedURI, hookBeforeUserCreatedSecrets,
         hookSendEmailURI, hookSendEmailSecrets, hookPasswordVerificationAttemptURI,
         hookPasswordVerificationAttemptSecrets, hookMFAVerificationAttemptURI, hookMFAVerificationAttemptSecrets,
+        oauthServer, oauthAuthorizationPath, oauthAllowDynamicRegistration,
     ]
 
     public static let host = Setting(
@@ -428,6 +429,42 @@ extension Setting {
         read: { shown($0.webhooks.allowPrivateTargets) }
     ) { (config, value, source) throws(ConfigurationError) in
         config.webhooks.allowPrivateTargets = try onOff(value, source: source)
+    }
+
+    public static let oauthServer = Setting(
+        "oauth-server", default: .value("off"),
+        meaning: """
+            `on` makes Gatehouse an OAuth 2.1 and OpenID Connect provider (GoTrue's `OAUTH_SERVER_ENABLED`): other \
+            software signs in with these accounts through `/auth/v1/oauth/…` (docs/oauth-server.md)
+            """,
+        read: { shown($0.auth.oauthServer.enabled) }
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.auth.oauthServer.enabled = try onOff(value, source: source)
+    }
+
+    public static let oauthAuthorizationPath = Setting(
+        "oauth-authorization-path", default: .unset(note: "Gatehouse's own consent page, `/account/authorize`"),
+        meaning: """
+            the app's consent page, a path joined to the site URL (GoTrue's `OAUTH_SERVER_AUTHORIZATION_PATH`): \
+            `/oauth/authorize` sends the browser there with `?authorization_id=`
+            """,
+        read: { $0.auth.oauthServer.authorizationPath }
+    ) { (config, value, source) throws(ConfigurationError) in
+        guard value.hasPrefix("/"), !value.hasPrefix("//"), !value.contains("?"), !value.contains("#") else {
+            throw ConfigurationError("\(source) must be a path starting with / (no query, no fragment)")
+        }
+        config.auth.oauthServer.authorizationPath = value
+    }
+
+    public static let oauthAllowDynamicRegistration = Setting(
+        "oauth-allow-dynamic-registration", default: .value("off"),
+        meaning: """
+            `on` lets anyone register an OAuth client (RFC 7591, `POST /auth/v1/oauth/clients/register`; GoTrue's \
+            `OAUTH_SERVER_ALLOW_DYNAMIC_REGISTRATION`); `off` leaves registration to the operator
+            """,
+        read: { shown($0.auth.oauthServer.allowDynamicRegistration) }
+    ) { (config, value, source) throws(ConfigurationError) in
+        config.auth.oauthServer.allowDynamicRegistration = try onOff(value, source: source)
     }
 
     public static let hookCustomAccessTokenURI = hookURI("custom-access-token", \.customAccessToken)

@@ -112,9 +112,11 @@ struct ConsoleKit: Sendable {
 
     /// A console path to come back to after signing in; anything else is the overview.
     static func returnPath(_ path: String) -> String {
-        guard path == "/console" || path.hasPrefix("/console/"), !path.contains("//"), !path.contains("\\") else {
-            return "/console"
-        }
+        let console = path == "/console" || path.hasPrefix("/console/")
+        // The OAuth provider's consent and device pages come back the same way (`OAuthPages`).
+        let oauth = path.hasPrefix("/account/authorize?") || path == "/account/device"
+            || path.hasPrefix("/account/device?")
+        guard console || oauth, !path.contains("//"), !path.contains("\\") else { return "/console" }
         return path
     }
 

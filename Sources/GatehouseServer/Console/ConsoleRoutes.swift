@@ -10,6 +10,7 @@ struct ConsoleRoutes: Sendable {
     let audit: ConsoleAudit
     let settings: ConsoleSettings
     let webhooks: ConsoleWebhooks
+    let oauthClients: ConsoleOAuthClients
 
     init(_ api: API, _ services: GatehouseServices, pages: PageKit) {
         let env = services.parts
@@ -23,6 +24,7 @@ struct ConsoleRoutes: Sendable {
         audit = ConsoleAudit(kit: kit, api: api, services: services)
         settings = ConsoleSettings(kit: kit, api: api, services: services)
         webhooks = ConsoleWebhooks(kit: kit, api: api, services: services)
+        oauthClients = ConsoleOAuthClients(kit: kit, api: api, services: services)
     }
 
     func register(on router: Router<AppRequestContext>) {
@@ -32,5 +34,6 @@ struct ConsoleRoutes: Sendable {
         audit.register(on: router)
         settings.register(on: router)
         webhooks.register(on: router)
+        oauthClients.register(on: router)
     }
 }

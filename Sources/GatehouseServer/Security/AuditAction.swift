@@ -148,4 +148,18 @@ public enum AuditAction: String, CaseIterable, Sendable {
     case webhookDisabled = "webhook_disabled"
     case webhookSecretRotated = "webhook_secret_rotated"
     case webhookReplayed = "webhook_replayed"
+    /// The OAuth provider's clients (`client_id` in the detail): registered by the operator or, when allowed, by
+    /// anyone (`registration: dynamic`), changed, removed, their secret replaced.
+    case oauthClientCreated = "oauth_client_created"
+    case oauthClientUpdated = "oauth_client_updated"
+    case oauthClientDeleted = "oauth_client_deleted"
+    case oauthClientSecretRegenerated = "oauth_client_secret_regenerated"
+    /// A user let a client in (`client_id`, `scope`), or refused it; revoked its grant (its sessions end).
+    case oauthConsentGranted = "oauth_consent_granted"
+    case oauthConsentDenied = "oauth_consent_denied"
+    case oauthGrantRevoked = "oauth_grant_revoked"
+    /// A client exchanged a code or device code for a session (`client_id`, `grant`); a code presented twice ends
+    /// the session it made (`oauth_code_reused`).
+    case oauthTokenIssued = "oauth_token_issued"
+    case oauthCodeReused = "oauth_code_reused"
 }

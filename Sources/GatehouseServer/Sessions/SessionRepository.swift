@@ -17,6 +17,9 @@ struct NewSession {
     let username: String?
     let idleTimeout: Int64?
     let parentID: String?
+    /// An OAuth client's session (`OAuthServer/`): the client and the scopes the user granted it.
+    var oauthClientID: String? = nil
+    var oauthScope: String? = nil
 }
 
 /// A session row with its account's state and, for a company session, its parent's.
@@ -35,6 +38,9 @@ struct SessionRow: Sendable {
     let accountDisabledAt: Int64?
     /// The parent's times, when it has one and it still exists.
     let parent: (refreshedAt: Int64, expiresAt: Int64, revokedAt: Int64?)?
+    /// The OAuth client the session was issued to, and the scopes granted; nil for the account's own sessions.
+    var oauthClientID: String? = nil
+    var oauthScope: String? = nil
 }
 
 /// One refresh token to rotate into its successor, with the audit event that records it.
@@ -86,7 +92,7 @@ struct SessionRepository {
         try await db.insert(into: "sessions")
             .columns(
                 "id", "account_id", "created_at", "refreshed_at", "expires_at", "user_agent", "ip", "aal", "amr",
-                "company_id", "username", "idle_timeout", "parent_id", "factor_id"
+                "company_id", "username", "idle_timeout", "parent_id", "factor_id", "oauth_client_id", "oauth_scope"
             )
             .values(
                 SQLBind(session.id), SQLBind(session.accountID), SQLBind(session.now.epochMilliseconds),
@@ -95,7 +101,8 @@ struct SessionRepository {
                 SQLBind(session.aal.rawValue),
                 SQLBind(try Self.amrText(session.amr)),
                 SQLBind(session.companyID), SQLBind(session.username), SQLBind(session.idleTimeout),
-                SQLBind(session.parentID), SQLBind(session.factorID)
+                SQLBind(session.parentID), SQLBind(session.factorID), SQLBind(session.oauthClientID),
+                SQLBind(session.oauthScope)
             )
             .run()
     }
@@ -238,7 +245,7 @@ struct SessionRepository {
     /// The columns `decodeSession` reads, from `sessions s`, `accounts a` and the parent `sessions p`.
     private static let sessionColumns = """
         s.account_id, s.refreshed_at, s.expires_at, s.revoked_at, s.amr, s.aal, s.factor_id, s.company_id, s.username,
-        s.idle_timeout, s.parent_id, a.disabled_at, p.id AS p_id, p.refreshed_at AS p_refreshed_at, p.expires_at AS p_expires_at,
+        s.idle_timeout, s.parent_id, s.oauth_client_id, s.oauth_scope, a.disabled_at, p.id AS p_id, p.refreshed_at AS p_refreshed_at, p.expires_at AS p_expires_at,
         p.revoked_at AS p_revoked_at
         """
 
@@ -264,7 +271,9 @@ struct SessionRepository {
             idleTimeout: try row.decode(column: "idle_timeout", as: Int64?.self),
             parentID: try row.decode(column: "parent_id", as: String?.self),
             accountDisabledAt: try row.decode(column: "disabled_at", as: Int64?.self),
-            parent: parent.map { (refreshedAt: $0.0, expiresAt: $0.1, revokedAt: $0.2) })
+            parent: parent.map { (refreshedAt: $0.0, expiresAt: $0.1, revokedAt: $0.2) },
+            oauthClientID: try row.decode(column: "oauth_client_id", as: String?.self),
+            oauthScope: try row.decode(column: "oauth_scope", as: String?.self))
     }
 
     /// The account session a session belongs to: its parent, or itself.
@@ -281,6 +290,7 @@ struct SessionRepository {
             .where("account_id", .equal, accountID)
             .where("revoked_at", .is, SQLLiteral.null)
             .where("parent_id", .is, SQLLiteral.null)
+            .where("oauth_client_id", .is, SQLLiteral.null)
             .where("expires_at", .greaterThan, now)
             .orderBy("created_at", .descending)
             .all(decoding: AccountSessionRow.self)

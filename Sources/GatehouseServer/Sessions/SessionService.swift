@@ -20,8 +20,11 @@ public struct Identity: Sendable, Equatable {
     /// The factor that raised it to aal2.
     var factorID: String? = nil
 
-    /// Whether this is an account session rather than a company login.
-    var isAccountSession: Bool { companyID == nil }
+    /// The OAuth client this session was issued to (`OAuthServer/`), nil for the account's own sessions.
+    var oauthClientID: String? = nil
+
+    /// Whether this is the account's own session: neither a company login nor an OAuth client's.
+    var isAccountSession: Bool { companyID == nil && oauthClientID == nil }
 }
 
 /// What scopes a session to one company: a company login.
@@ -45,6 +48,9 @@ struct IssuedSession: Sendable {
     var endsAt: Int64? = nil
     /// Whether this came from a refresh (a custom access token hook is told `token_refresh`).
     var refreshed = false
+    /// An OAuth client's session: its client and granted scopes, carried in the token as `client_id` and `scope`.
+    var oauthClientID: String? = nil
+    var oauthScope: String? = nil
 }
 
 /// Sessions: starting them, rotating refresh tokens, checking access tokens, ending them.
@@ -93,7 +99,8 @@ final class SessionService: Sendable {
     func start(
         accountID: String, method: String, ip: String?, userAgent: String?, db: any SQLDatabase,
         company: CompanyScope? = nil, parent: String? = nil,
-        parentAssurance: (aal: AssuranceLevel, factorID: String?) = (.aal1, nil)
+        parentAssurance: (aal: AssuranceLevel, factorID: String?) = (.aal1, nil),
+        oauth: (clientID: String, scope: String)? = nil, amr given: [AuthenticationMethod]? = nil
     ) async throws -> IssuedSession {
         let now = clock.now
         var expiresAt = now.addingTimeInterval(
@@ -106,18 +113,19 @@ final class SessionService: Sendable {
         }
         let idleTimeout = company.map { Int64(min($0.idleTimeout, settings.sessionIdleTimeout)) }
         let sessionID = Secrets.identifier()
-        let amr = [AuthenticationMethod(method: method, timestamp: Int64(now.timeIntervalSince1970))]
+        let amr = given ?? [AuthenticationMethod(method: method, timestamp: Int64(now.timeIntervalSince1970))]
         let refreshToken = Secrets.token()
         try await sessions.insert(
             NewSession(
                 id: sessionID, accountID: accountID, now: now, expiresAt: expiresAt, userAgent: userAgent, ip: ip,
                 amr: amr, aal: parentAssurance.aal, factorID: parentAssurance.factorID,
                 companyID: company?.companyID, username: company?.username, idleTimeout: idleTimeout,
-                parentID: parent))
+                parentID: parent, oauthClientID: oauth?.clientID, oauthScope: oauth?.scope))
         try await sessions.insertRefreshToken(refreshToken, sessionID: sessionID, now: now)
         return IssuedSession(
             accountID: accountID, sessionID: sessionID, refreshToken: refreshToken, amr: amr,
-            aal: parentAssurance.aal, companyID: company?.companyID, username: company?.username, endsAt: expiresAt)
+            aal: parentAssurance.aal, companyID: company?.companyID, username: company?.username, endsAt: expiresAt,
+            oauthClientID: oauth?.clientID, oauthScope: oauth?.scope)
     }
 
     /// Signs an access token for `issued` and wraps it with the user into Supabase's session object. A company
@@ -160,7 +168,7 @@ final class SessionService: Sendable {
     }
 
     /// A signed access token for `issued`, with its lifetime and expiry (epoch seconds).
-    private func accessToken(
+    func accessToken(
         for issued: IssuedSession, user: Schemas.User, metadata: (app: JSONFields?, user: JSONFields?),
         membership: Membership?
     ) async throws -> (token: String, lifetime: Int, expiresAt: Int64) {
@@ -176,7 +184,8 @@ final class SessionService: Sendable {
             sessionID: issued.sessionID, sid: issued.sessionID, isAnonymous: user.isAnonymous,
             appMetadata: metadata.app, userMetadata: metadata.user, cid: membership?.companyID,
             companyRole: membership?.role.rawValue, deptMask: membership?.deptMask,
-            managerMask: membership?.managerMask, username: issued.username)
+            managerMask: membership?.managerMask, username: issued.username, clientID: issued.oauthClientID,
+            scope: issued.oauthScope)
         if let hooks, hooks.isOn(.customAccessToken) {
             let method = issued.refreshed ? "token_refresh" : issued.amr.last?.method ?? "password"
             let customized = try await hooks.customizeClaims(claims, method: method)
@@ -219,13 +228,18 @@ final class SessionService: Sendable {
     /// read without the write lock (in batches, `RefreshTokenReader`); the rotation is one row of a batched statement
     /// (`RotationQueue`), whose outcome says whether another request rotated the token first (then it is read and
     /// decided again) or the session was revoked since the read.
-    func refresh(_ token: String, audit event: @escaping @Sendable (IssuedSession) -> AuditEvent) async throws
-        -> IssuedSession
-    {
+    ///
+    /// A session is refreshed only by whom it was issued to: an OAuth client's (`oauthClient`) by that client, the
+    /// account's own (nil) at `/token`; any other token is answered as unknown.
+    func refresh(
+        _ token: String, oauthClient: String? = nil, audit event: @escaping @Sendable (IssuedSession) -> AuditEvent
+    ) async throws -> IssuedSession {
         let key = try await refreshDerivationKey()
         let now = clock.now
         let grace = settings.refreshReuseGrace
-        guard var (state, row) = try await refreshTokens.find(token) else { throw RefreshFailure.notFound }
+        guard var (state, row) = try await refreshTokens.find(token), row.oauthClientID == oauthClient else {
+            throw RefreshFailure.notFound
+        }
         var current = token
         for _ in 0..<64 {
             let next = RefreshRotation.successor(of: current, key: key)
@@ -233,7 +247,8 @@ final class SessionService: Sendable {
                 IssuedSession(
                     accountID: session.accountID, sessionID: state.sessionID, refreshToken: next, amr: session.amr,
                     aal: session.aal, companyID: session.companyID, username: session.username,
-                    endsAt: session.endsAt, refreshed: true)
+                    endsAt: session.endsAt, refreshed: true, oauthClientID: session.oauthClientID,
+                    oauthScope: session.oauthScope)
             }
             switch RefreshRotation.verdict(
                 rotatedAt: state.rotatedAt, session: row, live: liveSession(row, now: now), now: now, grace: grace)
@@ -290,6 +305,8 @@ final class SessionService: Sendable {
         let parentID: String?
         /// When it ends at the latest (epoch milliseconds): its lifetime, or its account session's when earlier.
         let endsAt: Int64
+        var oauthClientID: String? = nil
+        var oauthScope: String? = nil
     }
 
     /// The session when it is neither revoked, idle too long, past its lifetime, nor its account disabled; a company
@@ -328,7 +345,8 @@ final class SessionService: Sendable {
         return LiveSession(
             accountID: row.accountID, amr: row.amr, aal: row.aal, factorID: row.factorID, companyID: row.companyID,
             username: row.username,
-            parentID: row.parentID, endsAt: min(row.expiresAt, row.parent?.expiresAt ?? .max))
+            parentID: row.parentID, endsAt: min(row.expiresAt, row.parent?.expiresAt ?? .max),
+            oauthClientID: row.oauthClientID, oauthScope: row.oauthScope)
     }
 
     /// Why an access token was refused.
@@ -359,7 +377,9 @@ final class SessionService: Sendable {
         } catch {
             throw .sessionEnded
         }
-        guard let live, live.accountID == claims.sub, live.companyID == claims.cid else {
+        guard let live, live.accountID == claims.sub, live.companyID == claims.cid,
+            live.oauthClientID == claims.clientID
+        else {
             if let cid = claims.cid,
                 (try? await CompanyDirectory(db: store.database).membership(cid, accountID: claims.sub)) == .some(nil)
             {
@@ -372,7 +392,8 @@ final class SessionService: Sendable {
         let aal = AssuranceLevel.effective(token: claims.aal, session: live.aal)
         return Identity(
             accountID: claims.sub, sessionID: claims.sessionID, email: claims.email, companyID: live.companyID,
-            parentSessionID: live.parentID, claims: claims, aal: aal, factorID: aal == .aal2 ? live.factorID : nil)
+            parentSessionID: live.parentID, claims: claims, aal: aal, factorID: aal == .aal2 ? live.factorID : nil,
+            oauthClientID: live.oauthClientID)
     }
 
     // MARK: Ending and listing

@@ -63,6 +63,20 @@ public actor SigningKeys {
         return claims
     }
 
+    /// Verifies the signature of a token of another shape these keys signed (an id token given back as
+    /// `id_token_hint`, a client credentials token at introspection), ES256 only; its claims are the caller's to
+    /// check. Nothing is cached: these are rare.
+    func verify<Payload: JWTPayload>(_ token: String, as _: Payload.Type) async throws -> Payload {
+        guard Self.headerAlgorithm(of: token) == "ES256" else { throw SigningKeyError.algorithmNotAllowed }
+        try await loadIfStale()
+        do {
+            return try await collection.verify(token, as: Payload.self)
+        } catch let error as JWTError where error.errorType == .unknownKID {
+            try await load()
+            return try await collection.verify(token, as: Payload.self)
+        }
+    }
+
     private let verified = NIOLockedValueBox<[String: AccessTokenClaims]>([:])
 
     /// The `alg` of a compact JWS header: only ES256 is ever considered, whatever keys are loaded.
@@ -215,9 +229,13 @@ struct AccessTokenClaims: JWTPayload, Equatable {
     var deptMask: Int64? = nil
     var managerMask: Int64? = nil
     var username: String? = nil
+    /// An OAuth client's token (`OAuthServer/`): the client it was issued to and the scopes granted, space-separated.
+    var clientID: String? = nil
+    var scope: String? = nil
 
     enum CodingKeys: String, CodingKey {
-        case iss, aud, sub, exp, iat, nbf, email, phone, role, aal, amr, sid, cid, username
+        case iss, aud, sub, exp, iat, nbf, email, phone, role, aal, amr, sid, cid, username, scope
+        case clientID = "client_id"
         case sessionID = "session_id"
         case isAnonymous = "is_anonymous"
         case appMetadata = "app_metadata"

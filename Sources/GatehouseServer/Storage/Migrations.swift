@@ -841,5 +841,81 @@ public enum Migrations {
             try await db.create(index: "webhook_deliveries_event").on("webhook_deliveries").column("event_id").run()
             try await db.create(index: "webhook_events_created").on("webhook_events").column("created_at").run()
         },
+        Migration(version: 20, name: "the OAuth 2.1 and OpenID Connect provider: clients, authorizations, consents") {
+            db in
+            // Applications that sign in with Gatehouse's accounts. A confidential client's secret is kept as a digest
+            // (`Secrets.digest`); the lists are JSON arrays.
+            try await db.create(table: "oauth_clients")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("name", type: .text, .notNull)
+                .column("client_type", type: .text, .notNull)
+                .column("secret_hash", type: .text)
+                .column("token_endpoint_auth_method", type: .text, .notNull)
+                .column("registration_type", type: .text, .notNull)
+                .column("client_uri", type: .text)
+                .column("logo_uri", type: .text)
+                .column("redirect_uris", type: .text, .notNull)
+                .column("grant_types", type: .text, .notNull)
+                .column("response_types", type: .text, .notNull)
+                .column("scope", type: .text, .notNull)
+                .column("created_at", type: .bigint, .notNull)
+                .column("updated_at", type: .bigint, .notNull)
+                .run()
+            // One request to sign in to a client: by the browser (`kind` code, with PKCE) or by a device that shows
+            // a code (`kind` device). Claimed by the user who opens it, then approved or denied; an approved code
+            // request carries its code's digest until the code is exchanged once.
+            try await db.create(table: "oauth_authorizations")
+                .column("id", type: .text, .primaryKey(autoIncrement: false))
+                .column("kind", type: .text, .notNull)
+                .column(
+                    "client_id", type: .text, .notNull, .references("oauth_clients", "id", onDelete: .cascade))
+                .column("account_id", type: .text)
+                .column("redirect_uri", type: .text)
+                .column("scope", type: .text, .notNull)
+                .column("state", type: .text)
+                .column("nonce", type: .text)
+                .column("code_challenge", type: .text)
+                .column("acr", type: .text)
+                .column("max_age", type: .bigint)
+                .column("prompt", type: .text)
+                .column("status", type: .text, .notNull)
+                .column("code_hash", type: .text)
+                .column("session_id", type: .text)
+                .column("company_id", type: .text)
+                .column("username", type: .text)
+                .column("auth_time", type: .bigint)
+                .column("aal", type: .text)
+                .column("amr", type: .text)
+                .column("device_code_hash", type: .text)
+                .column("user_code", type: .text)
+                .column("poll_interval", type: .bigint)
+                .column("polled_at", type: .bigint)
+                .column("created_at", type: .bigint, .notNull)
+                .column("expires_at", type: .bigint, .notNull)
+                .run()
+            try await db.create(index: "oauth_authorizations_code").unique().on("oauth_authorizations")
+                .column("code_hash").run()
+            try await db.create(index: "oauth_authorizations_device").unique().on("oauth_authorizations")
+                .column("device_code_hash").run()
+            try await db.create(index: "oauth_authorizations_user_code").unique().on("oauth_authorizations")
+                .column("user_code").run()
+            try await db.create(index: "oauth_authorizations_expiry").on("oauth_authorizations").column("expires_at")
+                .run()
+            // What a user let a client have: the scopes granted so far; revoking the grant ends its sessions.
+            try await db.create(table: "oauth_consents")
+                .column("account_id", type: .text, .notNull, .references("accounts", "id", onDelete: .cascade))
+                .column(
+                    "client_id", type: .text, .notNull, .references("oauth_clients", "id", onDelete: .cascade))
+                .column("scope", type: .text, .notNull)
+                .column("granted_at", type: .bigint, .notNull)
+                .primaryKey("account_id", "client_id")
+                .run()
+            try await db.create(index: "oauth_consents_client").on("oauth_consents").column("client_id").run()
+            // A client's sessions are sessions: refresh rotation, reuse detection and sign-out everywhere apply.
+            try await db.alter(table: "sessions").column("oauth_client_id", type: .text).run()
+            try await db.alter(table: "sessions").column("oauth_scope", type: .text).run()
+            try await db.create(index: "sessions_oauth_client").on("sessions").column("oauth_client_id")
+                .column("account_id").run()
+        },
     ]
 }

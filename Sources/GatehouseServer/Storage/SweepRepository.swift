@@ -54,6 +54,9 @@ enum SweepKind: String, CaseIterable, Sendable {
     case webhookDeliveries = "webhook_deliveries"
     /// Webhook events 30 days old with no delivery left to send or show.
     case webhookEvents = "webhook_events"
+    /// The OAuth provider's authorization requests a day after they expired (an exchanged code is kept that long,
+    /// so that its replay still finds and ends the session it made).
+    case oauthAuthorizations = "oauth_authorizations"
 
     var table: String {
         switch self {
@@ -79,6 +82,7 @@ enum SweepKind: String, CaseIterable, Sendable {
         case .consoleSessions: "console_sessions"
         case .webhookDeliveries: "webhook_deliveries"
         case .webhookEvents: "webhook_events"
+        case .oauthAuthorizations: "oauth_authorizations"
         }
     }
 
@@ -243,6 +247,8 @@ struct SweepRepository {
                 created_at < \(bind: c.webhooksBefore) AND NOT EXISTS \
                 (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id)
                 """
+        case .oauthAuthorizations:
+            return "expires_at < \(bind: c.codesExpiredBefore)"
         case .audit:
             // Never reached with no retention: the sweeper skips the kind.
             return "occurred_at < \(bind: c.auditBefore ?? Int64.min)"

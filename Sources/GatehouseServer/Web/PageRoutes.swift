@@ -18,8 +18,10 @@ struct PageRoutes: Sendable {
     let passkeys: PasskeyPages
     let share: SharePages
     let providers: ProviderRedirectRoutes
+    let oauthProvider: OAuthProviderRoutes
     let sso: SSORoutes
     let console: ConsoleRoutes
+    let oauth: OAuthPages
 
     /// Each page group, with the services it uses from those the API holds.
     init(_ api: API, _ services: GatehouseServices) {
@@ -44,8 +46,12 @@ struct PageRoutes: Sendable {
             kit: kit, shares: api.shares, invitations: api.invitations, appURL: services.configuration.appURL,
             appStoreURL: services.configuration.appStoreURL)
         providers = ProviderRedirectRoutes(flow: api.oauthFlow, access: api.access, publicURL: env.publicURL, kit: kit)
+        oauthProvider = OAuthProviderRoutes(api)
         sso = SSORoutes(sso: api.sso, access: api.access, secureCookie: api.secureCookies)
         console = ConsoleRoutes(api, services, pages: kit)
+        oauth = OAuthPages(
+            kit: kit, oauth: api.oauth, companies: api.companies, credentials: api.credentials,
+            accountSessions: api.accountSessions, factors: api.factors, box: services.box)
     }
 
     func register(on router: Router<AppRequestContext>) {
@@ -56,8 +62,10 @@ struct PageRoutes: Sendable {
         PasskeyPageRoutes(pages: passkeys).register(on: router)
         SharePageRoutes(pages: share).register(on: router)
         providers.register(on: router)
+        oauthProvider.register(on: router)
         sso.register(on: router)
         console.register(on: router)
+        OAuthPageRoutes(pages: oauth).register(on: router)
     }
 }
 
