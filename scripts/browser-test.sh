@@ -9,7 +9,12 @@
 # pysaml2 with Debian's xmlsec1, started on a free port and registered through the admin API for an Enterprise
 # company), and a company's invitation by email accepted from the account page its mailed link opens
 # (test_invitation_acceptance), and the operator console (test_console: an operator with an authenticator app walks
-# every console page and action through its confirmation step, at 375 px and in German, stored markup shown as text).
+# every console page and action through its confirmation step, at 375 px and in German, stored markup shown as text),
+# and Gatehouse as an OAuth provider (the server runs with --oauth-server on; clients registered through the admin API):
+# its consent page reached from /auth/v1/oauth/authorize through sign-in, Allow landing on the client's redirect URI
+# with the code exchanged under PKCE and Deny with access_denied (test_oauth_consent), acr_values=aal2 through the
+# second-factor page (test_oauth_step_up), and the device page with a typed code, its consent and the device's poll
+# (test_oauth_device).
 # Screenshots of each page in light and dark are written to docs/pages/NAME-{light,dark}.png on every run.
 #
 # The server runs on a free loopback port with a throwaway data folder and no SMTP, so mail lands in
@@ -42,7 +47,7 @@ fi
 work=$(mktemp -d /tmp/gatehouse-browser.XXXXXX)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$binary" serve --port "$port" --data-dir "$work/data" --log-level error \
-    --public-url "http://localhost:$port" --passkeys on --manual-linking on \
+    --public-url "http://localhost:$port" --passkeys on --manual-linking on --oauth-server on \
     --app-url gatehouse-example:// --app-store-url https://apps.example.com/gatehouse \
     --trusted-proxies 127.0.0.1,::1 &
 server=$!

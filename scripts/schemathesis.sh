@@ -20,9 +20,10 @@ binary=${1:-.build/debug/gatehouse}
 python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
 work=$(mktemp -d /tmp/gatehouse-schemathesis.XXXXXX)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-# Passkeys and the app-site association on, so their routes are exercised past "off".
+# Passkeys, the app-site association and the OAuth provider (with dynamic registration) on, so their routes are
+# exercised past "off".
 "$binary" serve --port "$port" --data-dir "$work/data" --log-level error --metrics-token "schemathesis-metrics-token" \
-    --passkeys on --apple-app-ids ABCDE12345.com.example.app &
+    --passkeys on --apple-app-ids ABCDE12345.com.example.app --oauth-server on --oauth-allow-dynamic-registration on &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
 base="http://127.0.0.1:$port"
@@ -65,7 +66,8 @@ headers = { Authorization = "Bearer $company" }
 
 [[operations]]
 include-operation-id = ["adminListUsers", "adminCreateUser", "adminGetUser", "adminUpdateUser", "adminDeleteUser",
-    "adminGenerateLink", "invite", "adminInvite", "adminAudit"]
+    "adminGenerateLink", "invite", "adminInvite", "adminAudit", "adminListOAuthClients", "adminCreateOAuthClient",
+    "adminGetOAuthClient", "adminUpdateOAuthClient", "adminDeleteOAuthClient", "adminRegenerateOAuthClientSecret"]
 headers = { Authorization = "Bearer $service" }
 
 [[operations]]

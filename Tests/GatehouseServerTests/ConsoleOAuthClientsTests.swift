@@ -75,7 +75,8 @@ struct ConsoleOAuthClientsTests {
             #expect(removed.status == 303 && removed.headers["location"] == "/console/oauth-clients?notice=removed")
             #expect(try await Self.clients(h).list().isEmpty)
             let after = try await h.console("/console/oauth-clients?notice=removed", as: op)
-            #expect(after.body.contains("The OAuth client is removed") && after.body.contains("id=\"no-oauth-clients\""))
+            #expect(
+                after.body.contains("The OAuth client is removed") && after.body.contains("id=\"no-oauth-clients\""))
             #expect(try await Self.details(h, "oauth_client_deleted").count == 1)
             #expect(try await h.console("/console/oauth-clients/\(client.id)", as: op).status == 404)
             #expect(try await h.console("/console/oauth-clients?notice=other", as: op).status == 400)
@@ -157,8 +158,9 @@ struct ConsoleOAuthClientsTests {
             }
             let sessionID = try #require(try FactorFlowTests.claims(person.access)["session_id"] as? String)
             let token = PasskeyPages.pageTokens(sessionID: sessionID, box: h.server.services.box)[0]
-            for path in ["/console/oauth-clients/\(client.id)/remove", "/console/oauth-clients/\(client.id)/regenerate"]
-            {
+            for path in [
+                "/console/oauth-clients/\(client.id)/remove", "/console/oauth-clients/\(client.id)/regenerate",
+            ] {
                 let posted = try await h.form(path, ["csrf_token": token, "confirm": "yes"], session: person.access)
                 #expect(posted.status == 404, "\(path)")
             }

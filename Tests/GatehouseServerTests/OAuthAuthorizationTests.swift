@@ -208,6 +208,53 @@ struct OAuthAuthorizationTests {
         #expect(again.status == 404 && again.json["error_code"] as? String == "oauth_consent_not_found")
     }
 
+    @Test("the company scope: approved from the chosen company's session, the client's token acts in that company")
+    func companyScope() async throws {
+        let (h, admin, _) = try await Self.start()
+        defer { Task { try? await h.stop() } }
+        let created = try await admin.send(
+            .post, "/auth/v1/admin/oauth/clients",
+            ["client_name": "Books", "redirect_uris": [Self.redirect], "client_type": "public",
+                "scope": "openid email company"])
+        let clientID = try #require(created.json["client_id"] as? String)
+        var owner = try await h.person("oauth-company")
+        let cid = try await h.company("Ledger Ltd", owner: &owner)
+        let id = try await Self.authorize(h, clientID, scope: "openid company")
+        // From the account session alone the company scope cannot be approved: no company login was passed.
+        let refused = try await h.client.post(
+            "/auth/v1/oauth/authorizations/\(id)/consent", ["action": "approve"], bearer: owner.account.access)
+        #expect(refused.status == 403 && refused.json["error_code"] as? String == "company_context_required")
+        let company = try #require(owner.company?.access)
+        let consent = try await h.client.post(
+            "/auth/v1/oauth/authorizations/\(id)/consent", ["action": "approve"], bearer: company)
+        #expect(consent.status == 200, "\(consent.body)")
+        let redirectURL = try #require(consent.json["redirect_url"] as? String)
+        let code = try #require(Self.query(redirectURL)["code"])
+        let token = try await h.client.http.send(
+            .POST, h.server.baseURL + "/auth/v1/oauth/token", body: nil,
+            rawBody: "grant_type=authorization_code&code=\(code)&client_id=\(clientID)&code_verifier=\(Self.verifier)"
+                + "&redirect_uri=\(Self.redirect.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)",
+            headers: h.client.headers + [("Content-Type", "application/x-www-form-urlencoded")])
+        #expect(token.status == 200, "\(token.body)")
+        let access = try #require(token.json["access_token"] as? String)
+        let payload = try #require(Self.payload(access))
+        let claims = try #require(JSONSerialization.jsonObject(with: payload) as? [String: Any])
+        #expect(claims["cid"] as? String == cid)
+        #expect(claims["company_role"] as? String == "owner")
+        #expect(claims["client_id"] as? String == clientID)
+        let members = try await h.client.get("/v1/companies/\(cid)/members", bearer: access)
+        #expect(members.status == 200, "\(members.body)")
+    }
+
+    /// A JWT's payload, decoded.
+    static func payload(_ jwt: String) -> Data? {
+        let parts = jwt.split(separator: ".")
+        guard parts.count == 3 else { return nil }
+        var text = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
+        return Data(base64Encoded: text)
+    }
+
     @Test("with the provider off every endpoint is oauth_server_disabled; an app's consent path is used when set")
     func settings() async throws {
         let off = try await AccountHarness.start()

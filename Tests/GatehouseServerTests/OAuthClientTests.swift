@@ -128,7 +128,10 @@ struct OAuthClientTests {
                 ["javascript:alert(1)"],
                 "invalid redirect_uri 'javascript:alert(1)': scheme 'javascript' is not allowed for security reasons"
             ),
-            (["data:text/html,x"], "invalid redirect_uri 'data:text/html,x': scheme 'data' is not allowed for security reasons"),
+            (
+                ["data:text/html,x"],
+                "invalid redirect_uri 'data:text/html,x': scheme 'data' is not allowed for security reasons"
+            ),
             (
                 ["http://app.example.com/cb"],
                 "invalid redirect_uri 'http://app.example.com/cb': HTTP scheme only allowed for localhost"
@@ -141,7 +144,8 @@ struct OAuthClientTests {
         for (uris, message) in refused {
             let reply = try await admin.send(.post, Self.clients, ["redirect_uris": uris])
             #expect(reply.status == 400)
-            #expect(Self.error(reply).code == "validation_failed" && Self.error(reply).message == message, "\(reply.body)")
+            #expect(
+                Self.error(reply).code == "validation_failed" && Self.error(reply).message == message, "\(reply.body)")
         }
         for uri in ["http://127.0.0.1:8765/cb", "http://[::1]/cb", "http://localhost/cb", "myapp://callback"] {
             #expect(try await admin.send(.post, Self.clients, ["redirect_uris": [uri]]).status == 201, "\(uri)")
@@ -182,20 +186,24 @@ struct OAuthClientTests {
                 "grant_types": ["client_credentials", "urn:ietf:params:oauth:grant-type:device_code"],
             ])
         #expect(
-            machine["grant_types"] as? [String] == ["client_credentials", "urn:ietf:params:oauth:grant-type:device_code"])
+            machine["grant_types"] as? [String] == [
+                "client_credentials", "urn:ietf:params:oauth:grant-type:device_code",
+            ])
     }
 
     @Test("PUT changes what it names, refuses an empty body and a type change; unknown ids are 404")
     func update() async throws {
         let (h, admin) = try await Self.start()
         defer { Task { try? await h.stop() } }
-        let created = try await Self.create(admin, ["client_name": "Old", "redirect_uris": ["https://a.example.com/cb"]])
+        let created = try await Self.create(
+            admin, ["client_name": "Old", "redirect_uris": ["https://a.example.com/cb"]])
         let id = try #require(created["client_id"] as? String)
         h.clock.advance(by: 5)
         let changed = try await admin.send(
             .put, "\(Self.clients)/\(id)",
             [
-                "client_name": "New", "redirect_uris": ["https://b.example.com/cb"], "logo_uri": "https://b.example.com/l.png",
+                "client_name": "New", "redirect_uris": ["https://b.example.com/cb"],
+                "logo_uri": "https://b.example.com/l.png",
                 "token_endpoint_auth_method": "client_secret_post", "scope": "openid",
             ])
         #expect(changed.status == 200, "\(changed.body)")

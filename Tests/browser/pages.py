@@ -8,6 +8,8 @@ Usage: python3 Tests/browser/pages.py --base URL --data-dir DIR --binary PATH [-
 """
 
 import argparse
+import base64
+import hashlib
 import io
 import json
 import os
@@ -24,9 +26,11 @@ import urllib.parse
 
 import pyotp
 import zxingcpp
+from authlib.jose import JsonWebKey
+from authlib.jose import jwt as jose_jwt
 from harness import WAIT, CheckFailed, Server, run
 from PIL import Image
-from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException, WebDriverException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -1561,6 +1565,347 @@ def test_console(server, browser, check):
     browser.audit("console-overview", shots=False)
 
 
+# --- 12. Gatehouse as an OAuth provider -----------------------------------------------------------------------------
+
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
+
+def unused_origin():
+    """http://127.0.0.1:PORT on a port nothing listens on: a client's app that never answers, so the browser stops at
+    the URL it was sent to and the test reads the answer from the address bar."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def pkce_pair():
+    """A PKCE verifier and its S256 challenge (RFC 7636 §4.2)."""
+    verifier = secrets.token_urlsafe(48)
+    digest = hashlib.sha256(verifier.encode()).digest()
+    return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def jwt_claims(token):
+    """The payload of a JWT, unverified (the id token is verified against the JWKS separately)."""
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+
+
+class OAuthApp:
+    """A client of Gatehouse's OAuth provider, registered by the operator through the admin API (public: PKCE and no
+    secret, as a browser or native app), its redirect URI on `unused_origin`. It builds authorization URLs and, as the
+    app's backend would, exchanges codes and reads userinfo over HTTP."""
+
+    def __init__(self, server, check, name, grant_types, scope="openid email profile"):
+        self.server = server
+        self.check = check
+        self.name = name
+        self.redirect_uri = unused_origin() + "/oauth/callback"
+        key = mint_service_key(server, check)
+        body = {"client_name": name, "redirect_uris": [self.redirect_uri], "client_type": "public",
+                "grant_types": grant_types, "scope": scope}
+        status, client = admin_call(server, key, "POST", "/auth/v1/admin/oauth/clients", body)
+        check(status in (200, 201) and isinstance(client, dict) and client.get("client_id"),
+              f"registering the OAuth client {name!r} answered {status}: {client}")
+        check("client_secret" not in client or not client["client_secret"],
+              f"a public client was given a secret: {client}")
+        self.client_id = client["client_id"]
+        status, self.discovery = server.api("GET", "/auth/v1/.well-known/openid-configuration")
+        check(status == 200 and (self.discovery or {}).get("issuer"), f"discovery answered {status}: {self.discovery}")
+        self.issuer = self.discovery["issuer"]
+
+    def authorize_url(self, challenge, state, scope="openid email profile", **extra):
+        query = {"response_type": "code", "client_id": self.client_id, "redirect_uri": self.redirect_uri,
+                 "scope": scope, "state": state, "code_challenge": challenge, "code_challenge_method": "S256", **extra}
+        return f"{self.server.base}/auth/v1/oauth/authorize?{urllib.parse.urlencode(query)}"
+
+    def landed(self, browser, what):
+        """Polls, up to WAIT seconds, until the browser is at the redirect URI; its query parameters."""
+        try:
+            WebDriverWait(browser.driver, WAIT).until(lambda d: d.current_url.startswith(self.redirect_uri + "?"))
+        except TimeoutException:
+            raise CheckFailed(f"{what}: the browser did not reach {self.redirect_uri} within {WAIT}s; "
+                              f"{browser.describe()}") from None
+        _, found = landing(browser.driver.current_url)
+        return found
+
+    def token(self, form):
+        """(status, decoded JSON) of a token endpoint call as this public client (`client_id` in the form)."""
+        status, _, text = self.server.request("POST", "/auth/v1/oauth/token", form={"client_id": self.client_id, **form})
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
+
+    def exchange(self, code, verifier):
+        return self.token({"grant_type": "authorization_code", "code": code, "redirect_uri": self.redirect_uri,
+                           "code_verifier": verifier})
+
+    def check_tokens(self, tokens, email, nonce=None, what="the tokens"):
+        """The token answer holds a bearer access token of this client, a refresh token and an id token signed by a
+        key of the JWKS, naming the user; userinfo with the access token names the same user. The id token's
+        claims."""
+        c = self.check
+        c(isinstance(tokens, dict) and tokens.get("access_token") and tokens.get("refresh_token"),
+          f"{what}: no access and refresh token: {tokens}")
+        c.equal(str(tokens.get("token_type")).lower(), "bearer", f"{what}: token_type")
+        access = jwt_claims(tokens["access_token"])
+        c.equal(access.get("client_id"), self.client_id, f"{what}: the access token's client_id")
+        c(tokens.get("id_token"), f"{what}: no id_token under the openid scope: {tokens}")
+        status, jwks = self.server.api("GET", self.discovery["jwks_uri"])
+        c(status == 200 and (jwks or {}).get("keys"), f"the JWKS answered {status}: {jwks}")
+        try:
+            claims = jose_jwt.decode(tokens["id_token"], JsonWebKey.import_key_set(jwks))
+            claims.validate()
+        except Exception as error:
+            raise CheckFailed(f"{what}: the id token does not verify against the JWKS: {error!r}") from None
+        c.equal(claims.get("iss"), self.issuer, f"{what}: the id token's iss")
+        audience = claims.get("aud")
+        c(audience == self.client_id or (isinstance(audience, list) and self.client_id in audience),
+          f"{what}: the id token's aud {audience!r} does not name {self.client_id}")
+        if nonce is not None:
+            c.equal(claims.get("nonce"), nonce, f"{what}: the id token's nonce")
+        status, info = self.server.api("GET", "/auth/v1/oauth/userinfo", token=tokens["access_token"])
+        c(status == 200 and isinstance(info, dict), f"{what}: userinfo answered {status}: {info}")
+        c.equal(info.get("sub"), claims.get("sub"), f"{what}: userinfo's sub against the id token's")
+        c.equal(info.get("email"), email, f"{what}: userinfo's email")
+        return claims
+
+
+def consent_page(browser, check, app, email, scopes):
+    """The consent page names the client, the signed-in user and the scopes in words, with Allow and Deny."""
+    check(urllib.parse.urlsplit(browser.driver.current_url).path == "/account/authorize",
+          f"the consent page is at {browser.driver.current_url}, not /account/authorize")
+    check(app.name in browser.text("h1"), f"the consent page's <h1> {browser.text('h1')!r} does not name {app.name!r}")
+    check.equal(browser.text("#consent-email"), email, "#consent-email")
+    shown = [li.text.strip() for li in browser.css("ul#consent-scopes li")]
+    check.equal(shown, scopes, "the scopes in ul#consent-scopes")
+    check.equal(browser.text("#consent-approve"), "Allow", "the Allow button")
+    check.equal(browser.text("#consent-deny"), "Deny", "the Deny button")
+
+
+def leave_for_app(browser, app, selector, what):
+    """TAB to a consent button and press ENTER: the answer sends the browser to the client's redirect URI."""
+    browser.tab_to(selector)
+    ActionChains(browser.driver).send_keys(Keys.ENTER).perform()
+    return app.landed(browser, what)
+
+
+def oauth_shots(browser, name):
+    """NAME-light.png and NAME-dark.png of the page as it is: a second state of a page `audit` shoots once."""
+    if not browser.shots:
+        return
+    browser.driver.execute_script("if (document.activeElement) document.activeElement.blur(); scrollTo(0, 0)")
+    for scheme in ("light", "dark"):
+        browser.color_scheme(scheme)
+        browser.screenshot(os.path.join(browser.shots, f"{name}-{scheme}.png"))
+    browser.color_scheme("light")
+
+
+SCOPE_WORDS = ["Know who you are", "See your email address", "See your name and picture"]
+
+
+def test_oauth_consent(server, browser, check):
+    """An app sends the browser to /auth/v1/oauth/authorize: signed out, Gatehouse's consent page sends it through
+    sign-in and back; Deny lands on the app with access_denied, Allow with code, state and iss; the app's backend
+    exchanges the code under PKCE for tokens (the id token verified against the JWKS) and reads userinfo; a code is
+    exchanged once; asked again, the remembered consent lands on the app at once."""
+    own_address(browser, "10.42.0.1")
+    email = "oauth-consent@example.com"
+    server.sign_up(check, email, PASSWORD)
+    app = OAuthApp(server, check, "Acme Notes", ["authorization_code", "refresh_token"])
+
+    # Signed out: the consent page sends the browser to sign in, and the sign-in brings it back.
+    verifier, challenge = pkce_pair()
+    state = secrets.token_urlsafe(12)
+    browser.driver.get(app.authorize_url(challenge, state))
+    browser.expect("sign-in")
+    browser.audit("sign-in", shots=False)
+    browser.type_into("form#password-sign-in input#email", email)
+    browser.type_into("form#password-sign-in input#password", PASSWORD)
+    browser.press_on("form#password-sign-in [type=submit]", "oauth-consent")
+    consent_page(browser, check, app, email, SCOPE_WORDS)
+    check(not browser.css("#consent-device"), "an app's consent page carries the device warning")
+    browser.audit("oauth-consent")
+
+    # Deny: the app hears access_denied, with its state.
+    found = leave_for_app(browser, app, "#consent-deny", "Deny")
+    check.equal(found.get("error"), "access_denied", "the error after Deny")
+    check.equal(found.get("state"), state, "the state after Deny")
+    check("code" not in found, f"Deny gave a code: {browser.driver.current_url}")
+
+    # Again, signed in now: the consent page at once; Allow gives a code.
+    verifier, challenge = pkce_pair()
+    state = secrets.token_urlsafe(12)
+    nonce = secrets.token_urlsafe(12)
+    browser.driver.get(app.authorize_url(challenge, state, nonce=nonce))
+    browser.expect("oauth-consent")
+    consent_page(browser, check, app, email, SCOPE_WORDS)
+    found = leave_for_app(browser, app, "#consent-approve", "Allow")
+    check(found.get("code"), f"Allow gave no code: {browser.driver.current_url}")
+    check.equal(found.get("state"), state, "the state after Allow")
+    check.equal(found.get("iss"), app.issuer, "the iss after Allow (RFC 9207)")
+    check("error" not in found, f"Allow landed with an error: {browser.driver.current_url}")
+
+    status, wrong = app.exchange(found["code"], pkce_pair()[0])
+    check(status == 400 and (wrong or {}).get("error") == "invalid_grant",
+          f"the code with another verifier answered {status}: {wrong}")
+    # Whether a refused verifier spends the code is the server's choice: a new request, which the consent given
+    # just now answers at once, without the page.
+    verifier, challenge = pkce_pair()
+    state = secrets.token_urlsafe(12)
+    try:
+        browser.driver.get(app.authorize_url(challenge, state, nonce=nonce))
+    except WebDriverException as error:
+        # The app listens nowhere: the navigation the driver waited for ends in a refused connection there.
+        check("ERR_CONNECTION_REFUSED" in error.msg, f"opening the authorization URL again: {error.msg}")
+    found = app.landed(browser, "the remembered consent")
+    check(found.get("code") and found.get("state") == state,
+          f"the remembered consent did not land on the app with a code: {browser.driver.current_url}")
+    status, tokens = app.exchange(found["code"], verifier)
+    check(status == 200, f"exchanging the code answered {status}: {tokens}")
+    app.check_tokens(tokens, email, nonce=nonce, what="the code's tokens")
+    status, refreshed = app.token({"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]})
+    check(status == 200 and (refreshed or {}).get("access_token"), f"the refresh answered {status}: {refreshed}")
+
+    # The code a second time: refused, and the session it made ends (OAuth 2.1 §4.1.3).
+    status, again = app.exchange(found["code"], verifier)
+    check(status == 400 and (again or {}).get("error") == "invalid_grant",
+          f"the same code exchanged twice answered {status}: {again}")
+    status, info = server.api("GET", "/auth/v1/oauth/userinfo", token=refreshed["access_token"])
+    check.equal(status, 401, f"userinfo with the replayed code's refreshed token ({info})")
+
+
+def test_oauth_step_up(server, browser, check):
+    """An app asking for acr_values=aal2: without an authenticator app the page says how to get one; with one, the
+    browser signs in, goes through the second-factor page and back to consent; the tokens say aal2."""
+    own_address(browser, "10.42.0.2")
+    email = "oauth-step-up@example.com"
+    session = server.sign_up(check, email, PASSWORD)
+    app = OAuthApp(server, check, "Acme Payroll", ["authorization_code", "refresh_token"])
+    verifier, challenge = pkce_pair()
+    state = secrets.token_urlsafe(12)
+    browser.driver.get(app.authorize_url(challenge, state, acr_values="aal2"))
+    browser.expect("sign-in")
+    browser.type_into("form#password-sign-in input#email", email)
+    browser.type_into("form#password-sign-in input#password", PASSWORD)
+    browser.press_on("form#password-sign-in [type=submit]", "oauth-second-factor")
+    consent_url = browser.driver.current_url
+    check(bool(browser.text("main p")), "the page for a missing second factor says nothing")
+    browser.audit("oauth-second-factor")
+
+    # An authenticator app, added through the API; the same request now asks for its code.
+    token = session["access_token"]
+    status, factor = server.api("POST", "/auth/v1/factors", {"factor_type": "totp", "friendly_name": "Phone"},
+                                token=token)
+    check(status == 200 and factor.get("id"), f"enrolling a factor answered {status}: {factor}")
+    phone = Authenticator(pyotp.TOTP(factor["totp"]["secret"]).provisioning_uri(name=email))
+    status, challenged = server.api("POST", f"/auth/v1/factors/{factor['id']}/challenge", {}, token=token)
+    check(status == 200 and challenged.get("id"), f"the factor's challenge answered {status}: {challenged}")
+    status, verified = server.api("POST", f"/auth/v1/factors/{factor['id']}/verify",
+                                  {"challenge_id": challenged["id"], "code": phone.code()}, token=token)
+    check(status == 200, f"verifying the factor answered {status}: {verified}")
+
+    # A factor turned on ends the account's sessions below aal2 (as GoTrue): the request signs in again, then asks
+    # for the app's code.
+    browser.open(consent_url, "sign-in")
+    browser.type_into("form#password-sign-in input#email", email)
+    browser.type_into("form#password-sign-in input#password", PASSWORD)
+    browser.press_on("form#password-sign-in [type=submit]", "second-factor")
+    check.equal(urllib.parse.urlsplit(browser.driver.current_url).path, "/account/second-factor",
+                "the step-up's page")
+    browser.audit("second-factor", shots=False)
+    browser.type_into("form#second-factor-form input#code", phone.code())
+    browser.press_on("form#second-factor-form [type=submit]", "oauth-consent")
+    consent_page(browser, check, app, email, SCOPE_WORDS)
+    browser.audit("oauth-consent", shots=False)
+    found = leave_for_app(browser, app, "#consent-approve", "Allow after the second factor")
+    check(found.get("code") and found.get("state") == state, f"Allow landed on {browser.driver.current_url}")
+    status, tokens = app.exchange(found["code"], verifier)
+    check(status == 200, f"exchanging the code answered {status}: {tokens}")
+    claims = app.check_tokens(tokens, email, what="the aal2 tokens")
+    check.equal(jwt_claims(tokens["access_token"]).get("aal"), "aal2", "the access token's aal")
+    check.equal(claims.get("acr"), "aal2", "the id token's acr")
+
+
+def test_oauth_device(server, browser, check):
+    """A device asks for a code; its person, signed out, opens the verification URI, signs in, types the code by
+    keyboard (a wrong one first, which the page refuses in words), allows the device on the consent page and reads
+    "Device connected"; the device's poll then gets tokens."""
+    own_address(browser, "10.42.0.3")
+    email = "oauth-device@example.com"
+    server.sign_up(check, email, PASSWORD)
+    app = OAuthApp(server, check, "Acme TV", [DEVICE_GRANT, "refresh_token"])
+    status, _, text = server.request("POST", "/auth/v1/oauth/device_authorization",
+                                     form={"client_id": app.client_id, "scope": "openid email"})
+    device = json.loads(text) if status == 200 else {}
+    check(status == 200, f"device_authorization answered {status}: {text[:300]}")
+    user_code = device.get("user_code") or ""
+    check(re.fullmatch(r"[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}", user_code),
+          f"the user_code {user_code!r} is not like BCDF-GHJK")
+    check.equal(device.get("verification_uri"), server.base + "/account/device", "verification_uri")
+    check(device.get("device_code") and (device.get("verification_uri_complete") or "").startswith(
+        server.base + "/account/device?"), f"the device answer: {device}")
+    interval = int(device.get("interval") or 5)
+
+    def poll():
+        return app.token({"grant_type": DEVICE_GRANT, "device_code": device["device_code"]})
+
+    status, pending = poll()
+    check(status == 400 and (pending or {}).get("error") == "authorization_pending",
+          f"polling before the person acted answered {status}: {pending}")
+    polled = time.monotonic()
+
+    browser.open(device["verification_uri"], "sign-in")
+    browser.type_into("form#password-sign-in input#email", email)
+    browser.type_into("form#password-sign-in input#password", PASSWORD)
+    browser.press_on("form#password-sign-in [type=submit]", "oauth-device")
+    check.equal(urllib.parse.urlsplit(browser.driver.current_url).path, "/account/device", "the page after sign-in")
+    check.equal(browser.one("input#user_code").get_attribute("value"), "", "input#user_code on the bare page")
+    browser.audit("oauth-device")
+
+    wrong = "".join("BCDFGHJKLMNPQRSTVWXZ"[("BCDFGHJKLMNPQRSTVWXZ".index(ch) + 1) % 20] if ch != "-" else "-"
+                    for ch in user_code)
+    browser.type_into("form#device-form input#user_code", wrong)
+    browser.press_on("form#device-form [type=submit]", "oauth-device")
+    check(bool(browser.text("#device-error")), "a wrong code shows an empty #device-error")
+    field = browser.one("input#user_code")
+    check("device-error" in (field.get_attribute("aria-describedby") or "").split(),
+          "input#user_code's aria-describedby does not name #device-error")
+    check.equal(field.get_attribute("aria-invalid"), "true", "input#user_code's aria-invalid after a wrong code")
+    browser.audit("oauth-device", shots=False)
+    oauth_shots(browser, "oauth-device-error")
+
+    # The right code, as a person types it off a screen: lowercase, without the dash.
+    browser.type_into("form#device-form input#user_code", user_code.replace("-", "").lower())
+    browser.press_on("form#device-form [type=submit]", "oauth-consent")
+    consent_page(browser, check, app, email, SCOPE_WORDS[:2])
+    check(browser.text("#consent-device").startswith("Allow only a device you are setting up yourself"),
+          "the device's consent page does not warn about a code sent by someone else (RFC 8628 §5.4)")
+    browser.audit("oauth-consent", shots=False)
+    oauth_shots(browser, "oauth-consent-device")
+    browser.press_on("#consent-approve", "oauth-device-done")
+    check.equal(browser.text("h1"), "Device connected", "the page after allowing the device")
+    browser.audit("oauth-device-done")
+
+    # The device polls at its interval until the tokens come (RFC 8628 §3.5: slow_down adds to the interval).
+    end = time.monotonic() + WAIT + 2 * interval
+    while True:
+        time.sleep(max(0.0, polled + interval - time.monotonic()))  # the protocol's pace, not a wait for state
+        status, tokens = poll()
+        polled = time.monotonic()
+        error = (tokens or {}).get("error") if isinstance(tokens, dict) else None
+        if status == 200 or error not in ("authorization_pending", "slow_down") or polled > end:
+            break
+        if error == "slow_down":
+            interval += 5
+    check(status == 200, f"the device's poll after Allow answered {status}: {tokens}")
+    app.check_tokens(tokens, email, what="the device's tokens")
+    status, spent = poll()
+    check(status == 400 and (spent or {}).get("error") in ("invalid_grant", "expired_token"),
+          f"polling again after the tokens answered {status}: {spent}")
+
+
 TESTS = [
     test_magic_link,
     test_used_link,
@@ -1579,6 +1924,9 @@ TESTS = [
     test_saml_sign_in,
     test_invitation_acceptance,
     test_console,
+    test_oauth_consent,
+    test_oauth_step_up,
+    test_oauth_device,
 ]
 
 

@@ -208,5 +208,5 @@ def test_pyoidc_discovery_registration_and_code_flow(server, service, confirmed_
     assert id_token["iss"] == issuer
     assert id_token["aud"] == [registered["client_id"]]
     assert id_token["nonce"] == nonce
-    info = client.do_user_info_request(state=state)
+    info = client.do_user_info_request(state=state, method="GET")
     assert info["sub"] == id_token["sub"]

@@ -136,7 +136,8 @@ struct ConsoleOAuthClients: Sendable {
                 console, form: form, error: kit.text(bad.key, console, bad.values), status: .badRequest)
         } catch let refusal as APIError where refusal.code == ErrorCode.validationFailed.rawValue {
             return try await listPage(
-                console, form: form, error: kit.text("oauth_clients_error_refused", console, ["reason": refusal.message]),
+                console, form: form,
+                error: kit.text("oauth_clients_error_refused", console, ["reason": refusal.message]),
                 status: .badRequest)
         }
     }

@@ -16,7 +16,8 @@ struct OAuthClients: Sendable {
     static let notFound = APIError(.notFound, code: .oauthClientNotFound, message: "OAuth client not found")
     static let disabled = APIError(.notFound, code: .oauthServerDisabled, message: "OAuth 2.1 server is disabled")
     static let registrationDisabled = APIError(
-        .forbidden, code: .oauthDynamicClientRegistrationDisabled, message: "Dynamic client registration is not enabled")
+        .forbidden, code: .oauthDynamicClientRegistrationDisabled, message: "Dynamic client registration is not enabled"
+    )
 
     /// Throws `oauth_server_disabled` while `--oauth-server` is off: the API's endpoints answer nothing else then.
     func requireEnabled() throws {
@@ -38,25 +39,28 @@ struct OAuthClients: Sendable {
 
     // MARK: Registering
 
+    /// A client just registered, and its secret (a confidential client's), shown only now.
+    typealias Registered = (client: OAuthClient, secret: String?)
+
     /// Registers a client for the operator (`registration_type` manual); answers it and, for a confidential client,
     /// its secret, shown only here. A refusal is 400 validation_failed with GoTrue's words.
-    func register(_ metadata: OAuthClientMetadata, by caller: AdminCaller) async throws -> (
-        OAuthClient, secret: String?
-    ) {
+    func register(_ metadata: OAuthClientMetadata, by caller: AdminCaller) async throws -> Registered {
         let checked: OAuthClientMetadata.Checked
         do throws(OAuthClientRefusal) {
             checked = try metadata.checked(dynamic: false)
         } catch {
             throw APIError.validation(error.message)
         }
-        return try await insert(checked, registration: "manual") { caller.event(.oauthClientCreated, accountID: nil, detail: $0) }
+        return try await insert(checked, registration: "manual") {
+            caller.event(.oauthClientCreated, accountID: nil, detail: $0)
+        }
     }
 
     /// Registers a client for anyone who asks (RFC 7591), when `--oauth-allow-dynamic-registration` is on, at most
     /// `registrationsPerIP` an hour from one address. A refusal of the metadata is the RFC's (`OAuthClientRefusal`).
-    func registerDynamically(_ metadata: OAuthClientMetadata, client: ClientInfo) async throws -> Result<
-        (OAuthClient, secret: String?), OAuthClientRefusal
-    > {
+    func registerDynamically(_ metadata: OAuthClientMetadata, client: ClientInfo) async throws
+        -> Result<Registered, OAuthClientRefusal>
+    {
         try requireEnabled()
         guard settings.allowDynamicRegistration else { throw Self.registrationDisabled }
         try await throttling?.limit("oauth_client_register", Self.registrationsPerIP, client: client)
@@ -68,7 +72,8 @@ struct OAuthClients: Sendable {
         }
         return .success(
             try await insert(checked, registration: "dynamic") {
-                client.event(.oauthClientCreated, accountID: nil, detail: $0.merging(["registration": "dynamic"]) { $1 })
+                client.event(
+                    .oauthClientCreated, accountID: nil, detail: $0.merging(["registration": "dynamic"]) { $1 })
             })
     }
 
@@ -77,7 +82,7 @@ struct OAuthClients: Sendable {
     private func insert(
         _ checked: OAuthClientMetadata.Checked, registration: String,
         event: @escaping @Sendable ([String: String]) -> AuditEvent
-    ) async throws -> (OAuthClient, secret: String?) {
+    ) async throws -> Registered {
         let now = clock.now.epochMilliseconds
         let secret = checked.type == .confidential ? Secrets.token() : nil
         let client = OAuthClient(
