@@ -389,6 +389,43 @@ struct OAuthClientTests {
         #expect(audit.count == 2 && audit.allSatisfy { $0.contains("\"registration\":\"dynamic\"") })
     }
 
+    @Test("the command line registers, lists, gives a new secret and removes, by the admin API's rules")
+    func commandLine() async throws {
+        let (h, admin) = try await Self.start()
+        defer { Task { try? await h.stop() } }
+        let op = Operator(store: h.server.services.store)
+        let configuration = h.server.services.configuration
+        let server = try await op.addOAuthClient(
+            name: "Server", redirectURIs: ["https://a.example.com/cb"], isPublic: false,
+            grantTypes: ["authorization_code", "client_credentials"], scope: "openid company",
+            configuration: configuration)
+        #expect(server.secret?.isEmpty == false)
+        let app = try await op.addOAuthClient(
+            name: "App", redirectURIs: ["com.example.app:/cb"], isPublic: true, grantTypes: nil, scope: nil,
+            configuration: configuration)
+        #expect(app.secret == nil)
+        let read = try await admin.get("\(Self.clients)/\(server.id)").json
+        #expect(read["grant_types"] as? [String] == ["authorization_code", "client_credentials"])
+        #expect(read["scope"] as? String == "openid company")
+        let lines = try await op.oauthClientLines(configuration: configuration)
+        #expect(lines.count == 2 && lines[0].hasPrefix("\(app.id)  public  App  com.example.app:/cb"))
+        await #expect(throws: OAuthClientCommandError.self) {
+            _ = try await op.addOAuthClient(
+                name: "Bad", redirectURIs: ["http://a.example.com/cb"], isPublic: false, grantTypes: nil, scope: nil,
+                configuration: configuration)
+        }
+        let secret = try await op.regenerateOAuthClientSecret(server.id, configuration: configuration)
+        #expect(secret != nil && secret != server.secret)
+        await #expect(throws: OAuthClientCommandError.self) {
+            _ = try await op.regenerateOAuthClientSecret(app.id, configuration: configuration)
+        }
+        #expect(try await op.regenerateOAuthClientSecret(UUID().uuidString, configuration: configuration) == nil)
+        #expect(try await op.removeOAuthClient(app.id, configuration: configuration))
+        #expect(!(try await op.removeOAuthClient(app.id, configuration: configuration)))
+        let audit = try await Self.details(h, "oauth_client_created")
+        #expect(audit.count == 2 && audit.allSatisfy { $0.contains("\"by\":\"operator\"") })
+    }
+
     @Test("one address registers at most 10 clients an hour dynamically")
     func registrationRateLimit() async throws {
         let (h, _) = try await Self.start { $0.auth.oauthServer.allowDynamicRegistration = true }

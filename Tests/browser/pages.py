@@ -1631,7 +1631,8 @@ class OAuthApp:
 
     def token(self, form):
         """(status, decoded JSON) of a token endpoint call as this public client (`client_id` in the form)."""
-        status, _, text = self.server.request("POST", "/auth/v1/oauth/token", form={"client_id": self.client_id, **form})
+        sent = {"client_id": self.client_id, **form}
+        status, _, text = self.server.request("POST", "/auth/v1/oauth/token", form=sent)
         try:
             return status, json.loads(text)
         except ValueError:

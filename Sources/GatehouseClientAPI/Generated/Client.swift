@@ -5306,7 +5306,7 @@ package struct Client: APIProtocol {
             }
         )
     }
-    /// Revoke the grant to one client: its consent goes, and every session the client holds for the user ends (its refresh tokens stop working). 404 oauth_consent_not_found when there is none.
+    /// Revoke the grant to one client: its consent goes, and every session the client holds for the user ends (its refresh tokens stop working). 404 oauth_consent_not_found when there is none; 400 validation_failed without a `client_id` or with one that is not a UUID.
     ///
     /// - Remark: HTTP `DELETE /auth/v1/user/oauth/grants`.
     /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/delete(revokeOAuthGrant)`.

@@ -7263,7 +7263,7 @@ package enum Operations {
             }
         }
     }
-    /// Revoke the grant to one client: its consent goes, and every session the client holds for the user ends (its refresh tokens stop working). 404 oauth_consent_not_found when there is none.
+    /// Revoke the grant to one client: its consent goes, and every session the client holds for the user ends (its refresh tokens stop working). 404 oauth_consent_not_found when there is none; 400 validation_failed without a `client_id` or with one that is not a UUID.
     ///
     /// - Remark: HTTP `DELETE /auth/v1/user/oauth/grants`.
     /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/delete(revokeOAuthGrant)`.
@@ -7273,12 +7273,12 @@ package enum Operations {
             /// - Remark: Generated from `#/paths/auth/v1/user/oauth/grants/DELETE/query`.
             package struct Query: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/auth/v1/user/oauth/grants/DELETE/query/client_id`.
-                package var clientId: Swift.String
+                package var clientId: Swift.String?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
                 ///   - clientId:
-                package init(clientId: Swift.String) {
+                package init(clientId: Swift.String? = nil) {
                     self.clientId = clientId
                 }
             }
@@ -7301,7 +7301,7 @@ package enum Operations {
             ///   - query:
             ///   - headers:
             package init(
-                query: Operations.RevokeOAuthGrant.Input.Query,
+                query: Operations.RevokeOAuthGrant.Input.Query = .init(),
                 headers: Operations.RevokeOAuthGrant.Input.Headers = .init()
             ) {
                 self.query = query

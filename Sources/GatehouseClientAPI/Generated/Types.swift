@@ -171,7 +171,7 @@ package protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /auth/v1/user/oauth/grants`.
     /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/get(listOAuthGrants)`.
     func listOAuthGrants(_ input: Operations.ListOAuthGrants.Input) async throws -> Operations.ListOAuthGrants.Output
-    /// Revoke the grant to one client: its consent goes, and every session the client holds for the user ends (its refresh tokens stop working). 404 oauth_consent_not_found when there is none.
+    /// Revoke the grant to one client: its consent goes, and every session the client holds for the user ends (its refresh tokens stop working). 404 oauth_consent_not_found when there is none; 400 validation_failed without a `client_id` or with one that is not a UUID.
     ///
     /// - Remark: HTTP `DELETE /auth/v1/user/oauth/grants`.
     /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/delete(revokeOAuthGrant)`.
@@ -781,12 +781,12 @@ extension APIProtocol {
     package func listOAuthGrants(headers: Operations.ListOAuthGrants.Input.Headers = .init()) async throws -> Operations.ListOAuthGrants.Output {
         try await listOAuthGrants(Operations.ListOAuthGrants.Input(headers: headers))
     }
-    /// Revoke the grant to one client: its consent goes, and every session the client holds for the user ends (its refresh tokens stop working). 404 oauth_consent_not_found when there is none.
+    /// Revoke the grant to one client: its consent goes, and every session the client holds for the user ends (its refresh tokens stop working). 404 oauth_consent_not_found when there is none; 400 validation_failed without a `client_id` or with one that is not a UUID.
     ///
     /// - Remark: HTTP `DELETE /auth/v1/user/oauth/grants`.
     /// - Remark: Generated from `#/paths//auth/v1/user/oauth/grants/delete(revokeOAuthGrant)`.
     package func revokeOAuthGrant(
-        query: Operations.RevokeOAuthGrant.Input.Query,
+        query: Operations.RevokeOAuthGrant.Input.Query = .init(),
         headers: Operations.RevokeOAuthGrant.Input.Headers = .init()
     ) async throws -> Operations.RevokeOAuthGrant.Output {
         try await revokeOAuthGrant(Operations.RevokeOAuthGrant.Input(

@@ -52,7 +52,10 @@ extension API {
     func revokeOAuthGrant(_ input: Operations.RevokeOAuthGrant.Input) async throws -> Operations.RevokeOAuthGrant.Output {
         try oauth.checkEnabled()
         let caller = try await access.account()
-        try await oauth.revokeGrant(clientID: input.query.clientId, by: caller)
+        guard let clientID = input.query.clientId, !clientID.isEmpty else {
+            throw APIError.validation("client_id query parameter is required")
+        }
+        try await oauth.revokeGrant(clientID: clientID, by: caller)
         return .noContent(.init())
     }
 

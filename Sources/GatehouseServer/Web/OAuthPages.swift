@@ -183,7 +183,9 @@ struct OAuthPages: Sendable {
         let language = kit.language(of: caller)
         var fields: [String: Any] = [
             "token": PasskeyPages.pageTokens(sessionID: caller.identity.sessionID, box: box)[0],
-            "user_code": userCode.flatMap(DeviceUserCode.normalize).map(DeviceUserCode.display) ?? "",
+            // A code that was refused is shown as typed, so one wrong letter is mended rather than all retyped.
+            "user_code": userCode.flatMap(DeviceUserCode.normalize).map(DeviceUserCode.display)
+                ?? String((userCode ?? "").prefix(12)),
         ]
         if error { fields["error"] = kit.text("oauth_device_unknown", language) }
         return kit.page(
@@ -209,7 +211,7 @@ struct OAuthPages: Sendable {
         try PasskeyPages.checkPageToken(form.token, caller: caller, box: box)
         try await oauth.limitDeviceCodes(client)
         guard let id = try await oauth.deviceRequest(userCode: form.userCode) else {
-            return try await devicePage(userCode: nil, error: true)
+            return try await devicePage(userCode: form.userCode, error: true)
         }
         return .redirect("/account/authorize?authorization_id=" + id)
     }
