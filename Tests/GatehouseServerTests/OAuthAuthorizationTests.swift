@@ -64,7 +64,8 @@ struct OAuthAuthorizationTests {
         let offByOne = try await h.client.get(
             Self.authorizeQuery(clientID).replacingOccurrences(of: "callback", with: "callbacK"))
         #expect(offByOne.status == 400)
-        #expect(offByOne.json["msg"] as? String == "invalid redirect_uri" || offByOne.body.contains("invalid redirect_uri"))
+        #expect(
+            offByOne.json["msg"] as? String == "invalid redirect_uri" || offByOne.body.contains("invalid redirect_uri"))
         #expect(offByOne.headers["location"] == nil)
     }
 
@@ -73,16 +74,24 @@ struct OAuthAuthorizationTests {
         let (h, _, clientID) = try await Self.start()
         defer { Task { try? await h.stop() } }
         let cases: [(String, String)] = [
-            (Self.authorizeQuery(clientID).replacingOccurrences(of: "&code_challenge_method=S256", with: ""),
-                "invalid_request"),
+            (
+                Self.authorizeQuery(clientID).replacingOccurrences(of: "&code_challenge_method=S256", with: ""),
+                "invalid_request"
+            ),
             (Self.authorizeQuery(clientID).replacingOccurrences(of: "S256", with: "plain"), "invalid_request"),
-            (Self.authorizeQuery(clientID).replacingOccurrences(of: "code_challenge=\(Self.challenge)", with: "code_challenge=short"),
-                "invalid_request"),
+            (
+                Self.authorizeQuery(clientID).replacingOccurrences(
+                    of: "code_challenge=\(Self.challenge)", with: "code_challenge=short"),
+                "invalid_request"
+            ),
             (Self.authorizeQuery(clientID, scope: "openid admin"), "invalid_scope"),
             // The company scope is not in a registration's default: the client may not ask for it.
             (Self.authorizeQuery(clientID, scope: "openid company"), "invalid_scope"),
-            (Self.authorizeQuery(clientID).replacingOccurrences(of: "response_type=code", with: "response_type=token"),
-                "unsupported_response_type"),
+            (
+                Self.authorizeQuery(clientID).replacingOccurrences(
+                    of: "response_type=code", with: "response_type=token"),
+                "unsupported_response_type"
+            ),
         ]
         for (path, error) in cases {
             let reply = try await h.client.get(path)
@@ -214,8 +223,10 @@ struct OAuthAuthorizationTests {
         defer { Task { try? await h.stop() } }
         let created = try await admin.send(
             .post, "/auth/v1/admin/oauth/clients",
-            ["client_name": "Books", "redirect_uris": [Self.redirect], "client_type": "public",
-                "scope": "openid email company"])
+            [
+                "client_name": "Books", "redirect_uris": [Self.redirect], "client_type": "public",
+                "scope": "openid email company",
+            ])
         let clientID = try #require(created.json["client_id"] as? String)
         var owner = try await h.person("oauth-company")
         let cid = try await h.company("Ledger Ltd", owner: &owner)

@@ -73,7 +73,8 @@ struct OAuthRulesTests {
         guard case .failure(let refusal) = refused else { Issue.record("a bad prompt passed"); return }
         #expect(refusal.error.error == "invalid_request" && refusal.state == "s")
         await #expect(throws: APIError.self) {
-            _ = try await AuthorizeRequest.parse(base.merging(["redirect_uri": "https://app.example.com/cb/"]) { $1 }, find: find)
+            _ = try await AuthorizeRequest.parse(
+                base.merging(["redirect_uri": "https://app.example.com/cb/"]) { $1 }, find: find)
         }
         #expect(AuthorizeRequest.acr("aal1 aal2") == "aal2" && AuthorizeRequest.acr("aal1") == nil)
     }

@@ -114,7 +114,8 @@ struct ConsoleKit: Sendable {
     static func returnPath(_ path: String) -> String {
         let console = path == "/console" || path.hasPrefix("/console/")
         // The OAuth provider's consent and device pages come back the same way (`OAuthPages`).
-        let oauth = path.hasPrefix("/account/authorize?") || path == "/account/device"
+        let oauth =
+            path.hasPrefix("/account/authorize?") || path == "/account/device"
             || path.hasPrefix("/account/device?")
         guard console || oauth, !path.contains("//"), !path.contains("\\") else { return "/console" }
         return path

@@ -49,7 +49,8 @@ extension API {
                     })))
     }
 
-    func revokeOAuthGrant(_ input: Operations.RevokeOAuthGrant.Input) async throws -> Operations.RevokeOAuthGrant.Output {
+    func revokeOAuthGrant(_ input: Operations.RevokeOAuthGrant.Input) async throws -> Operations.RevokeOAuthGrant.Output
+    {
         try oauth.checkEnabled()
         let caller = try await access.account()
         guard let clientID = input.query.clientId, !clientID.isEmpty else {

@@ -62,7 +62,9 @@ struct AuthorizeRequest: Sendable, Equatable {
             return refuse(.invalidRequest("PKCE is required: code_challenge and code_challenge_method (S256)"))
         }
         // S256 only: `plain` would send the verifier itself through the browser.
-        guard method.lowercased() == "s256" else { return refuse(.invalidRequest("code_challenge_method must be S256")) }
+        guard method.lowercased() == "s256" else {
+            return refuse(.invalidRequest("code_challenge_method must be S256"))
+        }
         guard (43...128).contains(challenge.count), challenge.allSatisfy(PKCE.challengeCharacters.contains) else {
             return refuse(.invalidRequest("code_challenge must be 43 to 128 base64url characters"))
         }
@@ -200,7 +202,10 @@ struct OAuthAuthorizations: Sendable {
     static func location(_ refusal: RedirectedError) -> String {
         location(
             refusal.redirectURI,
-            [("error", refusal.error.error), ("error_description", refusal.error.description), ("state", refusal.state)])
+            [
+                ("error", refusal.error.error), ("error_description", refusal.error.description),
+                ("state", refusal.state),
+            ])
     }
 
     static func location(_ base: String, _ params: [(String, String?)]) -> String {
@@ -240,8 +245,10 @@ struct OAuthAuthorizations: Sendable {
             return .redirect(
                 clientRedirect(
                     row.redirectURI ?? "",
-                    [("error", "consent_required"), ("error_description", "The user has not granted this client"),
-                        ("state", row.state)]))
+                    [
+                        ("error", "consent_required"), ("error_description", "The user has not granted this client"),
+                        ("state", row.state),
+                    ]))
         }
         let email = try await users.user(id: caller.accountID)?.email ?? caller.identity.email
         return .details(
@@ -422,7 +429,8 @@ struct OAuthAuthorizations: Sendable {
             prompt: nil, status: .pending, userCode: userCode, pollInterval: Self.deviceInterval,
             polledAt: nil, createdAt: now.epochMilliseconds,
             expiresAt: now.addingTimeInterval(Self.requestLifetime).epochMilliseconds)
-        try await OAuthAuthorizationRepository(db: store.database).insert(row, deviceCodeHash: Secrets.digest(deviceCode))
+        try await OAuthAuthorizationRepository(db: store.database).insert(
+            row, deviceCodeHash: Secrets.digest(deviceCode))
         return DeviceStart(
             deviceCode: deviceCode, userCode: DeviceUserCode.display(userCode),
             expiresIn: Int(Self.requestLifetime), interval: Self.deviceInterval)

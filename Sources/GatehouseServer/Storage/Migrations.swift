@@ -868,7 +868,8 @@ public enum Migrations {
                 .column("id", type: .text, .primaryKey(autoIncrement: false))
                 .column("kind", type: .text, .notNull)
                 .column(
-                    "client_id", type: .text, .notNull, .references("oauth_clients", "id", onDelete: .cascade))
+                    "client_id", type: .text, .notNull, .references("oauth_clients", "id", onDelete: .cascade)
+                )
                 .column("account_id", type: .text)
                 .column("redirect_uri", type: .text)
                 .column("scope", type: .text, .notNull)
@@ -905,7 +906,8 @@ public enum Migrations {
             try await db.create(table: "oauth_consents")
                 .column("account_id", type: .text, .notNull, .references("accounts", "id", onDelete: .cascade))
                 .column(
-                    "client_id", type: .text, .notNull, .references("oauth_clients", "id", onDelete: .cascade))
+                    "client_id", type: .text, .notNull, .references("oauth_clients", "id", onDelete: .cascade)
+                )
                 .column("scope", type: .text, .notNull)
                 .column("granted_at", type: .bigint, .notNull)
                 .primaryKey("account_id", "client_id")
