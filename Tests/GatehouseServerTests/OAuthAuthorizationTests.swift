@@ -284,7 +284,7 @@ struct OAuthAuthorizationTests {
         #expect(reply.headers["location"]?.hasPrefix("https://app.example.com/oauth/consent?authorization_id=") == true)
     }
 
-    @Test("Gatehouse's consent page: signed out it goes to sign-in and comes back; it lists the scopes and approves")
+    @Test("Gatehouse's consent page: signed out it goes to sign-in (prompt=none: login_required); it lists the scopes")
     func consentPage() async throws {
         let (h, _, clientID) = try await Self.start()
         defer { Task { try? await h.stop() } }
@@ -292,6 +292,11 @@ struct OAuthAuthorizationTests {
         let signedOut = try await h.client.get("/account/authorize?authorization_id=\(id)")
         #expect(signedOut.status == 303 && signedOut.headers["location"] == "/account/sign-in")
         #expect(signedOut.headers["set-cookie"]?.contains("gh_console_return=") == true)
+        // `prompt=none` shows no page: signed out, the client hears login_required.
+        let silent = try await Self.authorize(h, clientID, extra: "&prompt=none")
+        let refused = try await h.client.get("/account/authorize?authorization_id=\(silent)")
+        let refusal = try #require(refused.headers["location"])
+        #expect(refusal.hasPrefix(Self.redirect) && Self.query(refusal)["error"] == "login_required")
         let person = try await h.person("oauth-page")
         let cookie = "gh_session=\(person.account.access)"
         let page = try await h.client.get(

@@ -67,10 +67,11 @@ private struct Provider {
         async throws -> (code: String, verifier: String)
     {
         let (verifier, challenge) = Self.pkce()
-        let location = try await api.oauth.authorize([
-            "client_id": clientID, "redirect_uri": Self.redirectURI, "response_type": "code", "scope": scope,
-            "state": "s-1", "nonce": nonce, "code_challenge": challenge, "code_challenge_method": "S256",
-        ])
+        let location = try await api.oauth.authorize(
+            [
+                "client_id": clientID, "redirect_uri": Self.redirectURI, "response_type": "code", "scope": scope,
+                "state": "s-1", "nonce": nonce, "code_challenge": challenge, "code_challenge_method": "S256",
+            ], from: ClientInfo(headers: [:], peerAddress: "127.0.0.1", settings: AuthSettings()))
         let id = try #require(
             URLComponents(string: location)?.queryItems?.first { $0.name == "authorization_id" }?.value)
         let opened = try await h.client.get("/auth/v1/oauth/authorizations/\(id)", bearer: user.access)

@@ -166,8 +166,12 @@ struct OAuthAuthorizations: Sendable {
 
     /// `GET /oauth/authorize`: keeps the request and answers where the browser goes: the consent page (the app's,
     /// `--oauth-authorization-path`, or Gatehouse's own) with `authorization_id`, or the client with an error.
-    func authorize(_ query: [String: String]) async throws -> String {
+    /// Each address starts at most this many requests a minute: every one is a row kept for ten minutes.
+    static let authorizeRule = RateLimit(limit: 60, per: 60)
+
+    func authorize(_ query: [String: String], from client: ClientInfo) async throws -> String {
         try checkEnabled()
+        try await throttling.limit("oauth-authorize", Self.authorizeRule, client: client)
         let request: AuthorizeRequest
         switch try await AuthorizeRequest.parse(query, find: clients.find) {
         case .failure(let refusal): return Self.location(refusal)
@@ -255,6 +259,19 @@ struct OAuthAuthorizations: Sendable {
             OAuthAuthorizationDetails(
                 authorization: row, client: client, accountID: caller.accountID, email: email,
                 newScopes: requested.filter { !granted.contains($0) }))
+    }
+
+    /// For a browser with no session: where a `prompt=none` request goes instead of a sign-in page (the client hears
+    /// `login_required`, OpenID Connect Core §3.1.2.6); nil for any other request.
+    func loginRequired(_ id: String) async throws -> String? {
+        try checkEnabled()
+        guard let row = try await OAuthAuthorizationRepository(db: store.database).find(id: id),
+            row.status == .pending, row.expiresAt > clock.now.epochMilliseconds,
+            (row.prompt ?? "").split(separator: " ").contains("none"), let redirectURI = row.redirectURI
+        else { return nil }
+        return clientRedirect(
+            redirectURI,
+            [("error", "login_required"), ("error_description", "The user is not signed in"), ("state", row.state)])
     }
 
     /// The pending request `id` the caller may see: nobody's yet, or its own, and not expired.

@@ -35,7 +35,10 @@ struct OAuthPages: Sendable {
     /// `GET /account/authorize?authorization_id=`.
     func consent(_ id: String) async throws -> WebAnswer {
         let path = "/account/authorize?authorization_id=" + id
-        guard let (caller, cookies) = try await kit.caller() else { return signIn(returningTo: path) }
+        guard let (caller, cookies) = try await kit.caller() else {
+            if let refusal = try await oauth.loginRequired(id) { return .redirect(refusal) }
+            return signIn(returningTo: path)
+        }
         let language = kit.language(of: caller)
         do {
             switch try await oauth.open(id, by: caller) {
@@ -100,19 +103,11 @@ struct OAuthPages: Sendable {
             fields["company_scope"] = true
             fields["companies"] = list.map { ["id": $0.id, "name": $0.name] }
         }
-        // The decision's answer is a redirect to the client: the page's policy lets its form go there.
-        let targets = row.redirectURI.flatMap(Self.origin).map { [$0] } ?? []
+        // The decision's answer is a redirect to the client: the page's policy lets its form go there (its origin, or
+        // an app's own scheme: `SecurityHeaders.pagePolicy`).
         return kit.page(
             "oauth-consent", title: kit.text("oauth_consent_title", language, ["client": details.client.name]), fields,
-            status: status, cookies: cookies, formTargets: targets, language: language)
-    }
-
-    /// The origin (`scheme://host[:port]`) of an http(s) URI; a custom app scheme has none to list.
-    static func origin(_ uri: String) -> String? {
-        guard let url = URLComponents(string: uri), let scheme = url.scheme?.lowercased(),
-            scheme == "https" || scheme == "http", let host = url.host
-        else { return nil }
-        return "\(scheme)://\(host)" + (url.port.map { ":\($0)" } ?? "")
+            status: status, cookies: cookies, formTargets: row.redirectURI.map { [$0] } ?? [], language: language)
     }
 
     /// `POST /account/authorize`: approve or deny. Under the company scope the chosen company's login is passed first
@@ -228,7 +223,7 @@ struct OAuthPageRoutes {
             for (key, value) in request.uri.queryParameters where query[String(key)] == nil {
                 query[String(key)] = String(value)
             }
-            let location = try await pages.oauth.authorize(query)
+            let location = try await pages.oauth.authorize(query, from: try pages.kit.access.client())
             return WebAnswer(status: .found, html: nil, headers: [.location: location, .cacheControl: "no-store"])
         }
         router.get("/account/authorize") { request, _ in
