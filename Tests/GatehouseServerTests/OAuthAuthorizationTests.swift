@@ -53,6 +53,24 @@ struct OAuthAuthorizationTests {
             uniquingKeysWith: { first, _ in first })
     }
 
+    /// Approves request `id` with `bearer` through GoTrue's consent API; answers the code.
+    static func approvedCode(_ h: AccountHarness, _ id: String, bearer: String) async throws -> String {
+        let consent = try await h.client.post(
+            "/auth/v1/oauth/authorizations/\(id)/consent", ["action": "approve"], bearer: bearer)
+        #expect(consent.status == 200, "\(consent.body)")
+        let redirectURL = try #require(consent.json["redirect_url"] as? String)
+        return try #require(Self.query(redirectURL)["code"])
+    }
+
+    /// Exchanges `code` at the token endpoint as the public client `clientID`, with the verifier.
+    static func exchange(_ h: AccountHarness, _ clientID: String, code: String) async throws -> HTTPReply {
+        try await h.client.http.send(
+            .POST, h.server.baseURL + "/auth/v1/oauth/token", body: nil,
+            rawBody: "grant_type=authorization_code&code=\(code)&client_id=\(clientID)&code_verifier=\(verifier)"
+                + "&redirect_uri=\(redirect.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)",
+            headers: h.client.headers + [("Content-Type", "application/x-www-form-urlencoded")])
+    }
+
     @Test("the client and its redirect URI are checked first and refused in JSON; one character off is refused")
     func refusedInJSON() async throws {
         let (h, _, clientID) = try await Self.start()
@@ -194,15 +212,8 @@ struct OAuthAuthorizationTests {
         defer { Task { try? await h.stop() } }
         let person = try await h.person("oauth-revoke")
         let id = try await Self.authorize(h, clientID)
-        let consent = try await h.client.post(
-            "/auth/v1/oauth/authorizations/\(id)/consent", ["action": "approve"], bearer: person.account.access)
-        let redirectURL = try #require(consent.json["redirect_url"] as? String)
-        let code = try #require(Self.query(redirectURL)["code"])
-        let token = try await h.client.http.send(
-            .POST, h.server.baseURL + "/auth/v1/oauth/token", body: nil,
-            rawBody: "grant_type=authorization_code&code=\(code)&client_id=\(clientID)&code_verifier=\(Self.verifier)"
-                + "&redirect_uri=\(Self.redirect.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)",
-            headers: h.client.headers + [("Content-Type", "application/x-www-form-urlencoded")])
+        let code = try await Self.approvedCode(h, id, bearer: person.account.access)
+        let token = try await Self.exchange(h, clientID, code: code)
         #expect(token.status == 200, "\(token.body)")
         let access = try #require(token.json["access_token"] as? String)
         #expect(try await h.client.get("/auth/v1/oauth/userinfo", bearer: access).status == 200)
@@ -236,16 +247,8 @@ struct OAuthAuthorizationTests {
             "/auth/v1/oauth/authorizations/\(id)/consent", ["action": "approve"], bearer: owner.account.access)
         #expect(refused.status == 403 && refused.json["error_code"] as? String == "company_context_required")
         let company = try #require(owner.company?.access)
-        let consent = try await h.client.post(
-            "/auth/v1/oauth/authorizations/\(id)/consent", ["action": "approve"], bearer: company)
-        #expect(consent.status == 200, "\(consent.body)")
-        let redirectURL = try #require(consent.json["redirect_url"] as? String)
-        let code = try #require(Self.query(redirectURL)["code"])
-        let token = try await h.client.http.send(
-            .POST, h.server.baseURL + "/auth/v1/oauth/token", body: nil,
-            rawBody: "grant_type=authorization_code&code=\(code)&client_id=\(clientID)&code_verifier=\(Self.verifier)"
-                + "&redirect_uri=\(Self.redirect.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)",
-            headers: h.client.headers + [("Content-Type", "application/x-www-form-urlencoded")])
+        let code = try await Self.approvedCode(h, id, bearer: company)
+        let token = try await Self.exchange(h, clientID, code: code)
         #expect(token.status == 200, "\(token.body)")
         let access = try #require(token.json["access_token"] as? String)
         let payload = try #require(Self.payload(access))

@@ -86,9 +86,10 @@ extension API {
                 return .badRequest(
                     .init(
                         body: .json(
-                            .init(
-                                error: .init(rawValue: refusal.kind.rawValue) ?? .invalidClientMetadata,
-                                errorDescription: refusal.message))))
+                            .OAuthClientRegistrationError(
+                                .init(
+                                    error: .init(rawValue: refusal.kind.rawValue) ?? .invalidClientMetadata,
+                                    errorDescription: refusal.message)))))
             }
         }
     }
