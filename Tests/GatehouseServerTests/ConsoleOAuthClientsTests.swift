@@ -98,7 +98,7 @@ struct ConsoleOAuthClientsTests {
             #expect(refused.status == 400 && refused.body.contains("data-page=\"console-oauth-clients\""))
             #expect(refused.body.contains("HTTP scheme only allowed for localhost"))
             #expect(refused.body.contains(">http://app.example.com/cb</textarea>"))
-            #expect(refused.body.contains("value=\"public\" checked"))
+            #expect(refused.body.contains("value=\"public\" selected"))
             let noGrant = try await h.consoleForm(
                 "/console/oauth-clients", ["name": "App", "redirect_uris": Self.redirectURI], as: op)
             #expect(noGrant.status == 400 && noGrant.body.contains("Choose at least one grant type."))

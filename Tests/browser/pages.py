@@ -1254,7 +1254,7 @@ def test_console(server, browser, check):
     reached through the sign-in page's ?next=; the overview's charts for each range, the users list (search, a
     filter, the next page), a user's page and each action through its confirmation step, companies and a tier
     override, the audit explorer (a filter, a request's and a session's link, the CSV), service keys minted and
-    revoked, a webhook endpoint added and removed; every page audited; stored markup printed as text; 375 px wide without sideways scroll; in German."""
+    revoked, a webhook endpoint added and removed, an OAuth client added and removed; every page audited; stored markup printed as text; 375 px wide without sideways scroll; in German."""
     own_address(browser, "10.40.0.1")
     operator = "console-operator@example.com"
     server.sign_up(check, operator, PASSWORD)
@@ -1549,6 +1549,23 @@ def test_console(server, browser, check):
     confirm_step(browser, check, "remove", "hooks.example.com")
     press(browser, "form#confirm [type=submit]", "console-webhooks")
     check("hooks.example.com" not in browser.text("main"), "the removed endpoint is still listed")
+
+    # OAuth clients: a confidential one added (its secret shown once), its page, then removed.
+    browser.open("/console/oauth-clients", "console-oauth-clients")
+    browser.audit("console-oauth-clients")
+    browser.type_into("#oauth-client-name", "Partner dashboard")
+    browser.type_into("#oauth-client-redirect-uris", "https://partner.example.com/callback")
+    press(browser, "form#add-oauth-client [type=submit]", "console-oauth-client")
+    browser.audit("console-oauth-client")
+    client_secret = browser.driver.execute_script("return document.getElementById('oauth-client-secret').value")
+    check(len(client_secret) >= 32, f"the new client's secret reads {client_secret[:4]!r}…")
+    client_id = browser.text("#oauth-client-id")
+    browser.open("/console/oauth-clients", "console-oauth-clients")
+    browser.press_on(f"a[href='/console/oauth-clients/{client_id}']", "console-oauth-client")
+    check(client_secret not in browser.driver.page_source, "the client's page shows its secret again")
+    confirm_step(browser, check, "remove", "Partner dashboard")
+    press(browser, "form#confirm [type=submit]", "console-oauth-clients")
+    check("Partner dashboard" not in browser.text("main"), "the removed client is still listed")
 
     # In German, from the operator's own locale.
     token = browser.driver.get_cookie("gh_session")["value"]
