@@ -228,7 +228,7 @@ struct OAuthAuthorizationTests {
         #expect(again.status == 404 && again.json["error_code"] as? String == "oauth_consent_not_found")
     }
 
-    @Test("the company scope: approved from the chosen company's session, the client's token acts in that company")
+    @Test("the company scope: approved from the company's session, the client acts in it but not on the member's login")
     func companyScope() async throws {
         let (h, admin, _) = try await Self.start()
         defer { Task { try? await h.stop() } }
@@ -258,6 +258,12 @@ struct OAuthAuthorizationTests {
         #expect(claims["client_id"] as? String == clientID)
         let members = try await h.client.get("/v1/companies/\(cid)/members", bearer: access)
         #expect(members.status == 200, "\(members.body)")
+        // The member's own login, and the company's existence, stay the member's.
+        for path in ["/v1/companies/\(cid)/credential", "/v1/companies/\(cid)"] {
+            let refused = try await h.client.delete(path, bearer: access)
+            #expect(refused.status == 403 && refused.json["code"] as? String == "forbidden", "\(path): \(refused.body)")
+        }
+        #expect(try await h.client.get("/v1/companies/\(cid)", bearer: company).status == 200)
     }
 
     /// A JWT's payload, decoded.

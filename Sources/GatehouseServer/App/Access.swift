@@ -183,6 +183,9 @@ struct Access: Sendable {
         .forbidden, code: .companyContextRequired,
         message: "This endpoint needs a session logged in to this company (POST /v1/companies/{cid}/login)")
     static let notMember = APIError(.forbidden, code: .notAMember, message: "You are not a member of this company")
+    static let clientSessionRefused = APIError(
+        .forbidden, code: .forbidden,
+        message: "An app signed in through the OAuth provider cannot do this: the member's own company session can")
     static let accessRevoked = APIError(
         .forbidden, code: .companyAccessRevoked,
         message: "Your access to this company was revoked; drop its local data")
@@ -243,13 +246,20 @@ struct Access: Sendable {
         return Caller(identity: identity, client: client)
     }
 
-    /// A session logged in to company `cid`, with a live membership.
-    func company(_ cid: String) async throws -> CompanyCaller {
+    /// A session logged in to company `cid`, with a live membership. `ownSessionOnly` keeps out an OAuth client's
+    /// session of the company (the `company` scope): it acts in the company with the member's role, but the member's
+    /// own login (credential, passkeys), the company's existence, owner and single sign-on, and leaving it stay the
+    /// member's.
+    func company(_ cid: String, ownSessionOnly: Bool = false) async throws -> CompanyCaller {
         let client = try client()
         let identity = try await identify(client)
         guard identity.companyID == cid else {
             await refused(identity, client: client, companyID: cid, reason: "company_context_required")
             throw Self.contextRequired
+        }
+        guard !ownSessionOnly || identity.oauthClientID == nil else {
+            await refused(identity, client: client, companyID: cid, reason: "oauth_client_session")
+            throw Self.clientSessionRefused
         }
         guard
             let membership = try await CompanyDirectory(db: store.database).membership(

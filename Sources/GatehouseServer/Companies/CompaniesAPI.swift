@@ -37,14 +37,14 @@ extension API {
     }
 
     func deleteCompany(_ input: Operations.DeleteCompany.Input) async throws -> Operations.DeleteCompany.Output {
-        try await companies.delete(by: try await access.company(input.path.cid))
+        try await companies.delete(by: try await access.company(input.path.cid, ownSessionOnly: true))
         return .noContent(.init())
     }
 
     func transferOwnership(_ input: Operations.TransferOwnership.Input) async throws
         -> Operations.TransferOwnership.Output
     {
-        let caller = try await access.company(input.path.cid)
+        let caller = try await access.company(input.path.cid, ownSessionOnly: true)
         switch input.body {
         case .json(let body):
             return .ok(.init(body: .json(try await companies.transfer(to: body.accountId, by: caller))))
@@ -116,7 +116,7 @@ extension API {
     }
 
     func leaveCompany(_ input: Operations.LeaveCompany.Input) async throws -> Operations.LeaveCompany.Output {
-        try await companies.leave(try await access.company(input.path.cid))
+        try await companies.leave(try await access.company(input.path.cid, ownSessionOnly: true))
         return .noContent(.init())
     }
 }

@@ -19,14 +19,14 @@ extension API {
     func deleteCredential(_ input: Operations.DeleteCredential.Input) async throws
         -> Operations.DeleteCredential.Output
     {
-        try await credentials.delete(try await access.company(input.path.cid))
+        try await credentials.delete(try await access.company(input.path.cid, ownSessionOnly: true))
         return .noContent(.init())
     }
 
     func changeCredentialPassword(_ input: Operations.ChangeCredentialPassword.Input) async throws
         -> Operations.ChangeCredentialPassword.Output
     {
-        let caller = try await access.company(input.path.cid)
+        let caller = try await access.company(input.path.cid, ownSessionOnly: true)
         switch input.body {
         case .json(let body): try await credentials.changePassword(body, by: caller)
         }

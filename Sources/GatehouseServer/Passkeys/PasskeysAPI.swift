@@ -106,7 +106,7 @@ extension API {
     func companyPasskeyRegistrationOptions(_ input: Operations.CompanyPasskeyRegistrationOptions.Input) async throws
         -> Operations.CompanyPasskeyRegistrationOptions.Output
     {
-        let caller = try await access.company(input.path.cid)
+        let caller = try await access.company(input.path.cid, ownSessionOnly: true)
         return .ok(
             .init(body: .json(try await passkeys.companyRegistrationOptions(by: caller, proof: input.body.proof))))
     }
@@ -114,7 +114,7 @@ extension API {
     func companyPasskeyRegistrationVerify(_ input: Operations.CompanyPasskeyRegistrationVerify.Input) async throws
         -> Operations.CompanyPasskeyRegistrationVerify.Output
     {
-        let caller = try await access.company(input.path.cid)
+        let caller = try await access.company(input.path.cid, ownSessionOnly: true)
         switch input.body {
         case .json(let body):
             return .ok(.init(body: .json(try await passkeys.companyRegistrationVerify(body, by: caller))))
@@ -124,7 +124,8 @@ extension API {
     func deleteCompanyPasskey(_ input: Operations.DeleteCompanyPasskey.Input) async throws
         -> Operations.DeleteCompanyPasskey.Output
     {
-        try await passkeys.deleteCompanyPasskey(input.path.passkeyId, by: try await access.company(input.path.cid))
+        try await passkeys.deleteCompanyPasskey(
+            input.path.passkeyId, by: try await access.company(input.path.cid, ownSessionOnly: true))
         return .noContent(.init())
     }
 

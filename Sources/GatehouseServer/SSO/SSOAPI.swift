@@ -10,7 +10,7 @@ extension API {
     }
 
     func setCompanySSO(_ input: Operations.SetCompanySSO.Input) async throws -> Operations.SetCompanySSO.Output {
-        let caller = try await access.company(input.path.cid)
+        let caller = try await access.company(input.path.cid, ownSessionOnly: true)
         switch input.body {
         case .json(let body): return .ok(.init(body: .json(try await companySSO.update(body, by: caller))))
         }
