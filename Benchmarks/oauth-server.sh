@@ -7,7 +7,8 @@
 # - code exchange: one approved code per request (a code lives 60 s: they are prepared for at most 20 s just before
 #   the run, which ends when they run out), client_secret_basic, PKCE verifier, scope openid email profile;
 # - OAuth refresh / account refresh: one chain per connection, each request the successor the previous answer of
-#   its chain carried (as Benchmarks/refresh.lua);
+#   its chain carried (as Benchmarks/refresh.lua); the OAuth refresh twice, for a client with scope openid email
+#   profile (an id token each answer) and for one with scope email (none);
 # - client credentials: the same form every time, client_secret_basic.
 # Every request comes from an X-Forwarded-For address of its own, so per-IP limits stay out.
 #   swift build -c release --product gatehouse --scratch-path .build-release

@@ -173,6 +173,21 @@ struct OAuthAuthorizationTests {
         #expect(shown.json["authorization_id"] as? String == asked)
     }
 
+    @Test("two approvals of one client by one user at once both give a code (two tabs), and one grant is listed")
+    func concurrentApprovals() async throws {
+        let (h, _, clientID) = try await Self.start()
+        defer { Task { try? await h.stop() } }
+        let person = try await h.person("oauth-tabs")
+        let first = try await Self.authorize(h, clientID, extra: "&prompt=consent")
+        let second = try await Self.authorize(h, clientID, scope: "openid profile", extra: "&prompt=consent")
+        async let one = Self.approvedCode(h, first, bearer: person.account.access)
+        async let two = Self.approvedCode(h, second, bearer: person.account.access)
+        let codes = try await [one, two]
+        #expect(Set(codes).count == 2)
+        let grants = try await h.client.get("/auth/v1/user/oauth/grants", bearer: person.account.access).jsonArray
+        #expect(grants.count == 1)
+    }
+
     @Test("denying sends access_denied back with the state; prompt=none without consent is consent_required")
     func deny() async throws {
         let (h, _, clientID) = try await Self.start()

@@ -143,12 +143,15 @@ struct OAuthAuthorizationRepository {
             .map(OAuthScopes.list)
     }
 
-    /// Writes the consent's scopes (all of them, granted before and now).
+    /// Writes the consent's scopes (all of them, granted before and now): one statement, so two approvals at once
+    /// (two tabs) both land rather than one failing on the key; the later one's scopes stand.
     func saveConsent(accountID: String, clientID: String, scope: [String], at time: Int64) async throws {
-        try await db.delete(from: "oauth_consents").where("account_id", .equal, accountID)
-            .where("client_id", .equal, clientID).run()
         try await db.insert(into: "oauth_consents").columns("account_id", "client_id", "scope", "granted_at")
-            .values(SQLBind(accountID), SQLBind(clientID), SQLBind(OAuthScopes.text(scope)), SQLBind(time)).run()
+            .values(SQLBind(accountID), SQLBind(clientID), SQLBind(OAuthScopes.text(scope)), SQLBind(time))
+            .onConflict(with: ["account_id", "client_id"]) {
+                $0.set(excludedValueOf: "scope").set(excludedValueOf: "granted_at")
+            }
+            .run()
     }
 
     /// The account's consents, newest first.

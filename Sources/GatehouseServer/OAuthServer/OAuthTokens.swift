@@ -185,9 +185,11 @@ struct OAuthTokens: Sendable {
     private func answer(_ issued: IssuedSession, client: OAuthClient, nonce: String?, authTime: Int64?) async throws
         -> Result<OAuthTokenAnswer, OAuthError>
     {
-        guard let user = try await users.user(id: issued.accountID) else {
+        // From the session cache, with its token claims sized once (as the account's refresh reads it).
+        guard let cached = try await users.cached(id: issued.accountID) else {
             return .failure(.invalidGrant("User not found"))
         }
+        let user = cached.user
         var membership: Membership?
         if let companyID = issued.companyID {
             membership = try await CompanyDirectory(db: store.database).membership(
@@ -195,9 +197,7 @@ struct OAuthTokens: Sendable {
             guard membership != nil else { return .failure(.invalidGrant("The user left the company")) }
         }
         let access = try await sessions.accessToken(
-            for: issued, user: user,
-            metadata: SessionService.metadataClaims(app: user.appMetadata, user: user.userMetadata),
-            membership: membership)
+            for: issued, user: user, metadata: cached.metadataClaims, membership: membership)
         let scope = OAuthScopes.list(issued.oauthScope)
         var idToken: String?
         if scope.contains(OAuthScopes.openID) {
