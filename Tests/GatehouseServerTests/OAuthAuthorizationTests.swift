@@ -271,6 +271,8 @@ struct OAuthAuthorizationTests {
         #expect(claims["cid"] as? String == cid)
         #expect(claims["company_role"] as? String == "owner")
         #expect(claims["client_id"] as? String == clientID)
+        // Scopes bound the token too: no `email` scope, no address; no `profile`, no user metadata.
+        #expect(claims["email"] as? String == "" && claims["user_metadata"] == nil)
         let members = try await h.client.get("/v1/companies/\(cid)/members", bearer: access)
         #expect(members.status == 200, "\(members.body)")
         // The member's own login, and the company's existence, stay the member's.

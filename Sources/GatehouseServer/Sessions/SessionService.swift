@@ -177,12 +177,17 @@ final class SessionService: Sendable {
         let issuedAt = Int64(now.timeIntervalSince1970)
         // GoTrue's tokens carry both metadata objects, which apps read (get_claims, row-level security). The web
         // pages keep the token in a cookie, whose 4 KB they must fit: larger metadata is read from /user instead.
+        // An OAuth client's token carries what its scopes grant: the address under `email`, the user's own metadata
+        // under `profile` (the app's metadata always, as resource servers read roles from it).
+        let granted = issued.oauthClientID == nil ? nil : Set(OAuthScopes.list(issued.oauthScope))
+        let email = granted.map { $0.contains(OAuthScopes.email) } ?? true ? user.email : ""
+        let userMetadata = granted.map { $0.contains(OAuthScopes.profile) } ?? true ? metadata.user : nil
         let claims = AccessTokenClaims(
             iss: issuer, aud: "authenticated", sub: issued.accountID, exp: issuedAt + Int64(lifetime), iat: issuedAt,
-            nbf: issuedAt, email: user.email, phone: "", role: "authenticated", aal: issued.aal.rawValue,
+            nbf: issuedAt, email: email, phone: "", role: "authenticated", aal: issued.aal.rawValue,
             amr: issued.amr,
             sessionID: issued.sessionID, sid: issued.sessionID, isAnonymous: user.isAnonymous,
-            appMetadata: metadata.app, userMetadata: metadata.user, cid: membership?.companyID,
+            appMetadata: metadata.app, userMetadata: userMetadata, cid: membership?.companyID,
             companyRole: membership?.role.rawValue, deptMask: membership?.deptMask,
             managerMask: membership?.managerMask, username: issued.username, clientID: issued.oauthClientID,
             scope: issued.oauthScope)
