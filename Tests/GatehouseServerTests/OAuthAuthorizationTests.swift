@@ -118,6 +118,7 @@ struct OAuthAuthorizationTests {
             #expect(location.hasPrefix(Self.redirect + "?"), "\(location)")
             #expect(Self.query(location)["error"] == error, "\(path) → \(location)")
             #expect(Self.query(location)["state"] == "xyz")
+            #expect(Self.query(location)["iss"] == h.server.baseURL + "/auth/v1")
         }
         // `S256` in any case is S256.
         _ = try await Self.authorize(h, clientID, extra: "").isEmpty
@@ -215,6 +216,10 @@ struct OAuthAuthorizationTests {
         let id = try await Self.authorize(h, clientID, extra: "&acr_values=aal2")
         let refused = try await h.client.get("/auth/v1/oauth/authorizations/\(id)", bearer: person.account.access)
         #expect(refused.status == 403 && refused.json["error_code"] as? String == "insufficient_aal")
+        // `prompt=none` asks nothing: the client hears interaction_required instead.
+        let silent = try await Self.authorize(h, clientID, extra: "&acr_values=aal2&prompt=none")
+        let quiet = try await h.client.get("/auth/v1/oauth/authorizations/\(silent)", bearer: person.account.access)
+        #expect((quiet.json["redirect_url"] as? String).map { Self.query($0)["error"] } == "interaction_required")
         h.clock.advance(by: 120)
         let old = try await Self.authorize(h, clientID, extra: "&max_age=60")
         let stale = try await h.client.get("/auth/v1/oauth/authorizations/\(old)", bearer: person.account.access)
@@ -238,6 +243,14 @@ struct OAuthAuthorizationTests {
             "/auth/v1/user/oauth/grants?client_id=\(clientID.uppercased())", bearer: person.account.access)
         #expect(revoked.status == 204, "\(revoked.body)")
         #expect(try await h.client.get("/auth/v1/oauth/userinfo", bearer: access).status == 401)
+        // A code approved before the revocation and not yet exchanged is void with it.
+        let late = try await Self.authorize(h, clientID)
+        let lateCode = try await Self.approvedCode(h, late, bearer: person.account.access)
+        #expect(
+            try await h.client.delete("/auth/v1/user/oauth/grants?client_id=\(clientID)", bearer: person.account.access)
+                .status == 204)
+        let voided = try await Self.exchange(h, clientID, code: lateCode)
+        #expect(voided.status == 400 && voided.json["error"] as? String == "invalid_grant")
         let again = try await h.client.delete(
             "/auth/v1/user/oauth/grants?client_id=\(clientID)", bearer: person.account.access)
         #expect(again.status == 404 && again.json["error_code"] as? String == "oauth_consent_not_found")
@@ -281,6 +294,8 @@ struct OAuthAuthorizationTests {
             #expect(refused.status == 403 && refused.json["code"] as? String == "forbidden", "\(path): \(refused.body)")
         }
         #expect(try await h.client.get("/v1/companies/\(cid)", bearer: company).status == 200)
+        let policy = try await h.client.patch("/v1/companies/\(cid)", ["name": "Renamed"], bearer: access)
+        #expect(policy.status == 403, "an app changed the company: \(policy.body)")
     }
 
     /// A JWT's payload, decoded.

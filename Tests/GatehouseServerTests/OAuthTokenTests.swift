@@ -405,6 +405,10 @@ struct OAuthTokenTests {
                 "/auth/v1/oauth/logout?id_token_hint=\(hint)&post_logout_redirect_uri=https%3A%2F%2Fevil.example")
             #expect(foreign.status == 400 && error(foreign) == "invalid_request")
             #expect(try await p.userinfo(access).status == 200)
+            // Without a hint no redirect is made, even to a registered URI: that would be anyone's open redirect.
+            let unhinted = try await p.h.client.get(
+                "/auth/v1/oauth/logout?client_id=\(client.id)&post_logout_redirect_uri=\(target)")
+            #expect(unhinted.status == 400 && error(unhinted) == "invalid_request")
 
             p.h.clock.advance(by: 7200)
             let out = try await p.h.client.get(

@@ -248,8 +248,8 @@ struct Access: Sendable {
 
     /// A session logged in to company `cid`, with a live membership. `ownSessionOnly` keeps out an OAuth client's
     /// session of the company (the `company` scope): it acts in the company with the member's role, but the member's
-    /// own login (credential, passkeys), the company's existence, owner and single sign-on, and leaving it stay the
-    /// member's.
+    /// own login (credential, passkeys), the company's settings, existence, owner and single sign-on, and leaving it
+    /// stay the member's.
     func company(_ cid: String, ownSessionOnly: Bool = false) async throws -> CompanyCaller {
         let client = try client()
         let identity = try await identify(client)

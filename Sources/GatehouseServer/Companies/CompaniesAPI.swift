@@ -30,7 +30,7 @@ extension API {
     }
 
     func updateCompany(_ input: Operations.UpdateCompany.Input) async throws -> Operations.UpdateCompany.Output {
-        let caller = try await access.company(input.path.cid)
+        let caller = try await access.company(input.path.cid, ownSessionOnly: true)
         switch input.body {
         case .json(let body): return .ok(.init(body: .json(try await companies.update(body, by: caller))))
         }

@@ -98,7 +98,8 @@ struct UserClaims: Sendable, Equatable {
             emailVerified = user.emailConfirmedAt != nil
         }
         if scope.contains(OAuthScopes.profile) {
-            name = text("name", "full_name") ?? (user.email.isEmpty ? nil : user.email)
+            // The address stands in for a missing name only where the client may know the address.
+            name = text("name", "full_name") ?? (user.email.isEmpty || email == nil ? nil : user.email)
             picture = text("picture", "avatar_url")
             preferredUsername = text("preferred_username", "username")
             updatedAt = Int64(user.updatedAt.timeIntervalSince1970)

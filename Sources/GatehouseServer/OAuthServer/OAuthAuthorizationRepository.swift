@@ -122,6 +122,13 @@ struct OAuthAuthorizationRepository {
         ).all().isEmpty)
     }
 
+    /// Voids the account's approved, not yet exchanged requests for a client (its grant was revoked).
+    func denyApproved(clientID: String, accountID: String) async throws {
+        try await db.update("oauth_authorizations").set("status", to: SQLBind("denied"))
+            .where("client_id", .equal, clientID).where("account_id", .equal, accountID)
+            .where("status", .equal, "approved").run()
+    }
+
     /// Records a device's poll, and its interval after a `slow_down`.
     func polled(_ id: String, at time: Int64, interval: Int64) async throws {
         try await db.update("oauth_authorizations").set("polled_at", to: SQLBind(time))

@@ -152,6 +152,9 @@ struct OAuthAuthorizations: Sendable {
     /// A device's polling interval, seconds, and what a `slow_down` adds (RFC 8628 §3.5).
     static let deviceInterval: Int64 = 5
     static let slowDownStep: Int64 = 5
+    /// The longest a `slow_down` stretches the interval: a device that kept polling fast can still collect its tokens
+    /// within the code's life.
+    static let slowestInterval: Int64 = 60
 
     static let disabled = APIError(.notFound, code: .oauthServerDisabled, message: "OAuth 2.1 server is disabled")
     static let notFound = APIError(
@@ -174,7 +177,13 @@ struct OAuthAuthorizations: Sendable {
         try await throttling.limit("oauth-authorize", Self.authorizeRule, client: client)
         let request: AuthorizeRequest
         switch try await AuthorizeRequest.parse(query, find: clients.find) {
-        case .failure(let refusal): return Self.location(refusal)
+        case .failure(let refusal):
+            return clientRedirect(
+                refusal.redirectURI,
+                [
+                    ("error", refusal.error.error), ("error_description", refusal.error.description),
+                    ("state", refusal.state),
+                ])
         case .success(let parsed): request = parsed
         }
         let now = clock.now
@@ -230,22 +239,29 @@ struct OAuthAuthorizations: Sendable {
     func open(_ id: String, by caller: Caller) async throws -> OAuthAuthorizationView {
         try checkEnabled()
         let (row, client) = try await pending(id, by: caller)
-        try Self.check(row, identity: caller.identity, now: clock.now)
+        let prompts = Set((row.prompt ?? "").split(separator: " ").map(String.init))
+        do {
+            try Self.check(row, identity: caller.identity, now: clock.now)
+        } catch let need as OAuthAuthorizationNeed where prompts.contains("none") {
+            // `prompt=none` shows nothing: the client hears what would have been asked (OpenID Connect Core §3.1.2.6).
+            let error = need == .signIn ? "login_required" : "interaction_required"
+            try await refuseSilently(row, accountID: caller.accountID)
+            return .redirect(
+                clientRedirect(
+                    row.redirectURI ?? "",
+                    [("error", error), ("error_description", "The user must sign in or verify"), ("state", row.state)]))
+        }
         let repository = OAuthAuthorizationRepository(db: store.database)
         guard try await repository.claim(id, accountID: caller.accountID) else { throw Self.notFound }
         let requested = OAuthScopes.list(row.scope)
         let granted = try await repository.consent(accountID: caller.accountID, clientID: client.id) ?? []
-        let prompts = Set((row.prompt ?? "").split(separator: " ").map(String.init))
         if row.kind == .code, OAuthScopes.covers(granted: granted, requested: requested), !prompts.contains("consent"),
             !prompts.contains("select_account"), !requested.contains(OAuthScopes.company)
         {
             return .redirect(try await decide(id, approve: true, by: caller))
         }
         if prompts.contains("none") {
-            var refused = row
-            refused.accountID = caller.accountID
-            refused.status = .denied
-            _ = try await repository.decide(refused, codeHash: nil)
+            try await refuseSilently(row, accountID: caller.accountID)
             return .redirect(
                 clientRedirect(
                     row.redirectURI ?? "",
@@ -274,6 +290,14 @@ struct OAuthAuthorizations: Sendable {
             [("error", "login_required"), ("error_description", "The user is not signed in"), ("state", row.state)])
     }
 
+    /// Ends a `prompt=none` request that cannot be answered without a page.
+    private func refuseSilently(_ row: OAuthAuthorizationRow, accountID: String) async throws {
+        var refused = row
+        refused.accountID = accountID
+        refused.status = .denied
+        _ = try await OAuthAuthorizationRepository(db: store.database).decide(refused, codeHash: nil)
+    }
+
     /// The pending request `id` the caller may see: nobody's yet, or its own, and not expired.
     private func pending(_ id: String, by caller: Caller) async throws -> (OAuthAuthorizationRow, OAuthClient) {
         guard caller.identity.oauthClientID == nil else { throw APIError.accountSessionRequired }
@@ -288,15 +312,19 @@ struct OAuthAuthorizations: Sendable {
     /// The rule, pure: whether the caller's session is fresh and strong enough for the request. `prompt=login` wants
     /// a sign-in after the request was made; `max_age` one at most that old; `acr_values=aal2` a verified second
     /// factor (or a passkey).
-    static func check(_ row: OAuthAuthorizationRow, identity: Identity, now: Date) throws {
-        let authTime = identity.claims.amr.map(\.timestamp).max() ?? identity.claims.iat
+    /// `amr`, when given, is how the account session behind a company login signed in (the login's own is not a
+    /// sign-in).
+    static func check(
+        _ row: OAuthAuthorizationRow, identity: Identity, now: Date, amr given: [AuthenticationMethod]? = nil
+    ) throws {
+        let amr = given ?? identity.claims.amr
+        let authTime = amr.map(\.timestamp).max() ?? identity.claims.iat
         if (row.prompt ?? "").split(separator: " ").contains("login"), authTime * 1000 < row.createdAt - 1000 {
             throw OAuthAuthorizationNeed.signIn
         }
-        if let maxAge = row.maxAge, Int64(now.timeIntervalSince1970) - authTime > maxAge {
-            throw OAuthAuthorizationNeed.signIn
-        }
-        if row.acr == "aal2", identity.aal != .aal2, !identity.claims.amr.contains(where: { $0.method == "passkey" }) {
+        // Measured from when the request was made, so the minutes spent reading the consent page do not count.
+        if let maxAge = row.maxAge, authTime < row.createdAt / 1000 - maxAge { throw OAuthAuthorizationNeed.signIn }
+        if row.acr == "aal2", identity.aal != .aal2, !amr.contains(where: { $0.method == "passkey" }) {
             throw OAuthAuthorizationNeed.secondFactor
         }
     }
@@ -307,9 +335,14 @@ struct OAuthAuthorizations: Sendable {
     func decide(_ id: String, approve: Bool, by caller: Caller) async throws -> String {
         try checkEnabled()
         let (found, client) = try await pending(id, by: caller)
-        try Self.check(found, identity: caller.identity, now: clock.now)
-        var row = found
         let now = clock.now
+        // A company login's session (the company scope) answers for its account session's sign-in.
+        var amr = caller.identity.claims.amr
+        if let parent = caller.identity.parentSessionID, let live = try await sessions.liveSession(parent, now: now) {
+            amr = live.amr
+        }
+        try Self.check(found, identity: caller.identity, now: now, amr: amr)
+        var row = found
         let scope = OAuthScopes.list(row.scope)
         row.accountID = caller.accountID
         row.status = approve ? .approved : .denied
@@ -322,9 +355,9 @@ struct OAuthAuthorizations: Sendable {
             row.companyID = companyID
             row.username = caller.identity.claims.username
         }
-        row.authTime = caller.identity.claims.amr.map(\.timestamp).max() ?? caller.identity.claims.iat
+        row.authTime = amr.map(\.timestamp).max() ?? caller.identity.claims.iat
         row.aal = caller.identity.aal.rawValue
-        row.amr = String(decoding: try JSONEncoder().encode(caller.identity.claims.amr), as: UTF8.self)
+        row.amr = String(decoding: try JSONEncoder().encode(amr), as: UTF8.self)
         let code = approve && row.kind == .code ? Secrets.token() : nil
         if approve { row.expiresAt = now.addingTimeInterval(Self.codeLifetime).epochMilliseconds }
         let event = caller.client.event(
@@ -387,16 +420,22 @@ struct OAuthAuthorizations: Sendable {
         guard let accountID = row.accountID else { return .failure(.invalidGrant("Authorization has no user")) }
         let amr =
             (row.amr.flatMap { try? JSONDecoder().decode([AuthenticationMethod].self, from: Data($0.utf8)) }) ?? []
-        let company = row.companyID.map {
-            CompanyScope(
-                companyID: $0, username: row.username, idleTimeout: settings.sessionIdleTimeout,
-                lifetime: settings.sessionLifetime)
+        // Under the company scope the session keeps the company's own timeouts (`SessionService.start` caps them by
+        // the server's), as the member's company login does.
+        var company: CompanyScope?
+        if let companyID = row.companyID {
+            guard let record = try await CompanyDirectory(db: store.database).company(companyID) else {
+                return .failure(.invalidGrant("The company no longer exists"))
+            }
+            company = CompanyScope(
+                companyID: companyID, username: row.username, idleTimeout: record.policy.sessionIdleTimeout,
+                lifetime: record.policy.sessionLifetime)
         }
         let aal = AssuranceLevel(rawValue: row.aal ?? "") ?? .aal1
         let event = info.event(
             .oauthTokenIssued, accountID: accountID, detail: ["client_id": client.id, "grant": grant])
         do {
-            let issued = try await store.transaction { db in
+            let issued = try await store.transaction { [company] db in
                 try await trail.within(db).record(event)
                 let issued = try await sessions.start(
                     accountID: accountID, method: "oauth", ip: info.ip, userAgent: info.userAgent, db: db,
@@ -408,6 +447,12 @@ struct OAuthAuthorizations: Sendable {
             }
             return .success(OAuthExchange(authorization: row, client: client, issued: issued))
         } catch let error as APIError where error.code == ErrorCode.oauthAuthorizationNotFound.rawValue {
+            // Another exchange of the same code won the race: as for any replay, the session it made ends.
+            if let winner = try await OAuthAuthorizationRepository(db: store.database).find(id: row.id),
+                winner.status == .exchanged
+            {
+                try await endReplayedSession(winner, client: client, info: info)
+            }
             return .failure(.invalidGrant("Authorization code was already used"))
         }
     }
@@ -488,8 +533,9 @@ struct OAuthAuthorizations: Sendable {
             status: row.status, expiresAt: row.expiresAt, polledAt: row.polledAt, interval: interval, now: now)
         {
         case .slowDown:
-            try await repository.polled(row.id, at: now, interval: interval + Self.slowDownStep)
-            return .failure(OAuthError("slow_down", "Polling too fast: wait \(interval + Self.slowDownStep) s"))
+            let slower = min(interval + Self.slowDownStep, Self.slowestInterval)
+            try await repository.polled(row.id, at: now, interval: slower)
+            return .failure(OAuthError("slow_down", "Polling too fast: wait \(slower) s"))
         case .pending:
             try await repository.polled(row.id, at: now, interval: interval)
             return .failure(OAuthError("authorization_pending", "The user has not decided yet"))
@@ -535,6 +581,7 @@ struct OAuthAuthorizations: Sendable {
                 throw APIError(
                     .notFound, code: .oauthConsentNotFound, message: "No active grant found for this client")
             }
+            try await repository.denyApproved(clientID: clientID, accountID: caller.accountID)
             for session in try await repository.clientSessions(clientID: clientID, accountID: caller.accountID) {
                 try await sessions.revoke(accountID: caller.accountID, current: session, scope: .local, db: db)
             }

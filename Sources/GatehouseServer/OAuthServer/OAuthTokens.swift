@@ -422,6 +422,11 @@ struct OAuthTokens: Sendable {
         let clientID = hint?.aud ?? query["client_id"]
         var redirect: String?
         if let uri = query["post_logout_redirect_uri"], !uri.isEmpty {
+            // Only with an id token the client was given: without one, anyone's registered URI (dynamic registration)
+            // would make this an open redirect.
+            guard hint != nil else {
+                return .failure(.invalidRequest("post_logout_redirect_uri needs an id_token_hint"))
+            }
             guard let clientID, let client = try await clients.find(clientID), client.redirectURIs.contains(uri) else {
                 return .failure(.invalidRequest("post_logout_redirect_uri is not one of the client's redirect URIs"))
             }
