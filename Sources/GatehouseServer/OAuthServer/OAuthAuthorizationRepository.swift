@@ -180,14 +180,6 @@ struct OAuthAuthorizationRepository {
             .where("client_id", .equal, clientID).returning("account_id").all().isEmpty)
     }
 
-    /// The live sessions `accountID` gave `clientID` (nil: every account's), to end with the grant.
-    func clientSessions(clientID: String, accountID: String?) async throws -> [String] {
-        var query = db.select().column("id").from("sessions").where("oauth_client_id", .equal, clientID)
-            .where("revoked_at", .is, SQLLiteral.null)
-        if let accountID { query = query.where("account_id", .equal, accountID) }
-        return try await query.all(decodingColumn: "id", as: String.self)
-    }
-
     private func select() -> SQLSelectBuilder {
         db.select().columns(Self.columns).from("oauth_authorizations")
     }

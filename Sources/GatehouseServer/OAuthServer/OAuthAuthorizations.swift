@@ -582,9 +582,7 @@ struct OAuthAuthorizations: Sendable {
                     .notFound, code: .oauthConsentNotFound, message: "No active grant found for this client")
             }
             try await repository.denyApproved(clientID: clientID, accountID: caller.accountID)
-            for session in try await repository.clientSessions(clientID: clientID, accountID: caller.accountID) {
-                try await sessions.revoke(accountID: caller.accountID, current: session, scope: .local, db: db)
-            }
+            try await SessionChanges(db: db).end(.oauthClient(clientID, accountID: caller.accountID), now: clock.now)
             try await trail.within(db).record(event)
         }
     }

@@ -103,17 +103,6 @@ struct OAuthClientRepository {
         !(try await db.delete(from: "oauth_clients").where("id", .equal, id).returning("id").all().isEmpty)
     }
 
-    /// Ends every session issued to the client (its refresh tokens die with it) and notes them for the caches of
-    /// every instance, as `SessionRepository.revoke` does; run inside the transaction that removes the client.
-    func endSessions(of clientID: String, now: Date) async throws -> [String] {
-        let ended = try await db.update("sessions").set("revoked_at", to: SQLBind(now.epochMilliseconds))
-            .where("oauth_client_id", .equal, clientID)
-            .where("revoked_at", .is, SQLLiteral.null)
-            .returning("id").all(decodingColumn: "id", as: String.self)
-        TransactionChanges.sessionsEnded(ended)
-        return ended
-    }
-
     /// How many clients there are (the admin list's `X-Total-Count`).
     func count() async throws -> Int {
         try await db.select().column(SQLFunction("COUNT", args: SQLLiteral.all), as: "n").from("oauth_clients")

@@ -145,7 +145,7 @@ struct OAuthClients: Sendable {
         let now = clock.now
         try await store.transaction { [trail] db in
             let repository = OAuthClientRepository(db: db)
-            let ended = try await repository.endSessions(of: id, now: now)
+            let ended = try await SessionChanges(db: db).end(.oauthClient(id, accountID: nil), now: now)
             guard try await repository.delete(id) else { throw Self.notFound }
             try await trail.within(db).record(
                 caller.event(

@@ -324,6 +324,9 @@ struct SessionRepository {
         case companyBelowAAL2(String)
         /// The account's sessions below aal2 but the family of `keeping` (its first factor was just verified).
         case accountBelowAAL2(String, keeping: String)
+        /// The sessions an OAuth client holds: one account's (its grant was revoked), or every account's (the client
+        /// was removed).
+        case oauthClient(String, accountID: String?)
     }
 
     /// Ends the sessions `ending` names that are still live; returns the ids that ended.
@@ -353,6 +356,9 @@ struct SessionRepository {
             query = query.where("account_id", .equal, accountID).where("aal", .equal, AssuranceLevel.aal1.rawValue)
                 .where("id", .notEqual, family)
                 .where { $0.where("parent_id", .is, SQLLiteral.null).orWhere("parent_id", .notEqual, family) }
+        case .oauthClient(let clientID, let accountID):
+            query = query.where("oauth_client_id", .equal, clientID)
+            if let accountID { query = query.where("account_id", .equal, accountID) }
         }
         let ended = try await query.returning("id").all(decodingColumn: "id", as: String.self)
         TransactionChanges.sessionsEnded(ended)
