@@ -279,8 +279,7 @@ struct OAuthAuthorizationTests {
         let token = try await Self.exchange(h, clientID, code: code)
         #expect(token.status == 200, "\(token.body)")
         let access = try #require(token.json["access_token"] as? String)
-        let payload = try #require(Self.payload(access))
-        let claims = try #require(JSONSerialization.jsonObject(with: payload) as? [String: Any])
+        let claims = try CompanyFlowTests.claims(access)
         #expect(claims["cid"] as? String == cid)
         #expect(claims["company_role"] as? String == "owner")
         #expect(claims["client_id"] as? String == clientID)
@@ -296,15 +295,6 @@ struct OAuthAuthorizationTests {
         #expect(try await h.client.get("/v1/companies/\(cid)", bearer: company).status == 200)
         let policy = try await h.client.patch("/v1/companies/\(cid)", ["name": "Renamed"], bearer: access)
         #expect(policy.status == 403, "an app changed the company: \(policy.body)")
-    }
-
-    /// A JWT's payload, decoded.
-    static func payload(_ jwt: String) -> Data? {
-        let parts = jwt.split(separator: ".")
-        guard parts.count == 3 else { return nil }
-        var text = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
-        return Data(base64Encoded: text)
     }
 
     @Test("with the provider off every endpoint is oauth_server_disabled; an app's consent path is used when set")

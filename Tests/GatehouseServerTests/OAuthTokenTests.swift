@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import Testing
 
@@ -56,10 +55,7 @@ private struct Provider {
     /// A verifier and its S256 challenge.
     static func pkce() -> (verifier: String, challenge: String) {
         let verifier = Secrets.token() + Secrets.token()
-        let digest = Data(SHA256.hash(data: Data(verifier.utf8))).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-        return (verifier, digest)
+        return (verifier, PKCE.s256(verifier))
     }
 
     /// Walks `/oauth/authorize` and the consent API as `user`: the approved code and its verifier.
@@ -100,14 +96,7 @@ private struct Provider {
     }
 
     /// The claims of a JWT, unverified (the test checks the signature separately where it matters).
-    static func claims(_ jwt: String) -> [String: Any] {
-        let parts = jwt.split(separator: ".")
-        guard parts.count == 3 else { return [:] }
-        var text = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
-        guard let data = Data(base64Encoded: text) else { return [:] }
-        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
-    }
+    static func claims(_ jwt: String) throws -> [String: Any] { try CompanyFlowTests.claims(jwt) }
 }
 
 private func error(_ reply: HTTPReply) -> String? { reply.json["error"] as? String }
@@ -138,8 +127,9 @@ struct OAuthTokenTests {
             #expect(verified.acr == "aal1")
             #expect(verified.atHash == OAuthIDTokenClaims.accessTokenHash(access))
             #expect(verified.email != nil && verified.emailVerified == true)
-            #expect(verified.sid == Provider.claims(access)["session_id"] as? String)
-            #expect(Provider.claims(access)["client_id"] as? String == client.id)
+            let accessClaims = try Provider.claims(access)
+            #expect(verified.sid == accessClaims["session_id"] as? String)
+            #expect(accessClaims["client_id"] as? String == client.id)
 
             let info = try await p.userinfo(access)
             #expect(info.status == 200)
@@ -153,8 +143,8 @@ struct OAuthTokenTests {
             #expect(refreshed.status == 200)
             #expect(refreshed.json["refresh_token"] as? String != refresh)
             let again = try #require(refreshed.json["id_token"] as? String)
-            #expect(Provider.claims(again)["nonce"] == nil)
-            #expect(Provider.claims(again)["aud"] as? String == client.id)
+            #expect(try Provider.claims(again)["nonce"] == nil)
+            #expect(try Provider.claims(again)["aud"] as? String == client.id)
 
             // The account's own token is not a client's: userinfo refuses it as RFC 6750 says.
             let own = try await p.userinfo(user.access)
@@ -266,8 +256,8 @@ struct OAuthTokenTests {
             #expect(reply.status == 200)
             #expect(reply.json["refresh_token"] == nil && reply.json["id_token"] == nil)
             let token = try #require(reply.json["access_token"] as? String)
-            #expect(Provider.claims(token)["sub"] as? String == client.id)
-            #expect(Provider.claims(token)["aud"] as? String == p.h.server.baseURL + "/auth/v1")
+            #expect(try Provider.claims(token)["sub"] as? String == client.id)
+            #expect(try Provider.claims(token)["aud"] as? String == p.h.server.baseURL + "/auth/v1")
 
             // No session: our own API does not take it.
             await #expect(throws: SessionService.TokenFailure.self) {

@@ -52,9 +52,7 @@ struct OAuthIDTokenClaims: JWTPayload, Equatable {
     /// `at_hash` (OpenID Connect Core §3.1.3.6): the left half of the SHA-256 of the access token, base64url.
     static func accessTokenHash(_ accessToken: String) -> String {
         let digest = Array(SHA256.hash(data: Data(accessToken.utf8)))
-        return Data(digest.prefix(digest.count / 2)).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        return Secrets.base64URL(Data(digest.prefix(digest.count / 2)))
     }
 
     /// Puts the user's claims the scopes allow into the token (the same as userinfo answers, in OIDC's names).

@@ -49,10 +49,15 @@ struct OAuthPages: Sendable {
         } catch let need as OAuthAuthorizationNeed {
             return try await answer(need, path: path, caller: caller, cookies: cookies, language: language)
         } catch let error as APIError where error.code == ErrorCode.oauthAuthorizationNotFound.rawValue {
-            return kit.message(
-                page: "oauth-missing", titleKey: "oauth_missing_title", keys: ["oauth_missing"], language: language,
-                status: .notFound, accountLink: true, cookies: cookies)
+            return missing(language: language, cookies: cookies)
         }
+    }
+
+    /// A request that is unknown, expired, already decided or another user's.
+    private func missing(language: String, cookies: [String]) -> WebAnswer {
+        kit.message(
+            page: "oauth-missing", titleKey: "oauth_missing_title", keys: ["oauth_missing"], language: language,
+            status: .notFound, accountLink: true, cookies: cookies)
     }
 
     /// Signed out: the sign-in page, coming back to `path` once signed in.
@@ -159,9 +164,7 @@ struct OAuthPages: Sendable {
                 details, caller: caller, cookies: cookies, language: language, error: kit.errorText(error, language),
                 status: error.status)
         } catch let error as APIError where error.code == ErrorCode.oauthAuthorizationNotFound.rawValue {
-            return kit.message(
-                page: "oauth-missing", titleKey: "oauth_missing_title", keys: ["oauth_missing"], language: language,
-                status: .notFound, accountLink: true, cookies: cookies)
+            return missing(language: language, cookies: cookies)
         }
     }
 
